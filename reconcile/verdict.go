@@ -1,0 +1,110 @@
+// Package reconcile decides what happened to an intent: it drives the
+// matcher over verified ICRC-3 history and produces verdicts.
+package reconcile
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Status is a verdict's status: the four of the tool layer's reconcile hook,
+// plus invalid for requests that cannot be read.
+type Status string
+
+const (
+	StatusFound      Status = "found"
+	StatusAbsent     Status = "absent"
+	StatusNotYet     Status = "not_yet"
+	StatusUnreadable Status = "unreadable"
+	StatusInvalid    Status = "invalid"
+)
+
+// Final reports whether a verdict of this status ends the intent.
+func (s Status) Final() bool {
+	return s == StatusFound || s == StatusAbsent || s == StatusInvalid
+}
+
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusFound, StatusAbsent, StatusNotYet, StatusUnreadable, StatusInvalid:
+		return true
+	}
+	return false
+}
+
+// U64 is a uint64 that travels as a decimal string in JSON: every integer
+// that can exceed 2^53 does (DESIGN §2).
+type U64 uint64
+
+func (u U64) MarshalText() ([]byte, error) { return strconv.AppendUint(nil, uint64(u), 10), nil }
+
+func (u *U64) UnmarshalText(b []byte) error {
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("reconcile: %q is not a decimal uint64", b)
+	}
+	*u = U64(v)
+	return nil
+}
+
+// Verdict is the message published on reconcile.verdicts.<intent_id> and
+// stored in the verdict history. Its JSON form is the contract of DESIGN §2.
+type Verdict struct {
+	IntentID   string     `json:"intent_id"`
+	Seq        uint64     `json:"seq"`
+	Status     Status     `json:"status"`
+	Final      bool       `json:"final"`
+	Block      *BlockRef  `json:"block"`
+	NearMisses []NearMiss `json:"near_misses"`
+	Window     *Window    `json:"window"`
+	Evidence   *Evidence  `json:"evidence"`
+	Reason     *Reason    `json:"reason"`
+	DecidedAt  time.Time  `json:"decided_at"`
+}
+
+// BlockRef names the matched block.
+type BlockRef struct {
+	Index U64    `json:"index"`
+	TS    U64    `json:"ts"`
+	Hash  string `json:"hash"`
+	Kind  string `json:"kind"`
+}
+
+// NearMiss is a block with the intent's stamp and caller-side account that
+// differs in the named fields. It is reported, never matched.
+type NearMiss struct {
+	Index   U64      `json:"index"`
+	Differs []string `json:"differs"`
+}
+
+// Window is the ledger-time window that can hold the original and, once
+// located, the block index range covering it.
+type Window struct {
+	FromTS     U64  `json:"from_ts"`
+	ToTS       U64  `json:"to_ts"`
+	FirstBlock *U64 `json:"first_block"`
+	LastBlock  *U64 `json:"last_block"`
+	// NarrowedBy says why ToTS is earlier than stamp+TW+D ("ingress_expiry").
+	NarrowedBy string `json:"narrowed_by,omitempty"`
+}
+
+// Evidence says what the verdict rests on.
+type Evidence struct {
+	// Verified is "certificate+chain" (certified tip and hash chain), or
+	// "queries" for ledgers the operator configured without a tip certificate.
+	Verified      string `json:"verified"`
+	TipIndex      *U64   `json:"tip_index"`
+	TipHash       string `json:"tip_hash,omitempty"`
+	CertifiedTime *U64   `json:"certified_time"`
+	// BlocksRead counts blocks read and verified for this decision.
+	BlocksRead uint64 `json:"blocks_read"`
+}
+
+// Reason explains unreadable and invalid verdicts.
+type Reason struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
