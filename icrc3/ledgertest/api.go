@@ -38,9 +38,11 @@ type CallContext struct {
 	// available in queries, as on the IC.
 	Replicated bool
 	// DataCertificate returns what ic0.data_certificate() would: a certificate
-	// covering this canister's certified data and /time. Nil in update calls.
-	// Building one costs a BLS signature, so it is produced on demand.
-	DataCertificate func() []byte
+	// covering /canister/<id>/certified_data = data and /time. The canister
+	// passes the certified data of the state it answers from (its current
+	// CertifiedData, or an older one when it plays a lagging replica). Nil in
+	// update calls. Building one costs a BLS signature, so it is made on demand.
+	DataCertificate func(data []byte) []byte
 }
 
 // Canister is a program the replica hosts under a canister id. The replica
