@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+)
+
+func init() {
+	register(command{
+		name:    "testledger",
+		summary: "serve a local test replica with ICRC ledgers (for integration tests)",
+		run:     runTestLedger,
+	})
+}
+
+// balanceFlags collects repeated --initial-balance ACCOUNT=AMOUNT flags.
+type balanceFlags []ledgertest.Balance
+
+func (b *balanceFlags) String() string { return fmt.Sprint(len(*b), " balances") }
+
+func (b *balanceFlags) Set(s string) error {
+	acct, amount, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want ACCOUNT=AMOUNT, got %q", s)
+	}
+	a, err := icrc3.ParseAccount(acct)
+	if err != nil {
+		return err
+	}
+	n, err := icrc3.ParseNat(amount)
+	if err != nil {
+		return fmt.Errorf("amount %q: %w", amount, err)
+	}
+	*b = append(*b, ledgertest.Balance{Account: a, Amount: n})
+	return nil
+}
+
+type testLedgerOut struct {
+	URL      string            `json:"url"`
+	RootKey  string            `json:"root_key"`
+	SubnetID string            `json:"subnet_id"`
+	Ledgers  []testLedgerEntry `json:"ledgers"`
+}
+
+type testLedgerEntry struct {
+	CanisterID     string             `json:"canister_id"`
+	MintingAccount string             `json:"minting_account"`
+	Blocks         string             `json:"blocks"`
+	Archives       []testLedgerArchive `json:"archives"`
+}
+
+type testLedgerArchive struct {
+	CanisterID string `json:"canister_id"`
+	Start      string `json:"start"`
+	End        string `json:"end"`
+}
+
+func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("testledger", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "loopback address to listen on")
+	blocks := fs.Int("blocks", 0, "deterministic history blocks to generate per ledger")
+	span := fs.Duration("history-span", time.Hour, "the generated blocks' timestamps spread over this much time before now")
+	seed := fs.Int64("seed", 1, "seed for keys, canister ids and history")
+	ledgers := fs.Int("ledgers", 1, "number of ledgers")
+	threshold := fs.Uint64("archive-threshold", 0, "archive when the ledger holds this many blocks (0: never)")
+	admin := fs.Bool("admin", false, "enable the /admin/time and /admin/faults endpoints")
+	rootSubnet := fs.Bool("root-subnet", false, "serve as the root subnet (no delegation), like the ICP ledger")
+	style := fs.String("block-style", "dfinity", "block style: dfinity (tx.op) or spec (btype)")
+	tip := fs.String("tip-format", "leb128", "certified tip layout: leb128 or legacy")
+	var balances balanceFlags
+	fs.Var(&balances, "initial-balance", "ACCOUNT=AMOUNT minted at creation on every ledger (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if err := loopbackOnly(*listen); err != nil {
+		return fmt.Errorf("%w: --listen: %v", errUsage, err)
+	}
+	if *ledgers < 1 || *ledgers > 100 {
+		return fmt.Errorf("%w: --ledgers must be 1..100, got %d", errUsage, *ledgers)
+	}
+	if *blocks < 0 {
+		return fmt.Errorf("%w: --blocks must not be negative, got %d", errUsage, *blocks)
+	}
+	cfg := ledgertest.LedgerConfig{ArchiveThreshold: *threshold, InitialBalances: balances}
+	switch *style {
+	case "dfinity":
+		cfg.BlockStyle = ledgertest.StyleDFINITY
+	case "spec":
+		cfg.BlockStyle = ledgertest.StyleSpec
+	default:
+		return fmt.Errorf("%w: --block-style must be dfinity or spec, got %q", errUsage, *style)
+	}
+	switch *tip {
+	case "leb128":
+		cfg.TipFormat = ledgertest.TipLEB128
+	case "legacy":
+		cfg.TipFormat = ledgertest.TipLegacy
+	default:
+		return fmt.Errorf("%w: --tip-format must be leb128 or legacy, got %q", errUsage, *tip)
+	}
+
+	opts := []ledgertest.Option{ledgertest.WithListenAddr(*listen), ledgertest.WithSeed(*seed)}
+	if *admin {
+		opts = append(opts, ledgertest.WithAdmin())
+	}
+	if *rootSubnet {
+		opts = append(opts, ledgertest.WithRootSubnet())
+	}
+	s, err := ledgertest.NewServer(opts...)
+	if err != nil {
+		return err
+	}
+	out := testLedgerOut{URL: s.URL(), RootKey: hex.EncodeToString(s.RootKey()), SubnetID: s.SubnetID().Encode()}
+	for i := 0; i < *ledgers; i++ {
+		l, err := s.NewLedger(cfg)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("ledger %d: %w", i, err)
+		}
+		if *blocks > 0 {
+			if err := l.GenerateHistory(*blocks, *seed+int64(i), *span); err != nil {
+				s.Close()
+				return fmt.Errorf("ledger %d: generate %d blocks: %w", i, *blocks, err)
+			}
+		}
+		e := testLedgerEntry{
+			CanisterID:     l.ID().Encode(),
+			MintingAccount: l.MintingAccount().String(),
+			Blocks:         strconv.FormatUint(l.Len(), 10),
+			Archives:       []testLedgerArchive{},
+		}
+		for _, a := range l.Archives() {
+			e.Archives = append(e.Archives, testLedgerArchive{
+				CanisterID: a.ID.Encode(),
+				Start:      strconv.FormatUint(a.Start, 10),
+				End:        strconv.FormatUint(a.End, 10),
+			})
+		}
+		out.Ledgers = append(out.Ledgers, e)
+	}
+	line, err := json.Marshal(out)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("encode ready line: %w", err)
+	}
+	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
+		s.Close()
+		return fmt.Errorf("write ready line: %w", err)
+	}
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// loopbackOnly refuses addresses that would expose the test replica, whose
+// keys are derived from a public seed, beyond this machine.
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/candid/idl"
+	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+)
+
+func TestTestLedgerPrintsReadyLineAndServes(t *testing.T) {
+	owner := principal.NewSelfAuthenticating([]byte("testledger-owner"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runTestLedger(ctx, []string{
+			"--listen", "127.0.0.1:0", "--blocks", "40", "--seed", "5", "--ledgers", "2",
+			"--initial-balance", owner.Encode() + "=123456789", "--archive-threshold", "20",
+			"--block-style", "spec", "--tip-format", "legacy", "--admin",
+		}, pw, &stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no ready line: %v (stderr %q)", err, stderr.String())
+	}
+	var out testLedgerOut
+	if err := json.Unmarshal([]byte(line), &out); err != nil {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	if !strings.HasPrefix(out.URL, "http://127.0.0.1:") || len(out.Ledgers) != 2 {
+		t.Fatalf("ready line %+v", out)
+	}
+	if k, err := hex.DecodeString(out.RootKey); err != nil || len(k) != 133 {
+		t.Fatalf("root_key %q", out.RootKey)
+	}
+	for _, l := range out.Ledgers {
+		if l.Blocks != "41" || len(l.Archives) == 0 || l.Archives[0].Start != "0" {
+			t.Fatalf("ledger %+v: want 1 mint + 40 blocks and archives from block 0", l)
+		}
+		if _, err := icrc3.ParseAccount(l.MintingAccount); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The replica serves while the context lives: read the minted balance
+	// with a verified query through an unmodified agent.
+	u, _ := url.Parse(out.URL)
+	a, err := agent.New(agent.Config{FetchRootKey: true, ClientConfig: []agent.ClientOption{
+		agent.WithHostURL(u), agent.WithHttpClient(ledgertest.LoopbackHTTPClient()),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := principal.MustDecode(out.Ledgers[0].CanisterID)
+	var bal idl.Nat
+	if err := a.Query(ledger, "icrc1_balance_of", []any{icrc3.CandidAccount{Owner: owner}}, []any{&bal}); err != nil {
+		t.Fatal(err)
+	}
+	if bal.BigInt().Sign() <= 0 {
+		t.Fatalf("balance of the initial holder = %s", bal.BigInt())
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after cancel: %v", err)
+	}
+}
+
+func TestTestLedgerCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	if err := runTestLedger(ctx, []string{"--listen", "127.0.0.1:0", "--root-subnet"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	var out testLedgerOut
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Ledgers) != 1 || out.Ledgers[0].Blocks != "0" {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	if strings.Count(stdout.String(), "\n") != 1 {
+		t.Fatalf("want exactly one line, got %q", stdout.String())
+	}
+}
+
+func TestTestLedgerUsageErrors(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"--listen", "0.0.0.0:0"},
+		{"--listen", "192.168.1.1:8080"},
+		{"--listen", "nonsense"},
+		{"--ledgers", "0"},
+		{"--blocks", "-1"},
+		{"--block-style", "fancy"},
+		{"--tip-format", "be64"},
+		{"--initial-balance", "nobody"},
+		{"--initial-balance", "aaaaa-aa=-5"},
+		{"--no-such-flag"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := runTestLedger(ctx, args, &stdout, &stderr)
+		if !errors.Is(err, errUsage) {
+			t.Fatalf("%q: error %v, want a usage error", args, err)
+		}
+		if stdout.Len() != 0 {
+			t.Fatalf("%q printed %q", args, stdout.String())
+		}
+	}
+}

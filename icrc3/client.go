@@ -1,0 +1,486 @@
+package icrc3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/principal"
+)
+
+// VerifyMode says what makes history trustworthy for a ledger.
+type VerifyMode string
+
+const (
+	// VerifyChain: a certified tip plus the hash chain (the default).
+	VerifyChain VerifyMode = "chain"
+	// VerifyQueries: node-signed queries only, for ledgers that certify no
+	// tip and that the operator accepted as such.
+	VerifyQueries VerifyMode = "queries"
+)
+
+// Endpoint is a block endpoint family.
+type Endpoint string
+
+const (
+	EndpointAuto   Endpoint = ""                 // the larger page of those served
+	EndpointICRC3  Endpoint = "icrc3_get_blocks" // 100 blocks per page on DFINITY ledgers
+	EndpointLegacy Endpoint = "get_blocks"       // 2000 blocks per page
+)
+
+// Page sizes of the DFINITY ledger and archives.
+const (
+	PageICRC3  = 100
+	PageLegacy = 2000
+)
+
+// ClientConfig configures a Client for one ledger.
+type ClientConfig struct {
+	Agent  *agent.Agent
+	Ledger principal.Principal
+	// RootKey is the DER BLS root key tip certificates are checked against;
+	// nil takes the agent's own.
+	RootKey []byte
+	// MaxCertAge bounds the age of a tip certificate's /time (default 5 min).
+	MaxCertAge time.Duration
+	// Concurrency bounds the page requests in flight (default 4).
+	Concurrency int
+	// Verify: VerifyChain (default) or VerifyQueries.
+	Verify VerifyMode
+	// Endpoint forces a block endpoint family; the default prefers legacy
+	// get_blocks for its larger page when the ledger serves it.
+	Endpoint Endpoint
+	// PageSize overrides the page size of the chosen endpoint (tests).
+	PageSize uint64
+	// Now is the clock certificates' ages are measured against (default
+	// time.Now).
+	Now func() time.Time
+}
+
+// Client reads and verifies one ledger's block history, from the ledger and
+// its archives. It is safe for concurrent use.
+type Client struct {
+	agent   *agent.Agent
+	ledger  principal.Principal
+	rootKey []byte
+	maxAge  time.Duration
+	conc    int
+	verify  VerifyMode
+	want    Endpoint
+	page    uint64
+	now     func() time.Time
+
+	featMu sync.Mutex
+	feat   *Features
+
+	// known is the highest chain length any reply or tip has shown. A later
+	// reply claiming fewer blocks comes from a lagging replica; it never
+	// shrinks what is known to exist.
+	known atomic.Uint64
+
+	archMu   sync.Mutex
+	archives []archiveRange // where blocks were last seen archived
+
+	statMu   sync.Mutex
+	stats    Stats
+	inflight int
+}
+
+type archiveRange struct {
+	cb         Callback
+	start, end uint64 // [start, end)
+	icrc3      bool   // the callback speaks icrc3_get_blocks, else legacy BlockRange
+}
+
+// NewClient checks cfg and applies defaults. It makes no request.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Agent == nil {
+		return nil, fmt.Errorf("icrc3: new client: no agent")
+	}
+	if len(cfg.Ledger.Raw) == 0 {
+		return nil, fmt.Errorf("icrc3: new client: no ledger id")
+	}
+	c := &Client{
+		agent:   cfg.Agent,
+		ledger:  cfg.Ledger,
+		rootKey: cfg.RootKey,
+		maxAge:  cfg.MaxCertAge,
+		conc:    cfg.Concurrency,
+		verify:  cfg.Verify,
+		want:    cfg.Endpoint,
+		page:    cfg.PageSize,
+		now:     cfg.Now,
+	}
+	if c.rootKey == nil {
+		c.rootKey = cfg.Agent.GetRootKey()
+	}
+	if c.maxAge <= 0 {
+		c.maxAge = 5 * time.Minute
+	}
+	if c.conc <= 0 {
+		c.conc = 4
+	}
+	switch c.verify {
+	case "":
+		c.verify = VerifyChain
+	case VerifyChain, VerifyQueries:
+	default:
+		return nil, fmt.Errorf("icrc3: new client: unknown verify mode %q", cfg.Verify)
+	}
+	switch c.want {
+	case EndpointAuto, EndpointICRC3, EndpointLegacy:
+	default:
+		return nil, fmt.Errorf("icrc3: new client: unknown endpoint %q", cfg.Endpoint)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.stats.Queries = map[string]uint64{}
+	return c, nil
+}
+
+// Ledger is the ledger's canister id.
+func (c *Client) Ledger() principal.Principal { return c.ledger }
+
+// Mode is the client's verification mode.
+func (c *Client) Mode() VerifyMode { return c.verify }
+
+// KnownLength is the highest chain length seen so far.
+func (c *Client) KnownLength() uint64 { return c.known.Load() }
+
+func (c *Client) observeLength(n uint64) {
+	for {
+		cur := c.known.Load()
+		if n <= cur || c.known.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// Stats counts the client's queries, for benchmarks and metrics.
+type Stats struct {
+	// Queries by "ledger:<method>" or "archive:<method>".
+	Queries map[string]uint64
+	Total   uint64 // all queries
+	Blocks  uint64 // blocks received in block pages (duplicates included)
+	// MaxInFlight is the most queries that were outstanding at once.
+	MaxInFlight int
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	c.statMu.Lock()
+	defer c.statMu.Unlock()
+	s := c.stats
+	s.Queries = make(map[string]uint64, len(c.stats.Queries))
+	for k, v := range c.stats.Queries {
+		s.Queries[k] = v
+	}
+	return s
+}
+
+func (c *Client) enter(canister principal.Principal, method string) {
+	role := "archive:"
+	if canister.Equal(c.ledger) {
+		role = "ledger:"
+	}
+	c.statMu.Lock()
+	c.stats.Queries[role+method]++
+	c.stats.Total++
+	c.inflight++
+	c.stats.MaxInFlight = max(c.stats.MaxInFlight, c.inflight)
+	c.statMu.Unlock()
+}
+
+func (c *Client) leave() {
+	c.statMu.Lock()
+	c.inflight--
+	c.statMu.Unlock()
+}
+
+func (c *Client) countBlocks(n int) {
+	c.statMu.Lock()
+	c.stats.Blocks += uint64(n)
+	c.statMu.Unlock()
+}
+
+// query sends one raw query. verify turns agent-go's signed-query
+// verification on (an extra read_state and BLS check per signature).
+func (c *Client) query(ctx context.Context, canister principal.Principal, method string, arg []byte, verify bool) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, classify(err, canister, method)
+	}
+	c.enter(canister, method)
+	defer c.leave()
+	req, err := c.agent.CreateRawAPIRequest(agent.RequestTypeQuery, canister, method, arg)
+	if err != nil {
+		return nil, &Error{Kind: KindTransport, Canister: canister, Method: method, Msg: "build request", Err: err}
+	}
+	var out []byte
+	if err := rawQuery(ctx, req, &out, !verify); err != nil {
+		return nil, classify(err, canister, method)
+	}
+	return out, nil
+}
+
+// rawQuery runs agent-go's query. agent-go panics on a reply whose status
+// is neither "replied" nor "rejected" (a garbage body from one node), so
+// the panic is turned into a decode error here.
+func rawQuery(ctx context.Context, req *agent.RawAPIRequest, out *[]byte, skip bool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Kind: KindDecode, Msg: fmt.Sprintf("unreadable query response: %v", p)}
+		}
+	}()
+	return req.QueryWithContext(ctx, out, skip)
+}
+
+// methodMissing reports whether a reject says the canister does not export
+// the method (as opposed to failing to run it).
+func methodMissing(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindReject {
+		return false
+	}
+	switch e.ICErrorCode {
+	case "IC0302", "IC0536":
+		return true
+	}
+	// Without an error_code, only a "destination invalid" reject that
+	// names a method says so; "canister not found" must stay an error.
+	msg := strings.ToLower(fmt.Sprint(e.Err))
+	return e.Code == "3" && strings.Contains(msg, "method")
+}
+
+// Features are what a ledger serves, as detected by probing it.
+type Features struct {
+	ICRC3Blocks  bool // icrc3_get_blocks
+	LegacyBlocks bool // get_blocks
+	ICRC3Tip     bool // icrc3_get_tip_certificate
+	LegacyTip    bool // get_data_certificate
+	// BlockTypes from icrc3_supported_block_types (nil when not served).
+	BlockTypes []string
+	// MintingAccount from icrc1_minting_account (nil when none or not served).
+	MintingAccount *Account
+	// Endpoint is the block endpoint family the client reads, and PageSize
+	// its page.
+	Endpoint Endpoint
+	PageSize uint64
+}
+
+// Detect probes the ledger's endpoints once and caches the answer. Probes
+// run with signed-query verification on. A ledger with no block endpoint
+// is an E_UNSUPPORTED error.
+func (c *Client) Detect(ctx context.Context) (Features, error) {
+	c.featMu.Lock()
+	defer c.featMu.Unlock()
+	if c.feat != nil {
+		return *c.feat, nil
+	}
+	var f Features
+	probe := func(method string, arg []byte) ([]byte, bool, error) {
+		raw, err := c.query(ctx, c.ledger, method, arg, true)
+		if err != nil {
+			if methodMissing(err) {
+				return nil, false, nil
+			}
+			return nil, false, fmt.Errorf("icrc3: detect %s: %w", method, err)
+		}
+		return raw, true, nil
+	}
+	raw, ok, err := probe("icrc3_get_blocks", encodeGetBlocksArgs())
+	if err != nil {
+		return Features{}, err
+	}
+	if ok {
+		r, err := DecodeGetBlocksResult(raw)
+		if err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
+		}
+		f.ICRC3Blocks = true
+		if n, ok := r.LogLength.Uint64(); ok {
+			c.observeLength(n)
+		}
+	}
+	if raw, ok, err = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)); err != nil {
+		return Features{}, err
+	}
+	if ok {
+		r, err := DecodeLegacyGetBlocks(raw)
+		if err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+		}
+		f.LegacyBlocks = true
+		c.observeLength(r.ChainLength)
+	}
+	if _, f.ICRC3Tip, err = probe("icrc3_get_tip_certificate", candidNoArgs); err != nil {
+		return Features{}, err
+	}
+	if _, f.LegacyTip, err = probe("get_data_certificate", candidNoArgs); err != nil {
+		return Features{}, err
+	}
+	if raw, ok, err = probe("icrc3_supported_block_types", candidNoArgs); err != nil {
+		return Features{}, err
+	} else if ok {
+		var types []struct {
+			BlockType string `ic:"block_type"`
+			URL       string `ic:"url"`
+		}
+		if err := unmarshalCandid(raw, &types); err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_supported_block_types", Err: err}
+		}
+		f.BlockTypes = make([]string, 0, len(types))
+		for _, t := range types {
+			f.BlockTypes = append(f.BlockTypes, t.BlockType)
+		}
+	}
+	if raw, ok, err = probe("icrc1_minting_account", candidNoArgs); err != nil {
+		return Features{}, err
+	} else if ok {
+		var acc *CandidAccount
+		if err := unmarshalCandid(raw, &acc); err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
+		}
+		if acc != nil {
+			a, err := acc.Account()
+			if err != nil {
+				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
+			}
+			f.MintingAccount = &a
+		}
+	}
+	switch {
+	case c.want == EndpointICRC3 && f.ICRC3Blocks, c.want == EndpointAuto && f.ICRC3Blocks && !f.LegacyBlocks:
+		f.Endpoint, f.PageSize = EndpointICRC3, PageICRC3
+	case c.want == EndpointLegacy && f.LegacyBlocks, c.want == EndpointAuto && f.LegacyBlocks:
+		f.Endpoint, f.PageSize = EndpointLegacy, PageLegacy
+	default:
+		msg := "the ledger serves neither icrc3_get_blocks nor get_blocks"
+		if c.want != EndpointAuto {
+			msg = fmt.Sprintf("the ledger does not serve %s", c.want)
+		}
+		return Features{}, &Error{Kind: KindUnsupported, Canister: c.ledger, Msg: msg}
+	}
+	if c.page > 0 {
+		f.PageSize = c.page
+	}
+	c.feat = &f
+	return f, nil
+}
+
+// Tip reads and verifies the ledger's certified tip. In queries mode a
+// ledger without a tip certificate gets a tip read by signed queries.
+func (c *Client) Tip(ctx context.Context) (Tip, error) {
+	f, err := c.Detect(ctx)
+	if err != nil {
+		return Tip{}, err
+	}
+	var cert, tree []byte
+	var method string
+	switch {
+	case f.ICRC3Tip:
+		method = "icrc3_get_tip_certificate"
+		raw, err := c.query(ctx, c.ledger, method, candidNoArgs, true)
+		if err != nil {
+			return Tip{}, fmt.Errorf("icrc3: tip: %w", err)
+		}
+		var out *struct {
+			Certificate []byte `ic:"certificate"`
+			HashTree    []byte `ic:"hash_tree"`
+		}
+		if err := unmarshalCandid(raw, &out); err != nil {
+			return Tip{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+		}
+		if out != nil {
+			cert, tree = out.Certificate, out.HashTree
+		}
+	case f.LegacyTip:
+		method = "get_data_certificate"
+		raw, err := c.query(ctx, c.ledger, method, candidNoArgs, true)
+		if err != nil {
+			return Tip{}, fmt.Errorf("icrc3: tip: %w", err)
+		}
+		var out struct {
+			Certificate *[]byte `ic:"certificate"`
+			HashTree    []byte  `ic:"hash_tree"`
+		}
+		if err := unmarshalCandid(raw, &out); err != nil {
+			return Tip{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+		}
+		if out.Certificate != nil {
+			cert, tree = *out.Certificate, out.HashTree
+		}
+	}
+	if cert == nil {
+		if c.verify == VerifyQueries {
+			return c.queriesTip(ctx, f)
+		}
+		msg := "the ledger offers no tip certificate"
+		if method != "" {
+			msg = method + " returned no certificate"
+		}
+		return Tip{}, &Error{Kind: KindUncertified, Canister: c.ledger, Method: method, Msg: msg}
+	}
+	tip, err := VerifyTipCertificate(c.ledger, c.rootKey, cert, tree, c.maxAge, c.now())
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			e.Method = method
+		}
+		return Tip{}, err
+	}
+	c.observeLength(tip.Len())
+	return tip, nil
+}
+
+// queriesTip reads the chain length and the last block with signed
+// queries. Its Time is the last block's ts: ledger time is at least that,
+// so a window judged closed on it is closed.
+func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
+	var n uint64
+	if f.Endpoint == EndpointLegacy {
+		raw, err := c.query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(0, 0), true)
+		if err != nil {
+			return Tip{}, fmt.Errorf("icrc3: tip by queries: %w", err)
+		}
+		r, err := DecodeLegacyGetBlocks(raw)
+		if err != nil {
+			return Tip{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+		}
+		n = r.ChainLength
+	} else {
+		raw, err := c.query(ctx, c.ledger, "icrc3_get_blocks", encodeGetBlocksArgs(), true)
+		if err != nil {
+			return Tip{}, fmt.Errorf("icrc3: tip by queries: %w", err)
+		}
+		r, err := DecodeGetBlocksResult(raw)
+		if err != nil {
+			return Tip{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
+		}
+		var ok bool
+		if n, ok = r.LogLength.Uint64(); !ok {
+			return Tip{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Msg: "log_length exceeds 64 bits"}
+		}
+	}
+	if n < c.known.Load() {
+		return Tip{}, &Error{Kind: KindLagging, Canister: c.ledger,
+			Msg: fmt.Sprintf("chain length %d is below the %d already seen", n, c.known.Load())}
+	}
+	if n == 0 {
+		return Tip{Empty: true, Format: TipFormatQueries}, nil
+	}
+	c.observeLength(n)
+	var last *Block
+	err := c.blocks(ctx, n-1, n, false, func(page []Block) error {
+		last = &page[len(page)-1]
+		return nil
+	})
+	if err != nil {
+		return Tip{}, err
+	}
+	return Tip{Index: last.Index, Hash: last.Hash, Time: last.TS, Format: TipFormatQueries}, nil
+}

@@ -1,0 +1,416 @@
+package icrc3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aviate-labs/agent-go/candid/idl"
+	"github.com/aviate-labs/agent-go/principal"
+)
+
+// Blocks reads blocks [start, end) from the ledger and its archives and
+// hands them to fn page by page, in ascending index order; each page is an
+// ascending, contiguous slice. Pages are fetched concurrently (at most
+// Concurrency in flight) but memory holds only those pages. fn must not
+// keep the slice. A block that cannot be read is an error, never a gap:
+// every delivered page is exactly contiguous with the previous one.
+//
+// Blocks proves nothing by itself: in VerifyChain mode pages are read
+// without signed-query verification and must be checked with a Verifier
+// against a certified tip.
+func (c *Client) Blocks(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
+	return c.blocks(ctx, start, end, false, fn)
+}
+
+// BlocksDesc is Blocks delivering pages from the top (the page holding
+// end-1) downwards, the order a Verifier walks from a tip. Blocks within a
+// page stay ascending.
+func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
+	return c.blocks(ctx, start, end, true, fn)
+}
+
+type chunkResult struct {
+	blocks []Block
+	err    error
+}
+
+func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn func([]Block) error) error {
+	if start >= end {
+		return nil
+	}
+	f, err := c.Detect(ctx)
+	if err != nil {
+		return err
+	}
+	page := f.PageSize
+	if end-start > page {
+		// Knowing where the archives' ranges lie lets pages go straight to
+		// the archives instead of through the ledger first.
+		if err := c.learnArchives(ctx, f, start, end); err != nil {
+			return err
+		}
+	}
+
+	// Deferred in this order so that cancel runs first and unblocks the
+	// producer and fetches before waiting for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// futures carries the pending pages in delivery order; its capacity,
+	// plus the one page the consumer waits on, bounds the pages in flight.
+	futures := make(chan chan chunkResult, c.conc-1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(futures)
+		n := (end - start + page - 1) / page
+		for k := uint64(0); k < n; k++ {
+			var a, b uint64
+			if desc {
+				b = end - k*page
+				a = max(start, b-min(b, page))
+			} else {
+				a = start + k*page
+				b = min(end, a+page)
+			}
+			fut := make(chan chunkResult, 1)
+			select {
+			case futures <- fut:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				bl, err := c.fetchChunk(ctx, f, a, b)
+				fut <- chunkResult{bl, err}
+			}()
+		}
+	}()
+	for fut := range futures {
+		var r chunkResult
+		select {
+		case r = <-fut:
+		case <-ctx.Done():
+			return classify(ctx.Err(), c.ledger, string(f.Endpoint))
+		}
+		if r.err != nil {
+			return r.err
+		}
+		// Both cases of the select may be ready: a cancelled scan delivers
+		// no further page.
+		if err := ctx.Err(); err != nil {
+			return classify(err, c.ledger, string(f.Endpoint))
+		}
+		if err := fn(r.blocks); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// chunk collects the blocks of [a, b) from however many replies it takes.
+type chunk struct {
+	a, b    uint64
+	blocks  []Block
+	have    []bool
+	missing uint64
+}
+
+func newChunk(a, b uint64) *chunk {
+	return &chunk{a: a, b: b, blocks: make([]Block, b-a), have: make([]bool, b-a), missing: b - a}
+}
+
+// put keeps the first copy of each index: ledger and archive ranges may
+// overlap while archiving, and the chain decides whether a copy is genuine.
+func (ch *chunk) put(bl *Block) {
+	if bl.Index < ch.a || bl.Index >= ch.b || ch.have[bl.Index-ch.a] {
+		return
+	}
+	ch.blocks[bl.Index-ch.a] = *bl
+	ch.have[bl.Index-ch.a] = true
+	ch.missing--
+}
+
+func (ch *chunk) firstMissing() uint64 {
+	for i, h := range ch.have {
+		if !h {
+			return ch.a + uint64(i)
+		}
+	}
+	return ch.b
+}
+
+func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Block, error) {
+	ch := newChunk(a, b)
+	if ar, ok := c.archiveFor(a, b); ok {
+		// A direct archive read saves the ledger round trip; if it fails
+		// (the range may have moved), the ledger says where blocks are now.
+		if err := c.fetchArchive(ctx, ar, a, b, ch); err == nil && ch.missing == 0 {
+			return ch.blocks, nil
+		} else if ctx.Err() != nil {
+			return nil, classify(ctx.Err(), ar.cb.Canister, ar.cb.Method)
+		}
+	}
+	lagRetried := false
+	for ch.missing > 0 {
+		g := ch.firstMissing()
+		var chainLen uint64
+		var err error
+		if f.Endpoint == EndpointLegacy {
+			chainLen, err = c.ledgerLegacy(ctx, g, b, ch)
+		} else {
+			chainLen, err = c.ledgerICRC3(ctx, g, b, ch)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ch.have[g-a] {
+			continue // progress; ask for the rest of a prefix reply
+		}
+		if known := c.known.Load(); chainLen <= g || chainLen < known {
+			if !lagRetried {
+				lagRetried = true
+				continue
+			}
+			return nil, &Error{Kind: KindLagging, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
+				Msg: fmt.Sprintf("replica reports %d blocks; at least %d are known to exist", chainLen, max(known, g+1))}
+		}
+		return nil, &Error{Kind: KindChain, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
+			Msg: fmt.Sprintf("block missing from the reply for %d..%d", g, b)}
+	}
+	return ch.blocks, nil
+}
+
+// ledgerICRC3 asks the ledger for [g, b) with icrc3_get_blocks and follows
+// the archive callbacks of its reply. It returns the reply's log_length.
+func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+	const method = "icrc3_get_blocks"
+	raw, err := c.query(ctx, c.ledger, method, encodeGetBlocksArgs(BlockRange{Start: g, Length: b - g}), c.verify == VerifyQueries)
+	if err != nil {
+		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
+	}
+	r, err := DecodeGetBlocksResult(raw)
+	if err != nil {
+		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
+	}
+	c.countBlocks(len(r.Blocks))
+	n, ok := r.LogLength.Uint64()
+	if !ok {
+		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "log_length exceeds 64 bits"}
+	}
+	c.observeLength(n)
+	if err := contiguous(r.Blocks, c.ledger, method); err != nil {
+		return 0, err
+	}
+	for i := range r.Blocks {
+		ch.put(&r.Blocks[i])
+	}
+	for _, ab := range r.Archived {
+		for _, rg := range ab.Args {
+			ar := archiveRange{cb: ab.Callback, start: rg.Start, end: rg.Start + rg.Length, icrc3: true}
+			if ar.end < ar.start {
+				return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
+			}
+			c.learn(ar)
+			lo, hi := max(ar.start, g), min(ar.end, b)
+			if lo < hi {
+				if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// ledgerLegacy is ledgerICRC3 for the legacy get_blocks endpoint, whose
+// blocks are numbered from first_index.
+func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+	const method = "get_blocks"
+	raw, err := c.query(ctx, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g), c.verify == VerifyQueries)
+	if err != nil {
+		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
+	}
+	r, err := DecodeLegacyGetBlocks(raw)
+	if err != nil {
+		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
+	}
+	c.countBlocks(len(r.Blocks))
+	c.observeLength(r.ChainLength)
+	for i := range r.Blocks {
+		if r.Blocks[i].Index != r.FirstIndex+uint64(i) {
+			return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method,
+				Msg: fmt.Sprintf("block %d of the reply is numbered %d, first_index is %d", i, r.Blocks[i].Index, r.FirstIndex)}
+		}
+		ch.put(&r.Blocks[i])
+	}
+	for _, lr := range r.Archived {
+		ar := archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length}
+		if ar.end < ar.start {
+			return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
+		}
+		c.learn(ar)
+		lo, hi := max(ar.start, g), min(ar.end, b)
+		if lo < hi {
+			if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return r.ChainLength, nil
+}
+
+// fetchArchive reads [lo, hi) from an archive, re-asking for the rest of
+// each prefix reply. Failing to reach the archive is E_ARCHIVE_UNREACHABLE;
+// an archive that answers without the block asked for is E_CHAIN.
+func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint64, ch *chunk) error {
+	cb := ar.cb
+	for lo < hi {
+		var bl []Block
+		var arg []byte
+		if ar.icrc3 {
+			arg = encodeGetBlocksArgs(BlockRange{Start: lo, Length: hi - lo})
+		} else {
+			arg = encodeLegacyGetBlocksArgs(lo, hi-lo)
+		}
+		raw, err := c.query(ctx, cb.Canister, cb.Method, arg, c.verify == VerifyQueries)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && (e.Kind == KindTransport || e.Kind == KindReject) && ctx.Err() == nil {
+				return &Error{Kind: KindArchiveUnreachable, Code: e.Code, ICErrorCode: e.ICErrorCode, Canister: cb.Canister, Method: cb.Method,
+					Index: idx(lo), Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
+			}
+			return fmt.Errorf("icrc3: archive blocks %d..%d: %w", lo, hi, err)
+		}
+		if ar.icrc3 {
+			r, err := DecodeGetBlocksResult(raw)
+			if err != nil {
+				return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
+			}
+			bl = r.Blocks
+		} else {
+			bl, err = DecodeLegacyBlockRange(raw, lo)
+			if err != nil {
+				return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
+			}
+		}
+		c.countBlocks(len(bl))
+		if len(bl) == 0 || bl[0].Index != lo {
+			return &Error{Kind: KindChain, Canister: cb.Canister, Method: cb.Method, Index: idx(lo),
+				Msg: fmt.Sprintf("archive reply for %d..%d does not start with block %d", lo, hi, lo)}
+		}
+		if err := contiguous(bl, cb.Canister, cb.Method); err != nil {
+			return err
+		}
+		if last := bl[len(bl)-1].Index; last >= hi {
+			return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method,
+				Msg: fmt.Sprintf("archive reply for %d..%d holds block %d", lo, hi, last)}
+		}
+		for i := range bl {
+			ch.put(&bl[i])
+		}
+		lo += uint64(len(bl))
+	}
+	return nil
+}
+
+// contiguous checks that a reply's blocks are numbered without gaps: a node
+// that drops a block from a page must not go unnoticed.
+func contiguous(bl []Block, canister principal.Principal, method string) error {
+	for i := 1; i < len(bl); i++ {
+		if bl[i].Index != bl[i-1].Index+1 {
+			return &Error{Kind: KindChain, Canister: canister, Method: method, Index: idx(bl[i-1].Index + 1),
+				Msg: fmt.Sprintf("reply skips from block %d to %d", bl[i-1].Index, bl[i].Index)}
+		}
+	}
+	return nil
+}
+
+// learnArchives finds where [start, end) is archived. A legacy get_blocks
+// reply lists every archived range it touches (they are not capped); its
+// blocks are dropped. For icrc3 ledgers, icrc3_get_archives lists the
+// archives, whose own icrc3_get_blocks serves their ranges. What is learnt
+// is only a routing hint: every block is still proven by the chain, and a
+// failed direct read falls back to asking the ledger.
+func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint64) error {
+	if f.Endpoint == EndpointLegacy {
+		raw, err := c.query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(start, end-start), c.verify == VerifyQueries)
+		if err != nil {
+			return fmt.Errorf("icrc3: locate blocks %d..%d: %w", start, end, err)
+		}
+		r, err := DecodeLegacyGetBlocks(raw)
+		if err != nil {
+			return &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+		}
+		c.countBlocks(len(r.Blocks))
+		c.observeLength(r.ChainLength)
+		for _, lr := range r.Archived {
+			if lr.Start+lr.Length >= lr.Start {
+				c.learn(archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length})
+			}
+		}
+		return nil
+	}
+	const method = "icrc3_get_archives"
+	raw, err := c.query(ctx, c.ledger, method, candidGetArchivesArgs, c.verify == VerifyQueries)
+	if err != nil {
+		if methodMissing(err) {
+			return nil // pages go through the ledger
+		}
+		return fmt.Errorf("icrc3: locate blocks %d..%d: %w", start, end, err)
+	}
+	var archives []struct {
+		CanisterID principal.Principal `ic:"canister_id"`
+		Start      idl.Nat             `ic:"start"`
+		End        idl.Nat             `ic:"end"`
+	}
+	if err := unmarshalCandid(raw, &archives); err != nil {
+		return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+	}
+	for _, a := range archives {
+		s, e := a.Start.BigInt(), a.End.BigInt()
+		if !s.IsUint64() || !e.IsUint64() || e.Uint64() == ^uint64(0) || s.Uint64() > e.Uint64() {
+			continue // not a range of a 64-bit chain; ignore the hint
+		}
+		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "icrc3_get_blocks"},
+			start: s.Uint64(), end: e.Uint64() + 1, icrc3: true})
+	}
+	return nil
+}
+
+const maxArchiveRanges = 1024
+
+func (c *Client) learn(ar archiveRange) {
+	if ar.start >= ar.end {
+		return
+	}
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	for i, x := range c.archives {
+		if x.cb.Canister.Equal(ar.cb.Canister) && x.cb.Method == ar.cb.Method && x.icrc3 == ar.icrc3 &&
+			ar.start <= x.end && x.start <= ar.end {
+			c.archives[i].start, c.archives[i].end = min(x.start, ar.start), max(x.end, ar.end)
+			return
+		}
+	}
+	if len(c.archives) >= maxArchiveRanges {
+		c.archives = c.archives[1:]
+	}
+	c.archives = append(c.archives, ar)
+}
+
+func (c *Client) archiveFor(a, b uint64) (archiveRange, bool) {
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	for _, x := range c.archives {
+		if x.start <= a && b <= x.end {
+			return x, true
+		}
+	}
+	return archiveRange{}, false
+}

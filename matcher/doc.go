@@ -1,0 +1,23 @@
+// Package matcher reads reconciliation intents and decides, block by block,
+// whether a ledger block records the intended call (DESIGN §2–§4). It is
+// pure: no I/O and no clock, so every verdict rule is testable on its own.
+//
+// Decisions a reader of the contract may look for:
+//
+//   - Matching compares fields only. The caller restricts blocks to the
+//     intent's Window and to the intent's canister; a block outside the
+//     window cannot be the original on a conforming ledger.
+//   - A near miss is never a match, and neither is a block of unknown kind.
+//   - Fee: an explicit intent fee must equal the block's effective fee (tx.fee,
+//     else the block-level fee); a block with no fee at all agrees only with
+//     an explicit 0. An intent without a fee does not compare it.
+//   - Approve amounts above the token maximum match a block that recorded the
+//     maximum (u64::MAX or 2^256−1): the ledger clamps, and that block is the
+//     record of the call.
+//   - Spec-style 2xfer blocks without a spender are read as spender = from;
+//     DFINITY ledgers always record the spender.
+//   - Mint and burn are recognised only when LedgerRules.MintingAccount is
+//     set; without it such blocks never match.
+//   - Canonical (and so Hash) covers every field, `after` and `arg_hex`
+//     included.
+package matcher

@@ -1,0 +1,84 @@
+package matcher
+
+import (
+	"math"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// Defaults for LedgerRules (DESIGN §3): wider than the DFINITY ledger's
+// 24 h / 60 s, which only costs blocks, never correctness.
+const (
+	DefaultTW    = 24 * time.Hour
+	DefaultDrift = 2 * time.Minute
+)
+
+// LedgerRules are the per-ledger facts matching depends on.
+type LedgerRules struct {
+	// TW is the transaction window and Drift the permitted drift. Zero or
+	// negative means the default: a window narrower than the ledger's could
+	// close before the original executed and turn into a wrong `absent`.
+	TW, Drift time.Duration
+	// MintingAccount is the ledger's minting account; nil when unknown, in
+	// which case no intent is read as a mint or a burn and such blocks never
+	// match.
+	MintingAccount *icrc3.Account
+}
+
+func (r LedgerRules) tw() uint64 {
+	if r.TW <= 0 {
+		return uint64(DefaultTW)
+	}
+	return uint64(r.TW)
+}
+
+func (r LedgerRules) drift() uint64 {
+	if r.Drift <= 0 {
+		return uint64(DefaultDrift)
+	}
+	return uint64(r.Drift)
+}
+
+// Window is the ledger-time range (ns, both ends inclusive) in which a block
+// recording the intent can lie. From > To is an empty window.
+type Window struct {
+	From, To uint64
+	// NarrowedBy names what pulled To below S+TW+D ("ingress_expiry"), or "".
+	NarrowedBy string
+}
+
+// Window returns [S−D, S+TW+D] for stamp S, saturating at 0 and 2^64−1, with
+// its end narrowed to ingress_expiry when that is earlier: an ingress message
+// cannot execute after its expiry.
+func (in *Intent) Window(r LedgerRules) Window {
+	s, d := in.Args.CreatedAt, r.drift()
+	w := Window{From: satSub(s, d), To: satAdd(satAdd(s, r.tw()), d)}
+	if in.IngressExpiry != nil && *in.IngressExpiry < w.To {
+		w.To = *in.IngressExpiry
+		w.NarrowedBy = "ingress_expiry"
+	}
+	return w
+}
+
+// Contains reports whether a block at ledger time ts can hold the intent.
+func (w Window) Contains(ts uint64) bool { return w.From <= ts && ts <= w.To }
+
+// ClosedAt reports whether certified ledger time t has passed the window's
+// end, after which no new block can fall inside it. A window that saturated
+// at 2^64−1 never closes.
+func (w Window) ClosedAt(t uint64) bool { return t > w.To }
+
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+func satSub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}

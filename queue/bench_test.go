@@ -1,0 +1,124 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func benchSetup(b *testing.B) *Conn {
+	b.Helper()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Shutdown)
+	c, err := Connect(context.Background(), ConnConfig{Embedded: e})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	if err := c.EnsureStreams(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+var benchBody = []byte(`{"intent_id":"p1-3f2a","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"k2t6j-2nvnp-4zjm3-25dtz-6xhaa-c7boj-5gayf-oj3xs-i43lp-teztq-6ae","args":{"to":"2vxsx-fae","amount":"150000000","memo":"6c756e6368","created_at_time":"1791547201000000000"},"after":"Err.TooOld"}`)
+
+func BenchmarkPublishIntent(b *testing.B) {
+	c := benchSetup(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIntake measures pull, handler and confirmed ack per intent with
+// the default four handlers in flight.
+func BenchmarkIntake(b *testing.B) {
+	c := benchSetup(b)
+	ctx := context.Background()
+	for i := range b.N {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan struct{}, b.N)
+	b.ResetTimer()
+	in, err := c.ConsumeIntents(ctx, IntakeConfig{}, func(ctx context.Context, d *Delivery) {
+		if err := d.Ack(ctx); err != nil {
+			b.Error(err)
+		}
+		done <- struct{}{}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		<-done
+	}
+	b.StopTimer()
+	in.Stop()
+	_ = in.Wait(ctx)
+}
+
+func BenchmarkPublishVerdict(b *testing.B) {
+	c := benchSetup(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLastVerdict(b *testing.B) {
+	c := benchSetup(b)
+	ctx := context.Background()
+	for i := range 100 {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i), 1, reconcile.StatusNotYet)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := c.LastVerdict(ctx, fmt.Sprintf("v-%d", i%100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFollowVerdicts measures catch-up of a new store: one verdict
+// outstanding at a time, acked after the callback.
+func BenchmarkFollowVerdicts(b *testing.B) {
+	c := benchSetup(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range b.N {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := 0
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() {
+		done <- c.FollowVerdicts(ctx, FollowConfig{Durable: "bench"}, func(reconcile.Verdict) error {
+			n++
+			if n == b.N {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}

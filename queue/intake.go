@@ -1,0 +1,464 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// IntakeConfig configures the shared intake consumer. Every instance uses
+// the same Durable, so the work queue hands each intent to one of them.
+type IntakeConfig struct {
+	// Durable is the consumer name shared by all instances (default
+	// "reconciled").
+	Durable string
+	// MaxDeliver bounds deliveries of one intent (default 10), so a poison
+	// intent cannot circulate forever.
+	MaxDeliver int
+	// BackOff, when set, is the ack timeout of each delivery in turn (the
+	// last repeats); it applies to missed acks only, not to Nak.
+	BackOff []time.Duration
+	// AckWait is the ack timeout without BackOff (default 30 s). The
+	// heartbeat keeps a running handler's delivery alive regardless.
+	AckWait time.Duration
+	// MaxInFlight is the number of handlers running at once in this
+	// instance (default 4). Messages are pulled only for free handlers, so
+	// none waits in a local buffer while its ack timer runs.
+	MaxInFlight int
+	// MaxAckPending bounds unacknowledged intents across all instances
+	// (0 = server default).
+	MaxAckPending int
+	// MaxMsgBytes is the largest intent body accepted (default 1 MiB);
+	// larger ones are terminated, never handed to the handler.
+	MaxMsgBytes int
+	// PullWait is how long one pull request waits for an intent (default
+	// 1 s). Stopping can take this long: the last request is watched to
+	// its end so that an intent it brings is given back, not stranded.
+	PullWait time.Duration
+}
+
+const (
+	defaultDurable     = "reconciled"
+	defaultMaxDeliver  = 10
+	defaultAckWait     = 30 * time.Second
+	defaultMaxInFlight = 4
+	defaultMaxMsgBytes = 1 << 20
+	defaultPullWait    = time.Second
+)
+
+func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
+	if cfg.Durable == "" {
+		cfg.Durable = defaultDurable
+	}
+	if err := ValidToken(cfg.Durable); err != nil {
+		return cfg, fmt.Errorf("queue: intake durable %q: %w", cfg.Durable, err)
+	}
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = defaultMaxDeliver
+	}
+	if cfg.MaxDeliver < 1 {
+		return cfg, fmt.Errorf("queue: intake: MaxDeliver %d must be bounded (>= 1)", cfg.MaxDeliver)
+	}
+	if len(cfg.BackOff) > cfg.MaxDeliver {
+		return cfg, fmt.Errorf("queue: intake: %d back-off steps exceed MaxDeliver %d", len(cfg.BackOff), cfg.MaxDeliver)
+	}
+	for _, d := range cfg.BackOff {
+		if d <= 0 {
+			return cfg, fmt.Errorf("queue: intake: back-off step %s is not positive", d)
+		}
+	}
+	if len(cfg.BackOff) > 0 {
+		// The server replaces AckWait with the first step anyway; setting it
+		// here keeps repeated updates from differing.
+		cfg.AckWait = cfg.BackOff[0]
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = defaultAckWait
+	}
+	if cfg.AckWait < 0 {
+		return cfg, fmt.Errorf("queue: intake: AckWait %s is negative", cfg.AckWait)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = defaultMaxInFlight
+	}
+	if cfg.MaxInFlight < 0 || cfg.MaxAckPending < 0 {
+		return cfg, fmt.Errorf("queue: intake: MaxInFlight %d / MaxAckPending %d negative", cfg.MaxInFlight, cfg.MaxAckPending)
+	}
+	if cfg.MaxMsgBytes == 0 {
+		cfg.MaxMsgBytes = defaultMaxMsgBytes
+	}
+	if cfg.PullWait == 0 {
+		cfg.PullWait = defaultPullWait
+	}
+	if cfg.PullWait < 0 {
+		return cfg, fmt.Errorf("queue: intake: PullWait %s is negative", cfg.PullWait)
+	}
+	return cfg, nil
+}
+
+// heartbeatEvery is a third of the shortest ack timeout any delivery can
+// get, so two heartbeats may be lost before the server redelivers.
+func (cfg IntakeConfig) heartbeatEvery() time.Duration {
+	shortest := cfg.AckWait
+	for _, d := range cfg.BackOff {
+		shortest = min(shortest, d)
+	}
+	return max(shortest/3, time.Millisecond)
+}
+
+func (cfg IntakeConfig) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "intake shared by every reconciled instance",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxDeliver,
+		BackOff:       cfg.BackOff,
+		MaxAckPending: cfg.MaxAckPending,
+	}
+}
+
+// Handler processes one delivery. It must settle it (Ack, Nak or Term); a
+// handler that returns without doing so gets its delivery Nak'd. ctx is
+// cancelled only when Intake.Wait's deadline passes: the handler should then
+// Nak and return.
+type Handler func(ctx context.Context, d *Delivery)
+
+// Intake is a running intake consumer.
+type Intake struct {
+	conn       *Conn
+	cfg        IntakeConfig
+	handler    Handler
+	cons       jetstream.Consumer
+	stopPull   context.CancelFunc
+	pullCtx    context.Context
+	handlerCtx context.Context
+	abort      context.CancelFunc
+	pulling    sync.WaitGroup
+	handlers   sync.WaitGroup
+	slots      chan struct{}
+}
+
+// ConsumeIntents creates or updates the shared durable consumer and starts
+// pulling intents into handler. Pulling stops when ctx ends or Stop is
+// called; running handlers continue until they return (see Wait).
+func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Handler) (*Intake, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, IntentsStream, cfg.consumerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("queue: intake consumer %s on %s: %w", cfg.Durable, IntentsStream, err)
+	}
+	pullCtx, stopPull := context.WithCancel(ctx)
+	handlerCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	in := &Intake{
+		conn: c, cfg: cfg, handler: handler, cons: cons,
+		pullCtx: pullCtx, stopPull: stopPull,
+		handlerCtx: handlerCtx, abort: abort,
+		slots: make(chan struct{}, cfg.MaxInFlight),
+	}
+	in.pulling.Add(1)
+	go in.pull()
+	return in, nil
+}
+
+// Stop stops pulling new intents. Running handlers are not interrupted.
+func (in *Intake) Stop() { in.stopPull() }
+
+// Wait returns when pulling has stopped (Stop or the consume context) and
+// every handler has returned. If ctx ends first, the handlers' context is
+// cancelled so they Nak and return, Wait waits for that, and returns
+// ctx's error. This is the SIGTERM drain: Stop, then Wait(grace).
+func (in *Intake) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		in.pulling.Wait()
+		in.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		in.abort()
+		return nil
+	case <-ctx.Done():
+		in.stopPull()
+		in.abort()
+		<-done
+		return fmt.Errorf("queue: intake drain: %w", ctx.Err())
+	}
+}
+
+func (in *Intake) pull() {
+	defer in.pulling.Done()
+	log := in.conn.log.With(zap.String("consumer", in.cfg.Durable))
+	retry := newRetryDelay(100*time.Millisecond, 5*time.Second)
+	for {
+		select {
+		case in.slots <- struct{}{}:
+		case <-in.pullCtx.Done():
+			return
+		}
+		msg, err := in.fetch(log)
+		if err != nil {
+			<-in.slots
+			if in.pullCtx.Err() != nil {
+				return
+			}
+			if in.conn.nc.IsClosed() {
+				log.Error("intake stopped: connection closed", zap.Error(err))
+				return
+			}
+			log.Warn("intake pull failed", zap.Error(err))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				in.recreate(log)
+			}
+			if !retry.wait(in.pullCtx) {
+				return
+			}
+			continue
+		}
+		retry.reset()
+		if msg == nil {
+			<-in.slots
+			continue // the pull request expired empty: ask again
+		}
+		in.handlers.Add(1)
+		go func() {
+			defer in.handlers.Done()
+			defer func() { <-in.slots }()
+			in.deliver(msg, log)
+		}()
+	}
+}
+
+// fetch asks for one message and waits up to PullWait. It returns (nil, nil)
+// when none came. When the intake stops meanwhile, the open pull request can
+// still bring a message (the server only learns of the stop later); a
+// watcher gives such a message back at once instead of leaving it to its
+// ack timeout, and Wait waits for the watcher.
+func (in *Intake) fetch(log *zap.Logger) (jetstream.Msg, error) {
+	batch, err := in.cons.Fetch(1, jetstream.FetchMaxWait(in.cfg.PullWait))
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case msg, ok := <-batch.Messages():
+		if !ok {
+			return nil, batch.Error()
+		}
+		return msg, nil
+	case <-in.pullCtx.Done():
+		in.handlers.Add(1)
+		go func() {
+			defer in.handlers.Done()
+			for msg := range batch.Messages() {
+				if err := msg.Nak(); err != nil {
+					log.Warn("give back intent on stop", zap.Error(err))
+				}
+			}
+		}()
+		return nil, in.pullCtx.Err()
+	}
+}
+
+func (in *Intake) recreate(log *zap.Logger) {
+	cons, err := in.conn.js.CreateOrUpdateConsumer(in.pullCtx, IntentsStream, in.cfg.consumerConfig())
+	if err != nil {
+		log.Warn("intake consumer recreate failed", zap.Error(err))
+		return
+	}
+	in.cons = cons
+}
+
+func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
+	d, err := newDelivery(msg, in.cfg, log)
+	if err != nil {
+		// Without metadata the message cannot be acked either; the server
+		// redelivers it up to MaxDeliver.
+		log.Error("intake message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
+		return
+	}
+	if len(d.Data) > in.cfg.MaxMsgBytes {
+		reason := fmt.Sprintf("intent of %d bytes exceeds %d", len(d.Data), in.cfg.MaxMsgBytes)
+		log.Error("intake message too large, terminated",
+			zap.String("subject", d.Subject), zap.String("msg_id", d.MsgID),
+			zap.Int("bytes", len(d.Data)), zap.Int("max_bytes", in.cfg.MaxMsgBytes))
+		if err := d.Term(reason); err != nil {
+			log.Warn("terminate oversized intent", zap.Error(err))
+		}
+		return
+	}
+	d.startHeartbeat()
+	defer d.stopHeartbeat()
+	in.handler(in.handlerCtx, d)
+	if d.settledState() {
+		return
+	}
+	// Stopping: return it at once so another instance takes it. Otherwise
+	// a handler bug: back off as for a missed ack, bounded by MaxDeliver.
+	var delay time.Duration
+	if in.pullCtx.Err() == nil {
+		delay = in.cfg.ackTimeout(d.NumDelivered)
+		log.Warn("intake handler returned without settling; nak", zap.String("msg_id", d.MsgID),
+			zap.Uint64("delivered", d.NumDelivered), zap.Duration("delay", delay))
+	}
+	if err := d.Nak(delay); err != nil {
+		log.Warn("nak unsettled intent", zap.String("msg_id", d.MsgID), zap.Error(err))
+	}
+}
+
+// ackTimeout is the server's ack timeout for the n-th delivery.
+func (cfg IntakeConfig) ackTimeout(n uint64) time.Duration {
+	if len(cfg.BackOff) == 0 {
+		return cfg.AckWait
+	}
+	return cfg.BackOff[min(max(n, 1), uint64(len(cfg.BackOff)))-1]
+}
+
+// Delivery is one delivery of an intent message.
+type Delivery struct {
+	// Subject is <prefix>.intents.<canister_id>.
+	Subject string
+	Data    []byte
+	// MsgID is the Nats-Msg-Id header: the intent id, as published.
+	MsgID string
+	// NumDelivered counts deliveries of this message, this one included.
+	NumDelivered uint64
+	// StreamSeq is the message's sequence in the intents stream.
+	StreamSeq uint64
+	// MaxDeliver is the consumer's delivery bound.
+	MaxDeliver int
+
+	msg   jetstream.Msg
+	every time.Duration
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	settled bool
+	hb      *time.Timer
+}
+
+func newDelivery(msg jetstream.Msg, cfg IntakeConfig, log *zap.Logger) (*Delivery, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{
+		Subject:      msg.Subject(),
+		Data:         msg.Data(),
+		MsgID:        msg.Headers().Get(jetstream.MsgIDHeader),
+		NumDelivered: md.NumDelivered,
+		StreamSeq:    md.Sequence.Stream,
+		MaxDeliver:   cfg.MaxDeliver,
+		msg:          msg,
+		every:        cfg.heartbeatEvery(),
+		log:          log,
+	}, nil
+}
+
+// CanisterID is the last token of the subject.
+func (d *Delivery) CanisterID() string {
+	return d.Subject[strings.LastIndexByte(d.Subject, '.')+1:]
+}
+
+// LastAttempt reports whether the server will not deliver this message again
+// if it is not acked: the handler should settle it for good (e.g. publish an
+// unreadable verdict and Ack, or Term).
+func (d *Delivery) LastAttempt() bool {
+	return d.NumDelivered >= uint64(d.MaxDeliver)
+}
+
+func (d *Delivery) startHeartbeat() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hb = time.AfterFunc(d.every, d.beat)
+}
+
+func (d *Delivery) beat() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled || d.hb == nil {
+		return
+	}
+	if err := d.msg.InProgress(); err != nil {
+		d.log.Warn("intake heartbeat failed", zap.String("msg_id", d.MsgID), zap.Error(err))
+	}
+	d.hb.Reset(d.every)
+}
+
+func (d *Delivery) stopHeartbeat() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hb != nil {
+		d.hb.Stop()
+		d.hb = nil
+	}
+}
+
+func (d *Delivery) settledState() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.settled
+}
+
+// InProgress resets the server's ack timer. The intake already sends it
+// periodically while the handler runs; calling it is only useful for a
+// delivery handed to another goroutine after the handler returned.
+func (d *Delivery) InProgress() error {
+	if err := d.msg.InProgress(); err != nil {
+		return fmt.Errorf("queue: in-progress %s: %w", d.MsgID, err)
+	}
+	return nil
+}
+
+// settle marks the delivery settled while op runs, so the heartbeat stops
+// touching it; a failed op un-settles it so the caller can try again.
+func (d *Delivery) settle(what string, op func() error) error {
+	d.mu.Lock()
+	if d.settled {
+		d.mu.Unlock()
+		return fmt.Errorf("queue: %s %s: already settled", what, d.MsgID)
+	}
+	d.settled = true
+	d.mu.Unlock()
+	if err := op(); err != nil {
+		d.mu.Lock()
+		d.settled = false
+		d.mu.Unlock()
+		return fmt.Errorf("queue: %s %s: %w", what, d.MsgID, err)
+	}
+	return nil
+}
+
+// Ack removes the intent from the work queue and waits for the server to
+// confirm, so a verdict is never followed by a redelivery the caller
+// believed impossible.
+func (d *Delivery) Ack(ctx context.Context) error {
+	return d.settle("ack", func() error { return d.msg.DoubleAck(ctx) })
+}
+
+// Nak asks for redelivery after delay (0: at once, possibly to another
+// instance). It counts towards MaxDeliver.
+func (d *Delivery) Nak(delay time.Duration) error {
+	return d.settle("nak", func() error {
+		if delay <= 0 {
+			return d.msg.Nak()
+		}
+		return d.msg.NakWithDelay(delay)
+	})
+}
+
+// Term removes the intent from further delivery for good; reason appears in
+// the server's termination advisory.
+func (d *Delivery) Term(reason string) error {
+	return d.settle("term", func() error { return d.msg.TermWithReason(reason) })
+}

@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamsConfig tunes the two streams. Zero values select the defaults.
+type StreamsConfig struct {
+	// Replicas of both streams (default 1; 3 in a cluster).
+	Replicas int
+	// IntentDuplicates is the dedup window on Nats-Msg-Id = intent_id
+	// (default and minimum 2 min, DESIGN §2).
+	IntentDuplicates time.Duration
+	// VerdictMaxAge is how long verdicts stay in the stream (default 30 days).
+	VerdictMaxAge time.Duration
+	// VerdictMaxPerSubject bounds one intent's verdict history (default 1000).
+	VerdictMaxPerSubject int64
+	// VerdictDuplicates is the dedup window on <intent_id>:<seq>
+	// (default 10 min).
+	VerdictDuplicates time.Duration
+}
+
+const (
+	minIntentDuplicates         = 2 * time.Minute
+	defaultVerdictMaxAge        = 30 * 24 * time.Hour
+	defaultVerdictMaxPerSubject = 1000
+	defaultVerdictDuplicates    = 10 * time.Minute
+)
+
+func (s StreamsConfig) withDefaults() (StreamsConfig, error) {
+	if s.Replicas == 0 {
+		s.Replicas = 1
+	}
+	if s.Replicas < 1 || s.Replicas > 5 {
+		return s, fmt.Errorf("queue: streams: replicas %d not in 1..5", s.Replicas)
+	}
+	if s.IntentDuplicates == 0 {
+		s.IntentDuplicates = minIntentDuplicates
+	}
+	if s.IntentDuplicates < minIntentDuplicates {
+		return s, fmt.Errorf("queue: streams: intent dedup window %s is below %s", s.IntentDuplicates, minIntentDuplicates)
+	}
+	if s.VerdictMaxAge == 0 {
+		s.VerdictMaxAge = defaultVerdictMaxAge
+	}
+	if s.VerdictMaxPerSubject == 0 {
+		s.VerdictMaxPerSubject = defaultVerdictMaxPerSubject
+	}
+	if s.VerdictDuplicates == 0 {
+		s.VerdictDuplicates = defaultVerdictDuplicates
+	}
+	// The server refuses a dedup window longer than MaxAge.
+	if s.VerdictMaxAge < 0 || s.VerdictMaxPerSubject < 0 || s.VerdictDuplicates < 0 || s.VerdictDuplicates > s.VerdictMaxAge {
+		return s, fmt.Errorf("queue: streams: bad verdict limits (max age %s, per subject %d, dedup %s)",
+			s.VerdictMaxAge, s.VerdictMaxPerSubject, s.VerdictDuplicates)
+	}
+	return s, nil
+}
+
+func (c *Conn) streamConfigs() []jetstream.StreamConfig {
+	s := c.streams
+	return []jetstream.StreamConfig{{
+		Name:        IntentsStream,
+		Description: "intents to settle; one shared work queue for every reconciled instance",
+		Subjects:    []string{c.subj.IntentsFilter()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.Replicas,
+		Duplicates:  s.IntentDuplicates,
+		Discard:     jetstream.DiscardOld,
+	}, {
+		Name:              VerdictsStream,
+		Description:       "every verdict of every intent, newest last per subject",
+		Subjects:          []string{c.subj.VerdictsFilter()},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          s.Replicas,
+		MaxAge:            s.VerdictMaxAge,
+		MaxMsgsPerSubject: s.VerdictMaxPerSubject,
+		Duplicates:        s.VerdictDuplicates,
+		Discard:           jetstream.DiscardOld,
+		AllowDirect:       true,
+	}}
+}
+
+// EnsureStreams creates both streams or brings an existing one to this
+// configuration. Every instance calls it at start, concurrently with
+// others; incompatible differences (retention, storage, a subject another
+// stream owns) are reported, not forced.
+func (c *Conn) EnsureStreams(ctx context.Context) error {
+	for _, cfg := range c.streamConfigs() {
+		st, err := c.ensureStream(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if cfg.Name == VerdictsStream {
+			c.mu.Lock()
+			c.verdicts = st
+			c.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	// Create is idempotent for an identical config; a differing one is
+	// updated. Two instances racing on a missing stream both end here with
+	// one create winning, so the loser's update is the only retry needed.
+	st, err := c.js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = c.js.UpdateStream(ctx, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: ensure stream %s on %v: %w", cfg.Name, cfg.Subjects, err)
+	}
+	return st, nil
+}
+
+// verdictStream returns the verdict stream handle, looking it up if
+// EnsureStreams was not called on this connection (e.g. the ask command).
+func (c *Conn) verdictStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	st := c.verdicts
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := c.js.Stream(ctx, VerdictsStream)
+	if err != nil {
+		return nil, fmt.Errorf("queue: stream %s: %w", VerdictsStream, err)
+	}
+	c.mu.Lock()
+	c.verdicts = st
+	c.mu.Unlock()
+	return st, nil
+}

@@ -1,0 +1,232 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// ErrNoVerdict: the verdict stream holds no verdict for the intent.
+var ErrNoVerdict = errors.New("queue: no verdict")
+
+// ErrStop, returned by a WatchIntent callback, ends the watch without error.
+var ErrStop = errors.New("queue: stop watching")
+
+// LastVerdict returns the newest verdict of intentID by a direct get of the
+// last message on its subject.
+func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
+	subject, err := c.subj.Verdict(intentID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.verdictStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w for intent %s", ErrNoVerdict, intentID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: last verdict of %s: %w", intentID, err)
+	}
+	v, err := decodeVerdict(raw.Data)
+	if err != nil {
+		return nil, fmt.Errorf("queue: last verdict of %s (stream seq %d): %w", intentID, raw.Sequence, err)
+	}
+	return &v, nil
+}
+
+func decodeVerdict(data []byte) (reconcile.Verdict, error) {
+	var v reconcile.Verdict
+	if err := json.Unmarshal(data, &v); err != nil {
+		return v, fmt.Errorf("decode verdict: %w", err)
+	}
+	if !v.Status.Valid() {
+		return v, fmt.Errorf("decode verdict: unknown status %q", v.Status)
+	}
+	return v, nil
+}
+
+// FollowConfig configures FollowVerdicts.
+type FollowConfig struct {
+	// Durable names this instance's consumer. Each instance needs its own so
+	// that every local store receives every verdict.
+	Durable string
+	// DeliverPolicy applies when the consumer is first created (default
+	// DeliverAllPolicy); an existing consumer keeps its position.
+	DeliverPolicy jetstream.DeliverPolicy
+	// NakDelay is the redelivery delay after fn fails (default 1 s).
+	NakDelay time.Duration
+	// AckWait bounds one fn call before the server redelivers (default 30 s).
+	AckWait time.Duration
+}
+
+// FollowVerdicts calls fn for every verdict in stream order, at least once:
+// a verdict is acked after fn returns nil and redelivered after NakDelay
+// when fn fails. One verdict is outstanding at a time, so a failed verdict
+// is retried before any later one is seen. It blocks until ctx ends (then
+// returns nil, after the running fn has returned) or the consumer cannot
+// be set up.
+func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict) error) error {
+	if err := ValidToken(cfg.Durable); err != nil {
+		return fmt.Errorf("queue: follow verdicts durable %q: %w", cfg.Durable, err)
+	}
+	if cfg.NakDelay <= 0 {
+		cfg.NakDelay = time.Second
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = defaultAckWait
+	}
+	ccfg := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "verdicts into one instance's store",
+		DeliverPolicy: cfg.DeliverPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		// Unbounded: a store must not silently miss a verdict because it
+		// was down for a while; a poison message is terminated instead.
+		MaxDeliver:    -1,
+		MaxAckPending: 1,
+		FilterSubject: c.subj.VerdictsFilter(),
+	}
+	// The server refuses to change the deliver policy of an existing
+	// consumer, and its position is what matters then.
+	if info, err := c.js.Consumer(ctx, VerdictsStream, cfg.Durable); err == nil {
+		ccfg.DeliverPolicy = info.CachedInfo().Config.DeliverPolicy
+		ccfg.OptStartSeq = info.CachedInfo().Config.OptStartSeq
+		ccfg.OptStartTime = info.CachedInfo().Config.OptStartTime
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("queue: follow verdicts %s: %w", cfg.Durable, err)
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, VerdictsStream, ccfg)
+	if err != nil {
+		return fmt.Errorf("queue: follow verdicts %s: %w", cfg.Durable, err)
+	}
+	log := c.log.With(zap.String("consumer", cfg.Durable))
+	return c.iterate(ctx, cons, log, true, func(msg jetstream.Msg) error {
+		v, err := decodeVerdict(msg.Data())
+		if err != nil {
+			// Redelivery cannot make it decodable.
+			log.Error("undecodable verdict terminated", zap.String("subject", msg.Subject()), zap.Error(err))
+			return msg.TermWithReason(err.Error())
+		}
+		if err := fn(v); err != nil {
+			log.Warn("verdict handler failed; will retry", zap.String("intent_id", v.IntentID),
+				zap.Uint64("seq", v.Seq), zap.Duration("delay", cfg.NakDelay), zap.Error(err))
+			return msg.NakWithDelay(cfg.NakDelay)
+		}
+		return msg.Ack()
+	})
+}
+
+// WatchIntent calls fn with the intent's latest verdict (if any) and then
+// every new one, in order. It returns nil when fn returns ErrStop, fn's
+// error when it returns another, and ctx's error when ctx ends. A verdict
+// published between the subscription and the first read is not missed: the
+// consumer starts from the stream's last message per subject.
+func (c *Conn) WatchIntent(ctx context.Context, intentID string, fn func(v reconcile.Verdict) error) error {
+	subject, err := c.subj.Verdict(intentID)
+	if err != nil {
+		return err
+	}
+	cons, err := c.js.OrderedConsumer(ctx, VerdictsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		// A watcher that vanished leaves nothing behind for long.
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("queue: watch intent %s: %w", intentID, err)
+	}
+	log := c.log.With(zap.String("intent_id", intentID))
+	var result error
+	err = c.iterate(ctx, cons, log, false, func(msg jetstream.Msg) error {
+		v, err := decodeVerdict(msg.Data())
+		if err != nil {
+			log.Warn("undecodable verdict skipped", zap.Error(err))
+			return nil
+		}
+		if err := fn(v); err != nil {
+			result = err
+			return errStopIterate
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(result, ErrStop):
+		return nil
+	case result != nil:
+		return result
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("queue: watch intent %s: %w", intentID, ctx.Err())
+}
+
+var errStopIterate = errors.New("stop iterating")
+
+// iterate feeds messages of cons to handle until ctx ends or handle returns
+// errStopIterate. Other handle errors (failed acks) are logged: the server
+// redelivers. Transient pull errors are retried with backoff. With
+// nakOnStop, a message that arrives as ctx ends is returned at once rather
+// than left to its ack timeout, which would stall a restarted durable.
+func (c *Conn) iterate(ctx context.Context, cons jetstream.Consumer, log *zap.Logger, nakOnStop bool, handle func(jetstream.Msg) error) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	if err != nil {
+		return fmt.Errorf("queue: pull messages: %w", err)
+	}
+	defer func() {
+		if !nakOnStop {
+			it.Stop()
+			return
+		}
+		// Stop unsubscribes asynchronously, so the server can still hand
+		// this iterator a message that nobody would ack: with one message
+		// outstanding that stalls the durable for a whole AckWait. Drain
+		// instead and give back whatever arrives until the server has seen
+		// the unsubscribe.
+		it.Drain()
+		for {
+			msg, err := it.Next(jetstream.NextMaxWait(2 * time.Second))
+			if err != nil {
+				return
+			}
+			_ = msg.Nak()
+		}
+	}()
+	retry := newRetryDelay(100*time.Millisecond, 5*time.Second)
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			if msg != nil && nakOnStop {
+				_ = msg.Nak()
+			}
+			return nil
+		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return fmt.Errorf("queue: pull messages: %w", err)
+		}
+		if err != nil {
+			log.Warn("pull failed", zap.Error(err))
+			if !retry.wait(ctx) {
+				return nil
+			}
+			continue
+		}
+		retry.reset()
+		if err := handle(msg); err != nil {
+			if errors.Is(err, errStopIterate) {
+				return errStopIterate
+			}
+			log.Warn("settle message failed", zap.String("subject", msg.Subject()), zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package reconcile
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// VerifiedRange is the contiguous run of blocks [Lo, Hi] of one ledger that
+// has been verified against a certified tip. Blocks are immutable, so what
+// was verified once stays verified; a later tip only costs the blocks above
+// Hi, and an older window only the blocks below Lo.
+//
+// Lo == Hi+1 is an anchored but empty range: the certified tip (Hi, HiHash)
+// is known and no block has been read yet.
+type VerifiedRange struct {
+	Lo, Hi uint64
+	HiHash icrc3.Hash
+	// Below is the authentic hash of block Lo-1 (the phash of block Lo, or
+	// the tip hash when the range is empty); nil when Lo == 0.
+	Below *icrc3.Hash
+	// LoTS and HiTS are the ledger timestamps of blocks Lo and Hi;
+	// meaningless when empty.
+	LoTS, HiTS uint64
+	// TipTime is the certified time of the newest tip that vouched for Hi.
+	TipTime uint64
+}
+
+// Empty reports whether no block of the range has been read.
+func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
+
+// BlockCache keeps verified blocks per ledger so that intents of one ledger
+// share one verified chain, and a restart does not re-read it. The store
+// implements it on SQLite; MemCache in memory.
+type BlockCache interface {
+	// PutVerified stores blocks that were verified against a certified tip.
+	PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error
+	// ByStamp returns stored blocks in [lo, hi] whose tx.ts (the caller's
+	// created_at_time) equals stamp: the only blocks that can match, or
+	// nearly match, an intent with that stamp.
+	ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64) ([]icrc3.Block, error)
+	// WindowBlocks returns the first stored index in [lo, hi] with ts >= from
+	// and the last with ts <= to; ok is false when no stored block of [lo, hi]
+	// has its ts in [from, to].
+	WindowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error)
+	// LoadRange and SaveRange persist the verified range.
+	LoadRange(ctx context.Context, ledger string) (VerifiedRange, bool, error)
+	SaveRange(ctx context.Context, ledger string, r VerifiedRange) error
+}
+
+// MemCache is a BlockCache in memory, for tests, benchmarks and the demo.
+// It keeps only what matching needs: blocks that carry a created_at_time
+// (without their Value) and every block's timestamp.
+type MemCache struct {
+	mu      sync.Mutex
+	ledgers map[string]*memLedger
+}
+
+type memLedger struct {
+	byStamp map[uint64][]icrc3.Block
+	ts      map[uint64]uint64 // index → ts, for WindowBlocks
+	rng     VerifiedRange
+	hasRng  bool
+}
+
+// NewMemCache returns an empty cache.
+func NewMemCache() *MemCache { return &MemCache{ledgers: map[string]*memLedger{}} }
+
+func (m *MemCache) ledger(id string) *memLedger {
+	l := m.ledgers[id]
+	if l == nil {
+		l = &memLedger{byStamp: map[uint64][]icrc3.Block{}, ts: map[uint64]uint64{}}
+		m.ledgers[id] = l
+	}
+	return l
+}
+
+func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.Block) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ledger(ledger)
+	for i := range blocks {
+		b := blocks[i]
+		if _, dup := l.ts[b.Index]; dup {
+			continue
+		}
+		l.ts[b.Index] = b.TS
+		if b.CreatedAt != nil {
+			b.Value = icrc3.Value{}
+			l.byStamp[*b.CreatedAt] = append(l.byStamp[*b.CreatedAt], b)
+		}
+	}
+	return nil
+}
+
+func (m *MemCache) ByStamp(_ context.Context, ledger string, stamp, lo, hi uint64) ([]icrc3.Block, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []icrc3.Block
+	for _, b := range m.ledger(ledger).byStamp[stamp] {
+		if b.Index >= lo && b.Index <= hi {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+func (m *MemCache) WindowBlocks(_ context.Context, ledger string, lo, hi, from, to uint64) (uint64, uint64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ledger(ledger)
+	if hi < lo {
+		return 0, 0, false, nil
+	}
+	// Timestamps never decrease along a verified chain: binary search.
+	tsAt := func(i uint64) (uint64, bool) { t, ok := l.ts[i]; return t, ok }
+	n := int(hi - lo + 1)
+	first := sort.Search(n, func(k int) bool { t, ok := tsAt(lo + uint64(k)); return !ok || t >= from })
+	last := sort.Search(n, func(k int) bool { t, ok := tsAt(lo + uint64(k)); return !ok || t > to }) - 1
+	if first >= n || last < first {
+		return 0, 0, false, nil
+	}
+	if _, ok := tsAt(lo + uint64(first)); !ok {
+		return 0, 0, false, nil
+	}
+	return lo + uint64(first), lo + uint64(last), true, nil
+}
+
+func (m *MemCache) LoadRange(_ context.Context, ledger string) (VerifiedRange, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ledger(ledger)
+	return l.rng, l.hasRng, nil
+}
+
+func (m *MemCache) SaveRange(_ context.Context, ledger string, r VerifiedRange) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ledger(ledger)
+	l.rng, l.hasRng = r, true
+	return nil
+}

@@ -1,0 +1,278 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// History is one ledger's block history as the engine reads it.
+// *icrc3.Client implements it.
+type History interface {
+	// Tip returns the certified tip (BLS certificate verified).
+	Tip(ctx context.Context) (icrc3.Tip, error)
+	// Blocks and BlocksDesc deliver unverified, contiguous pages of
+	// [start, end), ascending or from the top down.
+	Blocks(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error
+	BlocksDesc(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error
+	// Detect reports the ledger's page size and minting account.
+	Detect(ctx context.Context) (icrc3.Features, error)
+}
+
+// chain is one ledger's verified range, shared by every intent of that
+// ledger: an intent extends it only where no earlier intent already did, so
+// many intents with overlapping windows cost about one scan. Its mutex is
+// held for a whole decision: intents of one ledger wait on each other's
+// ranges rather than fetching the same pages twice.
+type chain struct {
+	mu     sync.Mutex
+	ledger string
+	hist   History
+	cache  BlockCache
+	loaded bool
+	has    bool
+	r      VerifiedRange
+}
+
+// errChain marks a verified history that contradicts itself (timestamps
+// going backwards, a certified tip that disagrees with a verified block).
+type chainFault struct{ msg string }
+
+func (e *chainFault) Error() string { return "reconcile: " + e.msg }
+
+// errStop ends a page walk early once the caller has what it needs.
+var errStop = errors.New("stop")
+
+func (c *chain) load(ctx context.Context) error {
+	if c.loaded {
+		return nil
+	}
+	r, ok, err := c.cache.LoadRange(ctx, c.ledger)
+	if err != nil {
+		return fmt.Errorf("reconcile: load verified range of %s: %w", c.ledger, err)
+	}
+	c.r, c.has, c.loaded = r, ok, true
+	return nil
+}
+
+// refresh reads the certified tip and verifies every block above the range.
+// It returns the tip the range now ends at: never older than what was
+// already verified, so a lagging replica cannot shrink the known chain.
+func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.Tip, uint64, error) {
+	if err := c.load(ctx); err != nil {
+		return icrc3.Tip{}, 0, err
+	}
+	t, err := c.hist.Tip(ctx)
+	if err != nil {
+		return icrc3.Tip{}, 0, err
+	}
+	if t.Empty {
+		if c.has {
+			return icrc3.Tip{}, 0, &chainFault{fmt.Sprintf("certified tip says the ledger is empty, block %d was verified before", c.r.Hi)}
+		}
+		return t, 0, nil
+	}
+	if !c.has {
+		h := t.Hash
+		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.has = true
+		return c.tip(t), 0, c.save(ctx)
+	}
+	switch {
+	case t.Index < c.r.Hi:
+		// A replica behind what was already verified: keep the newer state.
+		return c.tip(t), 0, nil
+	case t.Index == c.r.Hi:
+		if t.Hash != c.r.HiHash {
+			return icrc3.Tip{}, 0, &chainFault{fmt.Sprintf("certified tip %d has hash %s, the verified block has %s", t.Index, t.Hash, c.r.HiHash)}
+		}
+		if t.Time > c.r.TipTime {
+			c.r.TipTime = t.Time
+			return c.tip(t), 0, c.save(ctx)
+		}
+		return c.tip(t), 0, nil
+	}
+	// New blocks: verify tip down to Hi+1, whose phash must be HiHash.
+	v, err := icrc3.NewIncrementalVerifier(t.Anchor(), icrc3.Anchor{Index: c.r.Hi, Hash: c.r.HiHash})
+	if err != nil {
+		return icrc3.Tip{}, 0, err
+	}
+	var read, topTS uint64
+	prevTS := ^uint64(0) // ts of the block above the page being checked
+	err = c.hist.BlocksDesc(ctx, c.r.Hi+1, t.Index+1, func(page []icrc3.Block) error {
+		if err := v.PushPage(page); err != nil {
+			return err
+		}
+		if read == 0 && len(page) > 0 {
+			topTS = page[len(page)-1].TS
+		}
+		if err := monotonic(page, &prevTS); err != nil {
+			return err
+		}
+		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
+			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
+		}
+		read += uint64(len(page))
+		if onPage != nil {
+			onPage(page)
+		}
+		return nil
+	})
+	if err != nil {
+		return icrc3.Tip{}, read, err
+	}
+	if !v.Done() {
+		return icrc3.Tip{}, read, &chainFault{fmt.Sprintf("walk from tip %d stopped at block %d", t.Index, v.Next())}
+	}
+	if !c.r.Empty() && prevTS < c.r.HiTS {
+		return icrc3.Tip{}, read, &chainFault{fmt.Sprintf("block %d has a timestamp below block %d's", c.r.Hi+1, c.r.Hi)}
+	}
+	if c.r.Empty() {
+		// The range had no blocks yet: it now starts where the old tip was
+		// anchored and its lowest block is the one just above it.
+		c.r.Lo = c.r.Hi + 1
+		c.r.LoTS = prevTS
+		h := c.r.HiHash
+		c.r.Below = &h
+	}
+	c.r.Hi, c.r.HiHash, c.r.HiTS, c.r.TipTime = t.Index, t.Hash, topTS, t.Time
+	return c.tip(t), read, c.save(ctx)
+}
+
+// tip is the tip a decision rests on: the verified range's top and the
+// newest certified time that vouched for it.
+func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
+	return icrc3.Tip{Index: c.r.Hi, Hash: c.r.HiHash, Time: c.r.TipTime, Format: t.Format}
+}
+
+func (c *chain) save(ctx context.Context) error {
+	if err := c.cache.SaveRange(ctx, c.ledger, c.r); err != nil {
+		return fmt.Errorf("reconcile: save verified range of %s: %w", c.ledger, err)
+	}
+	return nil
+}
+
+// covers reports whether every block with ts >= from is in the range.
+// Timestamps never decrease along the chain (checked while verifying), so
+// a verified block below from bounds the window.
+func (c *chain) covers(from uint64) bool {
+	if !c.has {
+		return false
+	}
+	return c.r.Lo == 0 || (!c.r.Empty() && c.r.LoTS < from)
+}
+
+// extendDown verifies blocks [target, Lo) from the top down, growing the
+// range page by page (each page is chained to the verified block above it,
+// so a failure keeps what was verified). onPage sees each verified page and
+// returns true to stop early.
+func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icrc3.Block) bool) (read uint64, stopped bool, err error) {
+	if c.r.Lo == 0 || target >= c.r.Lo {
+		return 0, false, nil
+	}
+	v := icrc3.NewVerifier(icrc3.Anchor{Index: c.r.Lo - 1, Hash: *c.r.Below})
+	prevTS := ^uint64(0)
+	if !c.r.Empty() {
+		prevTS = c.r.LoTS
+	}
+	err = c.hist.BlocksDesc(ctx, target, c.r.Lo, func(page []icrc3.Block) error {
+		if err := v.PushPage(page); err != nil {
+			return err
+		}
+		if err := monotonic(page, &prevTS); err != nil {
+			return err
+		}
+		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
+			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
+		}
+		if c.r.Empty() {
+			c.r.HiTS = page[len(page)-1].TS
+		}
+		low := page[0]
+		c.r.Lo, c.r.LoTS, c.r.Below = low.Index, low.TS, low.PHash
+		read += uint64(len(page))
+		if err := c.save(ctx); err != nil {
+			return err
+		}
+		if onPage != nil && onPage(page) {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return read, true, nil
+	}
+	return read, false, err
+}
+
+// monotonic checks an ascending page against the block above it (prevTS)
+// and leaves prevTS at the page's lowest timestamp.
+func monotonic(page []icrc3.Block, prevTS *uint64) error {
+	for i := len(page) - 1; i >= 0; i-- {
+		if page[i].TS > *prevTS {
+			return &chainFault{fmt.Sprintf("block %d has timestamp %d above the next block's %d", page[i].Index, page[i].TS, *prevTS)}
+		}
+		*prevTS = page[i].TS
+	}
+	return nil
+}
+
+// locate finds, with unverified single-block probes, a block index below
+// the range whose timestamp is below from: gallop down from Lo in page-sized
+// steps, doubling, then bisect to page precision. Probes only choose where
+// to read; what is read is verified, and the caller re-checks coverage, so a
+// lying node can cost reads but not correctness.
+func (c *chain) locate(ctx context.Context, from, page uint64) (target uint64, probes uint64, err error) {
+	hi := c.r.Lo // ts(hi) >= from, or hi is past the last block
+	probe := func(i uint64) (uint64, error) {
+		probes++
+		var ts uint64
+		got := false
+		err := c.hist.Blocks(ctx, i, i+1, func(p []icrc3.Block) error {
+			if len(p) > 0 {
+				ts, got = p[0].TS, true
+			}
+			return nil
+		})
+		if err == nil && !got {
+			err = fmt.Errorf("reconcile: probe of block %d returned nothing", i)
+		}
+		return ts, err
+	}
+	var lo uint64
+	found := false
+	for step := page; ; step *= 2 {
+		if step >= hi {
+			return 0, probes, nil
+		}
+		p := hi - step
+		ts, err := probe(p)
+		if err != nil {
+			return 0, probes, err
+		}
+		if ts < from {
+			lo, found = p, true
+			break
+		}
+		hi = p
+	}
+	if !found {
+		return 0, probes, nil
+	}
+	for hi-lo > page {
+		mid := lo + (hi-lo)/2
+		ts, err := probe(mid)
+		if err != nil {
+			return 0, probes, err
+		}
+		if ts < from {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, probes, nil
+}

@@ -1,0 +1,177 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func u64p(v uint64) *uint64 { return &v }
+
+func TestDecideFoundNotYetAbsent(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000_000)
+	stamp := e.srv.Now()
+
+	paid := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 150_000, memo: []byte("lunch"), stamp: stamp}
+	idx, err := e.ledger.Transfer(alice, paid.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpaid := paid
+	unpaid.id, unpaid.memo = "unpaid", []byte("dinner")
+
+	v := e.decide(e.intent(paid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusFound || !v.Final || v.Block == nil || uint64(v.Block.Index) != idx {
+		t.Fatalf("paid: got %+v, want found at %d", v, idx)
+	}
+	if v.Evidence == nil || v.Evidence.Verified != "certificate+chain" || v.Evidence.TipIndex == nil {
+		t.Fatalf("paid: evidence %+v", v.Evidence)
+	}
+
+	v = e.decide(e.intent(unpaid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusNotYet || v.Final {
+		t.Fatalf("unpaid, window open: got %s, want not_yet", v.Status)
+	}
+	if len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != idx || v.NearMisses[0].Differs[0] != "memo" {
+		t.Fatalf("unpaid: near misses %+v, want block %d differing in memo", v.NearMisses, idx)
+	}
+	if want := stamp + uint64(24*time.Hour+2*time.Minute); uint64(v.Window.ToTS) != want {
+		t.Fatalf("window to %d, want %d", v.Window.ToTS, want)
+	}
+
+	e.closeWindow()
+	v = e.decide(e.intent(unpaid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusAbsent || !v.Final {
+		t.Fatalf("unpaid, window closed: got %s (%+v), want absent", v.Status, v.Reason)
+	}
+	// Closing the window does not turn a paid intent absent.
+	v = e.decide(e.intent(paid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusFound {
+		t.Fatalf("paid after close: %s", v.Status)
+	}
+}
+
+func TestDecideJustBeforeAndAfterClose(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	stamp := e.srv.Now()
+	in := e.intent(transferIntent{id: "x", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: stamp}.json(e.ledger.ID()))
+	// The test clock runs with the wall clock, so the exact boundary is the
+	// matcher's unit tests' business; here: a minute either side of it. The
+	// DFINITY ledger's own window (24 h + 60 s) is already past, yet the
+	// configured drift of 2 min keeps it open: wider is safe.
+	end := stamp + uint64(24*time.Hour+2*time.Minute)
+	e.srv.Advance(time.Duration(end-e.srv.Now()) - time.Minute)
+	if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("a minute before the window's end: %s, want not_yet", v.Status)
+	}
+	e.srv.Advance(2 * time.Minute)
+	if v := e.decide(in); v.Status != reconcile.StatusAbsent {
+		t.Fatalf("a minute after the window's end: %s, want absent", v.Status)
+	}
+}
+
+func TestDecideIngressExpiryNarrowsWindow(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	stamp := e.srv.Now()
+	exp := stamp + uint64(5*time.Minute)
+	in := e.intent(transferIntent{id: "x", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: stamp, ingressEx: &exp}.json(e.ledger.ID()))
+	e.srv.Advance(6 * time.Minute)
+	v := e.decide(in)
+	if v.Status != reconcile.StatusAbsent || v.Window.NarrowedBy != "ingress_expiry" {
+		t.Fatalf("got %s narrowed %q, want absent narrowed by ingress_expiry", v.Status, v.Window.NarrowedBy)
+	}
+}
+
+func TestDecideInLongHistoryWithArchives(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    envOpt
+	}{
+		{"legacy-dfinity", envOpt{ledger: ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000, ArchiveCapacity: 3000}}},
+		{"icrc3-spec-legacytip", envOpt{ledger: ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000, BlockStyle: ledgertest.StyleSpec, TipFormat: ledgertest.TipLegacy}, endpoint: icrc3.EndpointICRC3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.o)
+			alice, bob := principalN(1), principalN(2)
+			e.fund(acct(alice, nil), 1_000_000_000)
+			// 3 days of history, then the payment, then a day more.
+			if err := e.ledger.GenerateHistory(6000, 1, 72*time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			stamp := e.srv.Now()
+			ti := transferIntent{id: "p", caller: alice, to: acct(bob, nil), amount: 42, stamp: stamp}
+			idx, err := e.ledger.Transfer(alice, ti.arg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.srv.Advance(2 * time.Hour)
+			if err := e.ledger.GenerateHistory(3000, 2, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if len(e.ledger.Archives()) == 0 {
+				t.Fatal("no archives: the test would not cover archive reads")
+			}
+			v := e.decide(e.intent(ti.json(e.ledger.ID())))
+			if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+				t.Fatalf("got %+v, want found at %d", v, idx)
+			}
+			// An unpaid intent stamped before the payment: its window reaches
+			// back a drift before the stamp, into the generated history.
+			miss := ti
+			miss.id, miss.amount, miss.stamp = "miss", 43, stamp-uint64(time.Hour)
+			e.closeWindow()
+			v = e.decide(e.intent(miss.json(e.ledger.ID())))
+			if v.Status != reconcile.StatusAbsent {
+				t.Fatalf("miss: %s %+v", v.Status, v.Reason)
+			}
+			if v.Window.FirstBlock == nil || v.Window.LastBlock == nil {
+				t.Fatalf("miss: window blocks not reported: %+v", v.Window)
+			}
+			first, _ := e.ledger.Block(uint64(*v.Window.FirstBlock))
+			before, _ := e.ledger.Block(uint64(*v.Window.FirstBlock) - 1)
+			if ts(first) < uint64(v.Window.FromTS) || ts(before) >= uint64(v.Window.FromTS) {
+				t.Fatalf("first_block %d is not the window's first block", *v.Window.FirstBlock)
+			}
+		})
+	}
+}
+
+func ts(v icrc3.Value) uint64 {
+	t, _ := v.Get("ts")
+	n, _ := t.Nat.Uint64()
+	return n
+}
+
+func TestDecideSharedChainReadsBlocksOnce(t *testing.T) {
+	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000}})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000_000)
+	if err := e.ledger.GenerateHistory(5000, 3, 30*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	stamp := e.srv.Now() - uint64(20*time.Hour)
+	base := e.ledger.Counters().BlocksServed
+	var first uint64
+	for i := 0; i < 20; i++ {
+		in := e.intent(transferIntent{id: "i" + string(rune('a'+i)), caller: alice, to: acct(principalN(2), nil), amount: uint64(i + 1), stamp: stamp + uint64(i)*uint64(time.Minute)}.json(e.ledger.ID()))
+		if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+			t.Fatalf("intent %d: %s %+v", i, v.Status, v.Reason)
+		}
+		if i == 0 {
+			first = e.ledger.Counters().BlocksServed - base
+		}
+	}
+	total := e.ledger.Counters().BlocksServed - base
+	if total > first*12/10 {
+		t.Fatalf("20 overlapping intents fetched %d blocks, one scan %d: more than 1.2x", total, first)
+	}
+}

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// Store is the engine's persistent block cache.
+var _ reconcile.BlockCache = (*Store)(nil)
+
+// PutVerified caches decoded blocks that were verified against a certified
+// tip, in their Value encoding (see PutBlocks for the immutability rule).
+// Every block must carry its Value: ByStamp rebuilds blocks from it.
+func (s *Store) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
+	cbs := make([]CachedBlock, len(blocks))
+	for i := range blocks {
+		b := &blocks[i]
+		if b.Value.Kind == 0 {
+			return fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
+		}
+		// The stamp index is taken from the Value itself, not from the
+		// caller's parsed fields, so the two cannot disagree.
+		st, err := stampOf(b.Index, b.TS, b.Value, b.Hash)
+		if err != nil {
+			return fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
+		}
+		if (st == nil) != (b.CreatedAt == nil) || st != nil && *st != *b.CreatedAt {
+			return fmt.Errorf("%w: put verified %s: block %d: created_at differs from its Value", ErrInvalid, ledger, b.Index)
+		}
+		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: icrc3.MarshalValue(b.Value), Stamp: st}
+	}
+	return s.putCached(ctx, ledger, cbs)
+}
+
+// ByStamp returns the cached blocks of [lo, hi] whose tx.ts equals stamp,
+// ascending. Each is rebuilt from its stored Value and re-hashed: a cache
+// that no longer matches the hash it was verified with is an error, never
+// a silently missing or altered candidate.
+func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64) ([]icrc3.Block, error) {
+	if hi < lo || lo > math.MaxInt64 {
+		return nil, nil
+	}
+	hi = min(hi, math.MaxInt64)
+	var rows []blockRow
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
+		WHERE canister = ? AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
+		ledger, int64(stamp), int64(lo), int64(hi)); err != nil {
+		return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
+	}
+	out := make([]icrc3.Block, 0, len(rows))
+	for i := range rows {
+		b, err := rebuild(rows[i].cached())
+		if err != nil {
+			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
+		}
+		if b.CreatedAt == nil || *b.CreatedAt != stamp {
+			return nil, fmt.Errorf("store: blocks of %s stamped %d: block %d: stored Value has another stamp",
+				ledger, stamp, b.Index)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// rebuild decodes a cached block and checks it against its stored hash and
+// timestamp.
+func rebuild(c CachedBlock) (icrc3.Block, error) {
+	v, err := icrc3.UnmarshalValue(c.Raw)
+	if err != nil {
+		return icrc3.Block{}, fmt.Errorf("block %d: %w", c.Index, err)
+	}
+	if h := v.Hash(); h != c.Hash {
+		return icrc3.Block{}, fmt.Errorf("block %d: stored Value hashes to %s, verified hash is %s", c.Index, h, c.Hash)
+	}
+	b, err := icrc3.ParseBlock(c.Index, v, c.Hash)
+	if err != nil {
+		return icrc3.Block{}, err
+	}
+	if b.TS != c.TS {
+		return icrc3.Block{}, fmt.Errorf("block %d: stored Value has ts %d, row has %d", c.Index, b.TS, c.TS)
+	}
+	return b, nil
+}
+
+// WindowBlocks returns the first cached index of [lo, hi] with ts >= from
+// and the last with ts <= to; ok is false when no cached block of [lo, hi]
+// has its ts in [from, to]. It relies on timestamps never decreasing along
+// the chain, which the engine checks while verifying.
+func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
+	if hi < lo || from > to || lo > math.MaxInt64 || from > math.MaxInt64 {
+		return 0, 0, false, nil
+	}
+	hi, to = min(hi, math.MaxInt64), min(to, math.MaxInt64)
+	var f, l int64
+	err = s.r.GetContext(ctx, &f, `SELECT idx FROM blocks
+		WHERE canister = ? AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
+		ledger, int64(from), int64(lo), int64(hi))
+	if err == nil {
+		err = s.r.GetContext(ctx, &l, `SELECT idx FROM blocks
+			WHERE canister = ? AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
+			ledger, int64(to), int64(lo), int64(hi))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("store: window blocks of %s: %w", ledger, err)
+	}
+	if f > l {
+		return 0, 0, false, nil
+	}
+	return uint64(f), uint64(l), true, nil
+}
+
+type rangeRow struct {
+	Lo      int64  `db:"lo"`
+	Hi      int64  `db:"hi"`
+	HiHash  []byte `db:"hi_hash"`
+	Below   []byte `db:"below"`
+	LoTS    int64  `db:"lo_ts"`
+	HiTS    int64  `db:"hi_ts"`
+	TipTime int64  `db:"tip_time"`
+}
+
+// LoadRange returns the ledger's saved verified range; ok is false when
+// none was saved.
+func (s *Store) LoadRange(ctx context.Context, ledger string) (reconcile.VerifiedRange, bool, error) {
+	var row rangeRow
+	err := s.r.GetContext(ctx, &row, `SELECT lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time
+		FROM ranges WHERE canister = ?`, ledger)
+	if errors.Is(err, sql.ErrNoRows) {
+		return reconcile.VerifiedRange{}, false, nil
+	}
+	if err != nil {
+		return reconcile.VerifiedRange{}, false, fmt.Errorf("store: load range of %s: %w", ledger, err)
+	}
+	r := reconcile.VerifiedRange{
+		Lo: uint64(row.Lo), Hi: uint64(row.Hi), LoTS: uint64(row.LoTS), HiTS: uint64(row.HiTS),
+		TipTime: uint64(row.TipTime),
+	}
+	copy(r.HiHash[:], row.HiHash)
+	if row.Below != nil {
+		var b icrc3.Hash
+		copy(b[:], row.Below)
+		r.Below = &b
+	}
+	return r, true, nil
+}
+
+// SaveRange replaces the ledger's verified range and advances its tip (see
+// PutTip) in one transaction. Hashes that contradict cached blocks — HiHash
+// at Hi, Below at Lo-1 — are ErrBlockConflict and nothing is saved.
+func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.VerifiedRange) error {
+	if ledger == "" {
+		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
+	}
+	what := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		if r.Lo > 0 && r.Below != nil {
+			if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
+				return fmt.Errorf("store: %s: below: %w", what, err)
+			}
+		}
+		if err := s.putTip(ctx, t, ledger, Tip{Index: r.Hi, Hash: r.HiHash, CertifiedTime: r.TipTime}); err != nil {
+			return fmt.Errorf("store: %s: tip: %w", what, err)
+		}
+		var below []byte
+		if r.Below != nil {
+			below = r.Below[:]
+		}
+		_, err := t.ExecContext(ctx, `INSERT INTO ranges (canister, lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (canister) DO UPDATE SET lo = excluded.lo, hi = excluded.hi, hi_hash = excluded.hi_hash,
+				below = excluded.below, lo_ts = excluded.lo_ts, hi_ts = excluded.hi_ts, tip_time = excluded.tip_time`,
+			ledger, int64(r.Lo), int64(r.Hi), r.HiHash[:], below, int64(r.LoTS), int64(r.HiTS), int64(r.TipTime))
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		return nil
+	})
+}

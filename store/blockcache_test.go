@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// parsed returns block i as the decoders deliver it.
+func parsed(t testing.TB, c CachedBlock) icrc3.Block {
+	t.Helper()
+	v, err := icrc3.UnmarshalValue(c.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := icrc3.ParseBlock(c.Index, v, c.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func parsedRange(t testing.TB, from, to uint64) []icrc3.Block {
+	var out []icrc3.Block
+	for _, c := range blocks(from, to) {
+		out = append(out, parsed(t, c))
+	}
+	return out
+}
+
+func TestByStamp(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	if err := s.PutVerified(ctx, ledgerA, parsedRange(t, 0, 30)); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks 9, 10, 11 share a stamp.
+	got, err := s.ByStamp(ctx, ledgerA, testStamp(10), 0, 29)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d candidates, want 3", len(got))
+	}
+	for k, b := range got {
+		want := parsed(t, block(uint64(9+k)))
+		if !reflect.DeepEqual(b, want) {
+			t.Fatalf("candidate %d:\n got %+v\nwant %+v", k, b, want)
+		}
+	}
+	for _, c := range []struct{ lo, hi uint64 }{{10, 10}, {10, math.MaxUint64}} {
+		got, err := s.ByStamp(ctx, ledgerA, testStamp(10), c.lo, c.hi)
+		if err != nil || len(got) == 0 || got[0].Index != 10 {
+			t.Fatalf("[%d, %d]: %v %v", c.lo, c.hi, got, err)
+		}
+	}
+	if got, _ := s.ByStamp(ctx, ledgerA, testStamp(10), 12, 11); len(got) != 0 {
+		t.Fatalf("empty range returned %d", len(got))
+	}
+	if got, _ := s.ByStamp(ctx, "other-ledger", testStamp(10), 0, 29); len(got) != 0 {
+		t.Fatalf("other ledger returned %d", len(got))
+	}
+
+	// A cached Value that no longer hashes to its verified hash must fail
+	// loudly: dropping it would turn "found" into "absent".
+	if _, err := s.w.ExecContext(ctx, `UPDATE blocks SET raw = ? WHERE canister = ? AND idx = 10`,
+		icrc3.MarshalValue(transfer(10, testTS(10), &icrc3.Hash{9})), ledgerA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ByStamp(ctx, ledgerA, testStamp(10), 0, 29); err == nil || !strings.Contains(err.Error(), "hashes to") {
+		t.Fatalf("corrupted cache: %v", err)
+	}
+}
+
+// A stamp that does not fit in int64 (caller-chosen; only ledgers with a
+// loose clock check would accept it) is still found exactly.
+func TestByStampHighBit(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	for _, st := range []uint64{math.MaxInt64 + 1, math.MaxUint64} {
+		tx := icrc3.MapValue(
+			icrc3.F("op", icrc3.Text("mint")),
+			icrc3.F("to", icrc3.ArrayValue(icrc3.Blob([]byte{4}))),
+			icrc3.F("amt", icrc3.Uint(1)),
+			icrc3.F("ts", icrc3.Uint(st)),
+		)
+		idx := st % 1000
+		v := icrc3.MapValue(icrc3.F("ts", icrc3.Uint(5)), icrc3.F("tx", tx))
+		b, err := icrc3.ParseBlock(idx, v, v.Hash())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutVerified(ctx, ledgerA, []icrc3.Block{b}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ByStamp(ctx, ledgerA, st, 0, 1000)
+		if err != nil || len(got) != 1 || got[0].Index != idx {
+			t.Fatalf("stamp %d: %v %v", st, got, err)
+		}
+	}
+}
+
+func TestPutVerifiedRefusesInconsistentBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	b := parsed(t, block(3))
+	noValue := b
+	noValue.Value = icrc3.Value{}
+	otherStamp := b
+	st := *b.CreatedAt + 1
+	otherStamp.CreatedAt = &st
+	noStamp := b
+	noStamp.CreatedAt = nil
+	otherTS := b
+	otherTS.TS++
+	for name, bad := range map[string]icrc3.Block{
+		"no value": noValue, "other stamp": otherStamp, "no stamp": noStamp, "other ts": otherTS,
+	} {
+		if err := s.PutVerified(ctx, ledgerA, []icrc3.Block{bad}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if got, _ := s.CachedBlocks(ctx, ledgerA, 0, 10); len(got) != 0 {
+		t.Fatalf("refused blocks cached: %v", indexes(got))
+	}
+}
+
+// The store and the in-memory cache answer the engine's questions alike.
+func TestBlockCacheMatchesMemCache(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	mem := reconcile.NewMemCache()
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Timestamps that repeat and jump, as real ledgers' do.
+	var all []icrc3.Block
+	ts := uint64(1_000_000)
+	for i := uint64(0); i < 300; i++ {
+		if rng.IntN(3) > 0 {
+			ts += uint64(rng.IntN(5000))
+		}
+		all = append(all, parsed(t, blockAt(i, ts)))
+	}
+	for start := 0; start < len(all); start += 64 {
+		page := all[start:min(start+64, len(all))]
+		if err := s.PutVerified(ctx, ledgerA, page); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.PutVerified(ctx, ledgerA, page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for q := 0; q < 150; q++ {
+		lo := uint64(rng.IntN(320))
+		hi := lo + uint64(rng.IntN(320)) - 10
+		from := all[rng.IntN(len(all))].TS - uint64(rng.IntN(3000))
+		to := from + uint64(rng.IntN(200000))
+		f1, l1, ok1, err1 := s.WindowBlocks(ctx, ledgerA, lo, min(hi, 299), from, to)
+		f2, l2, ok2, err2 := mem.WindowBlocks(ctx, ledgerA, lo, min(hi, 299), from, to)
+		if err1 != nil || err2 != nil || ok1 != ok2 || ok1 && (f1 != f2 || l1 != l2) {
+			t.Fatalf("WindowBlocks(%d, %d, %d, %d): store %d %d %t %v, mem %d %d %t %v",
+				lo, hi, from, to, f1, l1, ok1, err1, f2, l2, ok2, err2)
+		}
+		stamp := testStamp(uint64(rng.IntN(310)))
+		b1, err1 := s.ByStamp(ctx, ledgerA, stamp, lo, hi)
+		b2, err2 := mem.ByStamp(ctx, ledgerA, stamp, lo, hi)
+		if err1 != nil || err2 != nil || !reflect.DeepEqual(blockIndexes(b1), blockIndexes(b2)) {
+			t.Fatalf("ByStamp(%d, %d, %d): store %v %v, mem %v %v", stamp, lo, hi,
+				blockIndexes(b1), err1, blockIndexes(b2), err2)
+		}
+	}
+}
+
+func blockIndexes(bs []icrc3.Block) []uint64 {
+	out := []uint64{}
+	for _, b := range bs {
+		out = append(out, b.Index)
+	}
+	return out
+}
+
+func TestVerifiedRange(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	if _, ok, err := s.LoadRange(ctx, ledgerA); ok || err != nil {
+		t.Fatalf("no range: %t %v", ok, err)
+	}
+	if err := s.PutBlocks(ctx, ledgerA, blocks(10, 20)); err != nil {
+		t.Fatal(err)
+	}
+	below := block(9).Hash
+	r := reconcile.VerifiedRange{Lo: 10, Hi: 19, HiHash: block(19).Hash, Below: &below,
+		LoTS: testTS(10), HiTS: testTS(19), TipTime: 777}
+	if err := s.SaveRange(ctx, ledgerA, r); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.LoadRange(ctx, ledgerA)
+	if err != nil || !ok || !reflect.DeepEqual(got, r) {
+		t.Fatalf("load %+v %t %v\nwant %+v", got, ok, err, r)
+	}
+	if tip, err := s.Tip(ctx, ledgerA); err != nil || tip != (Tip{Index: 19, Hash: r.HiHash, CertifiedTime: 777}) {
+		t.Fatalf("tip after save %+v %v", tip, err)
+	}
+
+	bad := r
+	bad.HiHash = block(18).Hash
+	if err := s.SaveRange(ctx, ledgerA, bad); !errors.Is(err, ErrBlockConflict) {
+		t.Fatalf("hi hash contradicting the cache: %v", err)
+	}
+	bad = r
+	bad.Lo, bad.Below = 12, &below // block 11 is cached with another hash
+	if err := s.SaveRange(ctx, ledgerA, bad); !errors.Is(err, ErrBlockConflict) {
+		t.Fatalf("below contradicting the cache: %v", err)
+	}
+	if got, _, _ := s.LoadRange(ctx, ledgerA); !reflect.DeepEqual(got, r) {
+		t.Fatalf("refused save changed the range: %+v", got)
+	}
+
+	// The whole chain from block 0: no Below.
+	full := reconcile.VerifiedRange{Lo: 0, Hi: 19, HiHash: r.HiHash, LoTS: 1, HiTS: testTS(19), TipTime: 778}
+	if err := s.SaveRange(ctx, ledgerA, full); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.LoadRange(ctx, ledgerA); err != nil || !reflect.DeepEqual(got, full) {
+		t.Fatalf("load %+v %v", got, err)
+	}
+}

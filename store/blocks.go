@@ -1,0 +1,282 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// CachedBlock is one verified block of a ledger's history in its raw
+// encoding. Only blocks whose hash chain has been verified against a
+// certified tip belong in the cache.
+type CachedBlock struct {
+	Index uint64
+	TS    uint64 // ledger time (ns)
+	Hash  icrc3.Hash
+	// Raw is the block's Value as icrc3.MarshalValue encodes it.
+	Raw []byte
+	// Stamp is the block's tx.ts (the caller's created_at_time), nil when
+	// it has none; ByStamp finds blocks by it. PutBlocks derives it from
+	// Raw (a caller's value is ignored): a stamp missing from the index
+	// would hide a matching block and turn "found" into "absent".
+	Stamp *uint64
+}
+
+// Tip is the highest verified point of a ledger's chain.
+type Tip struct {
+	Index         uint64
+	Hash          icrc3.Hash
+	CertifiedTime uint64 // certified ledger time (ns) of the certificate
+}
+
+type blockRow struct {
+	Index int64         `db:"idx"`
+	TS    int64         `db:"ts"`
+	Hash  []byte        `db:"hash"`
+	Raw   []byte        `db:"raw"`
+	Stamp sql.NullInt64 `db:"stamp"`
+}
+
+func (r *blockRow) cached() CachedBlock {
+	b := CachedBlock{Index: uint64(r.Index), TS: uint64(r.TS), Raw: r.Raw}
+	copy(b.Hash[:], r.Hash)
+	if r.Stamp.Valid {
+		st := uint64(r.Stamp.Int64)
+		b.Stamp = &st
+	}
+	return b
+}
+
+// stampArg is the stamp column's value: the int64 bit pattern, exact for
+// the equality lookups made on it.
+func stampArg(st *uint64) any {
+	if st == nil {
+		return nil
+	}
+	return int64(*st)
+}
+
+const blockCols = `idx, ts, hash, raw, stamp`
+
+// PutBlocks caches verified blocks of a canister in one transaction.
+// Verified history is immutable: an index already cached (or the canister's
+// tip) with another hash or timestamp is ErrBlockConflict, and then nothing
+// of the batch is stored. Re-putting identical blocks is a no-op. Raw must
+// decode (icrc3.UnmarshalValue) to a block whose ts is TS.
+func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedBlock) error {
+	cbs := make([]CachedBlock, len(blocks))
+	for i, b := range blocks {
+		v, err := icrc3.UnmarshalValue(b.Raw)
+		if err != nil {
+			return fmt.Errorf("%w: put blocks %s #%d: %w", ErrInvalid, canister, b.Index, err)
+		}
+		if b.Stamp, err = stampOf(b.Index, b.TS, v, b.Hash); err != nil {
+			return fmt.Errorf("%w: put blocks %s: %w", ErrInvalid, canister, err)
+		}
+		cbs[i] = b
+	}
+	return s.putCached(ctx, canister, cbs)
+}
+
+// stampOf parses a block's Value for its stamp and checks its ts. A block
+// that does not parse is refused: without its stamp it could not be found.
+func stampOf(index, ts uint64, v icrc3.Value, h icrc3.Hash) (*uint64, error) {
+	b, err := icrc3.ParseBlock(index, v, h)
+	if err != nil {
+		return nil, err
+	}
+	if b.TS != ts {
+		return nil, fmt.Errorf("block %d: Value has ts %d, not %d", index, b.TS, ts)
+	}
+	return b.CreatedAt, nil
+}
+
+// putCached stores blocks whose Stamp is already derived from their Value.
+func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedBlock) error {
+	if canister == "" {
+		return fmt.Errorf("%w: put blocks: empty canister", ErrInvalid)
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		if _, err := u64("block index", b.Index); err != nil {
+			return fmt.Errorf("store: put blocks %s: %w", canister, err)
+		}
+		if _, err := u64("block ts", b.TS); err != nil {
+			return fmt.Errorf("store: put blocks %s #%d: %w", canister, b.Index, err)
+		}
+		if len(b.Raw) == 0 {
+			return fmt.Errorf("%w: put blocks %s #%d: empty raw encoding", ErrInvalid, canister, b.Index)
+		}
+	}
+	what := fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index)
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		tip, hasTip, err := getTip(ctx, t, canister)
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		ins, err := t.PreparexContext(ctx, `INSERT INTO blocks (canister, idx, ts, hash, raw, stamp)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (canister, idx) DO NOTHING`)
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		defer ins.Close()
+		for i := range blocks {
+			b := &blocks[i]
+			if hasTip && b.Index == tip.Index && b.Hash != tip.Hash {
+				return fmt.Errorf("%w: %s: block %d hash %s, verified tip has %s",
+					ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
+			}
+			res, err := ins.ExecContext(ctx, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
+			if err != nil {
+				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
+			}
+			if n == 1 {
+				continue
+			}
+			var old blockRow
+			if err := t.GetContext(ctx, &old, `SELECT `+blockCols+` FROM blocks WHERE canister = ? AND idx = ?`,
+				canister, int64(b.Index)); err != nil {
+				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
+			}
+			if !bytes.Equal(old.Hash, b.Hash[:]) || old.TS != int64(b.TS) {
+				return fmt.Errorf("%w: %s: block %d cached with hash %x ts %d, now hash %s ts %d",
+					ErrBlockConflict, canister, b.Index, old.Hash, old.TS, b.Hash, b.TS)
+			}
+		}
+		return nil
+	})
+}
+
+// CachedBlocks returns the cached blocks of canister with start ≤ index <
+// end, ascending. The cache may have gaps: callers check contiguity. Ask
+// for page-sized ranges; the result is held in memory.
+func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end uint64) ([]CachedBlock, error) {
+	if start >= end || start > math.MaxInt64 {
+		return nil, nil
+	}
+	// Nothing at or above 2^63 is ever stored, so clamping the inclusive
+	// last index loses nothing.
+	last := min(end-1, math.MaxInt64)
+	var rows []blockRow
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
+		WHERE canister = ? AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
+		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
+	}
+	out := make([]CachedBlock, len(rows))
+	for i := range rows {
+		out[i] = rows[i].cached()
+	}
+	return out, nil
+}
+
+// PutTip records a newly verified tip. The tip only moves forward: a lower
+// index than the stored one is ignored (a lagging replica or a slower
+// concurrent verification), the same index with the same hash keeps the
+// later certified time, and the same index with another hash — or a hash
+// contradicting the cached block at that index — is ErrBlockConflict.
+func (s *Store) PutTip(ctx context.Context, canister string, tip Tip) error {
+	if canister == "" {
+		return fmt.Errorf("%w: put tip: empty canister", ErrInvalid)
+	}
+	what := fmt.Sprintf("put tip %s %d", canister, tip.Index)
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		if err := s.putTip(ctx, t, canister, tip); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		return nil
+	})
+}
+
+func (s *Store) putTip(ctx context.Context, t *sqlx.Tx, canister string, tip Tip) error {
+	idx, err := u64("tip index", tip.Index)
+	if err != nil {
+		return err
+	}
+	ct, err := u64("tip certified time", tip.CertifiedTime)
+	if err != nil {
+		return err
+	}
+	if err := checkCached(ctx, t, canister, tip.Index, tip.Hash); err != nil {
+		return err
+	}
+	old, ok, err := getTip(ctx, t, canister)
+	if err != nil {
+		return err
+	}
+	if ok && old.Index > tip.Index {
+		return nil
+	}
+	if ok && old.Index == tip.Index && old.Hash != tip.Hash {
+		return fmt.Errorf("%w: stored tip %d has hash %s, now %s", ErrBlockConflict, old.Index, old.Hash, tip.Hash)
+	}
+	_, err = t.ExecContext(ctx, `INSERT INTO tips (canister, idx, hash, certified_time, updated_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (canister) DO UPDATE SET idx = excluded.idx, hash = excluded.hash,
+			certified_time = max(certified_time, excluded.certified_time), updated_at = excluded.updated_at`,
+		canister, idx, tip.Hash[:], ct, s.now().UnixNano())
+	return err
+}
+
+// checkCached fails with ErrBlockConflict when block index of canister is
+// cached with a hash other than h. An uncached (or unstorable) index
+// passes: there is nothing to contradict.
+func checkCached(ctx context.Context, t *sqlx.Tx, canister string, index uint64, h icrc3.Hash) error {
+	if index > math.MaxInt64 {
+		return nil
+	}
+	var cached []byte
+	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE canister = ? AND idx = ?`, canister, int64(index))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case !bytes.Equal(cached, h[:]):
+		return fmt.Errorf("%w: block %d is cached with hash %x, not %s", ErrBlockConflict, index, cached, h)
+	}
+	return nil
+}
+
+// Tip returns the canister's highest verified tip, or ErrNotFound.
+func (s *Store) Tip(ctx context.Context, canister string) (Tip, error) {
+	tip, ok, err := getTip(ctx, s.r, canister)
+	if err != nil {
+		return Tip{}, fmt.Errorf("store: tip %s: %w", canister, err)
+	}
+	if !ok {
+		return Tip{}, fmt.Errorf("store: tip %s: %w", canister, ErrNotFound)
+	}
+	return tip, nil
+}
+
+func getTip(ctx context.Context, q sqlx.QueryerContext, canister string) (Tip, bool, error) {
+	var row struct {
+		Index int64  `db:"idx"`
+		Hash  []byte `db:"hash"`
+		CT    int64  `db:"certified_time"`
+	}
+	err := sqlx.GetContext(ctx, q, &row, `SELECT idx, hash, certified_time FROM tips WHERE canister = ?`, canister)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Tip{}, false, nil
+	}
+	if err != nil {
+		return Tip{}, false, err
+	}
+	tip := Tip{Index: uint64(row.Index), CertifiedTime: uint64(row.CT)}
+	copy(tip.Hash[:], row.Hash)
+	return tip, true, nil
+}

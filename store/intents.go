@@ -1,0 +1,391 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// IntentRecord is an intent as first received.
+type IntentRecord struct {
+	IntentID   string
+	CanisterID string
+	Caller     string
+	Method     string
+	// Body is the intent's JSON as received, kept for support staff.
+	Body json.RawMessage
+	// CanonicalHash identifies the intent's content: two bodies with the
+	// same hash are the same intent. The caller computes it (the store does
+	// not know the canonical form); it must not be all zero.
+	CanonicalHash [32]byte
+	// FirstSeen is when the intent was first received; zero means now. It
+	// orders listings and never changes once stored.
+	FirstSeen time.Time
+}
+
+// PutResult says what PutIntent did.
+type PutResult int
+
+const (
+	// Created: the id was new; the record is stored.
+	Created PutResult = iota + 1
+	// Existing: the id was stored with the same canonical hash; nothing
+	// changed.
+	Existing
+	// Conflict: the id was stored with a different canonical hash; nothing
+	// changed (E_INTENT_CONFLICT).
+	Conflict
+	// Adopted: the id was known only from verdicts decided elsewhere; the
+	// body is now recorded. The store cannot tell whether those verdicts were
+	// decided for this body or for a conflicting one.
+	Adopted
+)
+
+func (r PutResult) String() string {
+	switch r {
+	case Created:
+		return "created"
+	case Existing:
+		return "existing"
+	case Conflict:
+		return "conflict"
+	case Adopted:
+		return "adopted"
+	}
+	return "PutResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ValidIntentID reports whether id has the form [A-Za-z0-9_-]{1,128}.
+func ValidIntentID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (rec *IntentRecord) validate() error {
+	switch {
+	case !ValidIntentID(rec.IntentID):
+		return fmt.Errorf("%w: intent id %q", ErrInvalid, rec.IntentID)
+	case rec.CanisterID == "":
+		return fmt.Errorf("%w: intent %s: empty canister id", ErrInvalid, rec.IntentID)
+	case rec.Method == "":
+		return fmt.Errorf("%w: intent %s: empty method", ErrInvalid, rec.IntentID)
+	case rec.CanonicalHash == [32]byte{}:
+		return fmt.Errorf("%w: intent %s: zero canonical hash", ErrInvalid, rec.IntentID)
+	case !json.Valid(rec.Body):
+		return fmt.Errorf("%w: intent %s: body is not JSON", ErrInvalid, rec.IntentID)
+	}
+	return nil
+}
+
+// PutIntent stores an intent unless its id is already taken: the first
+// writer wins, and a later record is compared by canonical hash only.
+func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, error) {
+	if err := rec.validate(); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	if rec.FirstSeen.IsZero() {
+		rec.FirstSeen = now
+	}
+	seen, err := nanos("first_seen", rec.FirstSeen)
+	if err != nil {
+		return 0, err
+	}
+	var res PutResult
+	err = s.tx(ctx, "put intent "+rec.IntentID, func(t *sqlx.Tx) error {
+		var stored []byte
+		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = t.ExecContext(ctx, `INSERT INTO intents
+				(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
+				rec.CanonicalHash[:], seen, now.UnixNano())
+			res = Created
+		case err != nil:
+			return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+		case stored == nil:
+			// first_seen stays: it is the listing key, and moving it would
+			// let a paging cursor see the row twice.
+			_, err = t.ExecContext(ctx, `UPDATE intents SET canister_id = ?, caller = ?, method = ?,
+				body = ?, canonical_hash = ?, updated_at = ? WHERE intent_id = ?`,
+				rec.CanisterID, rec.Caller, rec.Method, string(rec.Body), rec.CanonicalHash[:],
+				now.UnixNano(), rec.IntentID)
+			res = Adopted
+		case bytes.Equal(stored, rec.CanonicalHash[:]):
+			res = Existing
+		default:
+			res = Conflict
+		}
+		if err != nil {
+			return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res, nil
+}
+
+const intentCols = `intent_id, canister_id, caller, method, body, canonical_hash,
+	first_seen, status, final, latest_seq, updated_at`
+
+type intentRow struct {
+	IntentID   string         `db:"intent_id"`
+	CanisterID sql.NullString `db:"canister_id"`
+	Caller     sql.NullString `db:"caller"`
+	Method     sql.NullString `db:"method"`
+	Body       sql.NullString `db:"body"`
+	Hash       []byte         `db:"canonical_hash"`
+	FirstSeen  int64          `db:"first_seen"`
+	Status     sql.NullString `db:"status"`
+	Final      bool           `db:"final"`
+	LatestSeq  int64          `db:"latest_seq"`
+	UpdatedAt  int64          `db:"updated_at"`
+}
+
+// Intent returns the stored intent. An id known only from verdicts decided
+// elsewhere has no record: ErrNotFound (its verdicts are still readable).
+func (s *Store) Intent(ctx context.Context, id string) (IntentRecord, error) {
+	var row intentRow
+	err := s.r.GetContext(ctx, &row, `SELECT `+intentCols+` FROM intents WHERE intent_id = ? AND body IS NOT NULL`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
+	}
+	rec := IntentRecord{
+		IntentID:   row.IntentID,
+		CanisterID: row.CanisterID.String,
+		Caller:     row.Caller.String,
+		Method:     row.Method.String,
+		Body:       json.RawMessage(row.Body.String),
+		FirstSeen:  fromNanos(row.FirstSeen),
+	}
+	copy(rec.CanonicalHash[:], row.Hash)
+	return rec, nil
+}
+
+// IntentSummary is one row of a listing: the intent and its latest verdict.
+type IntentSummary struct {
+	IntentID   string
+	CanisterID string // "" when HasBody is false
+	Caller     string
+	Method     string
+	FirstSeen  time.Time
+	// Status is the latest verdict's status, "" before the first verdict.
+	Status    reconcile.Status
+	Final     bool
+	LatestSeq uint64
+	UpdatedAt time.Time
+	// HasBody is false for an intent known only from verdicts decided by
+	// another sidecar.
+	HasBody bool
+}
+
+func (row *intentRow) summary() IntentSummary {
+	return IntentSummary{
+		IntentID:   row.IntentID,
+		CanisterID: row.CanisterID.String,
+		Caller:     row.Caller.String,
+		Method:     row.Method.String,
+		FirstSeen:  fromNanos(row.FirstSeen),
+		Status:     reconcile.Status(row.Status.String),
+		Final:      row.Final,
+		LatestSeq:  uint64(row.LatestSeq),
+		UpdatedAt:  fromNanos(row.UpdatedAt),
+		HasBody:    row.Body.Valid,
+	}
+}
+
+// ListFilter selects intents. Zero fields do not filter.
+type ListFilter struct {
+	// Status keeps intents whose latest verdict has one of these statuses;
+	// "" selects intents with no verdict yet.
+	Status   []reconcile.Status
+	Canister string
+	Caller   string
+	// Since keeps intents first seen at or after it.
+	Since time.Time
+	// Open keeps intents without a final verdict.
+	Open bool
+	// Newest lists newest first; the default is oldest first.
+	Newest bool
+	// Cursor continues a listing from the nextCursor of a previous call with
+	// the same filter.
+	Cursor string
+	// Limit bounds the page: 0 means 100, at most 1000.
+	Limit int
+}
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// ListIntents returns one page of intents ordered by (first_seen,
+// intent_id) and the cursor for the next page ("" after the last). Paging
+// is keyset, not offset: rows inserted while paging never shift the page
+// boundaries, so every row that existed when the first page was read is
+// returned exactly once.
+func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary, string, error) {
+	limit := f.Limit
+	switch {
+	case limit < 0:
+		return nil, "", fmt.Errorf("%w: list limit %d", ErrInvalid, limit)
+	case limit == 0:
+		limit = defaultListLimit
+	case limit > maxListLimit:
+		limit = maxListLimit
+	}
+	var where []string
+	var args []any
+	if len(f.Status) > 0 {
+		var ors []string
+		var in []any
+		for _, st := range f.Status {
+			if st == "" {
+				ors = append(ors, "status IS NULL")
+				continue
+			}
+			if !st.Valid() {
+				return nil, "", fmt.Errorf("%w: list status %q", ErrInvalid, st)
+			}
+			in = append(in, string(st))
+		}
+		if len(in) > 0 {
+			ors = append(ors, "status IN (?"+strings.Repeat(", ?", len(in)-1)+")")
+			args = append(args, in...)
+		}
+		where = append(where, "("+strings.Join(ors, " OR ")+")")
+	}
+	if f.Canister != "" {
+		where = append(where, "canister_id = ?")
+		args = append(args, f.Canister)
+	}
+	if f.Caller != "" {
+		where = append(where, "caller = ?")
+		args = append(args, f.Caller)
+	}
+	if !f.Since.IsZero() {
+		since, err := nanos("since", f.Since)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, "first_seen >= ?")
+		args = append(args, since)
+	}
+	if f.Open {
+		where = append(where, "final = 0")
+	}
+	cmp, order := ">", "ASC"
+	if f.Newest {
+		cmp, order = "<", "DESC"
+	}
+	if f.Cursor != "" {
+		c, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		if c.newest != f.Newest {
+			return nil, "", fmt.Errorf("%w: cursor was taken with the other order", ErrInvalid)
+		}
+		where = append(where, "(first_seen, intent_id) "+cmp+" (?, ?)")
+		args = append(args, c.seen, c.id)
+	}
+	q := "SELECT " + intentCols + " FROM intents"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY first_seen " + order + ", intent_id " + order + " LIMIT ?"
+	args = append(args, limit+1)
+
+	var rows []intentRow
+	if err := s.r.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, "", fmt.Errorf("store: list intents: %w", err)
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = cursor{newest: f.Newest, seen: last.FirstSeen, id: last.IntentID}.encode()
+	}
+	out := make([]IntentSummary, len(rows))
+	for i := range rows {
+		out[i] = rows[i].summary()
+	}
+	return out, next, nil
+}
+
+// cursor is the last row of a page. It is opaque to callers; the version
+// prefix lets its format change without misreading old cursors.
+type cursor struct {
+	newest bool
+	seen   int64
+	id     string
+}
+
+func (c cursor) encode() string {
+	dir := "a"
+	if c.newest {
+		dir = "d"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte("1." + dir + "." + strconv.FormatInt(c.seen, 10) + "." + c.id))
+}
+
+func decodeCursor(s string) (cursor, error) {
+	bad := fmt.Errorf("%w: malformed cursor", ErrInvalid)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return cursor{}, bad
+	}
+	parts := strings.SplitN(string(b), ".", 4)
+	if len(parts) != 4 || parts[0] != "1" || (parts[1] != "a" && parts[1] != "d") || !ValidIntentID(parts[3]) {
+		return cursor{}, bad
+	}
+	seen, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return cursor{}, bad
+	}
+	return cursor{newest: parts[1] == "d", seen: seen, id: parts[3]}, nil
+}
+
+// CountByStatus counts intents by their latest verdict's status; the key ""
+// counts intents with no verdict yet.
+func (s *Store) CountByStatus(ctx context.Context) (map[reconcile.Status]int, error) {
+	var rows []struct {
+		Status string `db:"status"`
+		N      int    `db:"n"`
+	}
+	if err := s.r.SelectContext(ctx, &rows,
+		`SELECT coalesce(status, '') AS status, count(*) AS n FROM intents GROUP BY 1`); err != nil {
+		return nil, fmt.Errorf("store: count by status: %w", err)
+	}
+	out := make(map[reconcile.Status]int, len(rows))
+	for _, r := range rows {
+		out[reconcile.Status(r.Status)] = r.N
+	}
+	return out, nil
+}

@@ -1,0 +1,267 @@
+// Package store keeps the daemon's durable state in SQLite: intents, their
+// verdict histories, the watch list of undecided intents, and the verified
+// block cache with each ledger's verified tip.
+//
+// All writes go through one connection opened with BEGIN IMMEDIATE
+// transactions, so every read-check-write sequence (verdict seq rules,
+// first-writer-wins intents, block immutability) runs serialised and cannot
+// be interleaved by another writer. Reads use a separate bounded pool of
+// query-only connections that see WAL snapshots and never block the writer.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+func init() {
+	// sqlx does not know modernc's driver name; without this, Rebind and In
+	// guess the placeholder style.
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// Errors callers branch on. Returned errors wrap them with context; test
+// with errors.Is.
+var (
+	// ErrNotFound: no such intent, verdict or tip.
+	ErrNotFound = errors.New("store: not found")
+	// ErrFinal: the intent already has a final verdict; nothing may follow
+	// it and it cannot be watched.
+	ErrFinal = errors.New("store: intent already has a final verdict")
+	// ErrSeqConflict: a verdict differing from the stored one at the same seq.
+	ErrSeqConflict = errors.New("store: different verdict at an existing seq")
+	// ErrSeqGap: a verdict whose seq is not the next one.
+	ErrSeqGap = errors.New("store: verdict seq is not the next one")
+	// ErrBlockConflict: a block index already cached with another hash or
+	// timestamp, or a tip that contradicts the cache. Cached blocks are
+	// verified history, so this means a verification bug upstream.
+	ErrBlockConflict = errors.New("store: block contradicts verified cache")
+	// ErrSchemaTooNew: the database was migrated by a newer version of the
+	// daemon; running older code against it could misread it.
+	ErrSchemaTooNew = errors.New("store: database schema is newer than this program")
+	// ErrOutOfRange: a value that cannot be stored faithfully (a u64 ≥ 2^63
+	// in an ordered column, a time outside 1678..2262).
+	ErrOutOfRange = errors.New("store: value out of storable range")
+	// ErrInvalid: a malformed record (bad intent id, unknown status, …).
+	ErrInvalid = errors.New("store: invalid record")
+)
+
+// Store is the daemon's database. It is safe for concurrent use.
+type Store struct {
+	w    *sqlx.DB // exactly one connection: the writer
+	r    *sqlx.DB // query-only read pool
+	path string
+	now  func() time.Time
+}
+
+// Options tune Open. The zero value is the production setting.
+type Options struct {
+	// ReadConns bounds the read pool; 0 means max(4, GOMAXPROCS).
+	ReadConns int
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// process on the same file; 0 means 5 s.
+	BusyTimeout time.Duration
+	// Now replaces the clock for first_seen/updated_at stamps (tests).
+	Now func() time.Time
+}
+
+// Open opens (creating if needed) the database at path and migrates it to
+// the current schema. A missing directory is created 0700 and a missing file
+// 0600 (SQLite gives its -wal and -shm files the database file's mode).
+func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("store: open: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := createFile(abs); err != nil {
+		return nil, err
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+
+	w, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, true))
+	if err != nil {
+		return nil, fmt.Errorf("store: open writer %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w, path: abs, now: o.Now}
+	// The writer connects first: it switches the file to WAL, which the
+	// read-only connections cannot do.
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open readers %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(o.ReadConns)
+	r.SetMaxIdleConns(o.ReadConns)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("store: open readers %s: %w", abs, err)
+	}
+	s.r = r
+	return s, nil
+}
+
+// dsn builds a file: URI; a plain name would have SQLite's own parameters
+// stripped. synchronous=FULL: a verdict is published only after it commits,
+// and with NORMAL a power loss can roll back commits whose verdicts are
+// already on the wire; the store would then re-decide that seq differently
+// and conflict with the fleet. Writes are few and batched, so the extra WAL
+// fsync per commit is cheap.
+func dsn(path string, busy time.Duration, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if writer {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_txlock", "immediate")
+	} else {
+		q.Add("_query_only", "1")
+	}
+	// SQLite decodes %HH in the path of a file: URI, so escaping keeps '?',
+	// '#' and '%' in directory names from being read as URI syntax.
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return "file:" + strings.TrimPrefix(u.String(), "file://")
+}
+
+// createFile creates the directory (0700) and the database file (0600)
+// before SQLite does, so neither inherits a permissive umask-derived mode.
+// Existing ones are left as the operator set them.
+func createFile(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("store: create directory %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both pools. In-flight transactions are finished by
+// database/sql before the connections close.
+func (s *Store) Close() error {
+	var errs []error
+	if s.r != nil {
+		if err := s.r.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close readers: %w", err))
+		}
+	}
+	if err := s.w.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close writer: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Writable commits a one-row write, for readiness probes: it fails when the
+// writer is wedged, the disk is read-only or full, or the lock is held by
+// another process past the busy timeout.
+func (s *Store) Writable(ctx context.Context) error {
+	_, err := s.w.ExecContext(ctx,
+		`INSERT INTO probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`,
+		s.now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: writable probe: %w", err)
+	}
+	return nil
+}
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its report: "ok"
+// for a sound file, otherwise the problems found, one per line.
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	var lines []string
+	if err := s.r.SelectContext(ctx, &lines, `PRAGMA integrity_check`); err != nil {
+		return "", fmt.Errorf("store: integrity check: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// tx runs fn in a writer transaction (BEGIN IMMEDIATE: the write lock is
+// taken up front, so a read-then-write inside fn cannot fail on upgrade).
+func (s *Store) tx(ctx context.Context, what string, fn func(*sqlx.Tx) error) error {
+	t, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: %s: begin: %w", what, err)
+	}
+	if err := fn(t); err != nil {
+		t.Rollback()
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("store: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// u64 converts a u64 for an INTEGER column. Values ≥ 2^63 are refused
+// rather than stored as negative bit patterns, which would sort before 0.
+// Ledger timestamps stay below 2^63 ns until 2262 and block indexes far
+// longer, so refusing costs nothing real.
+func u64(what string, v uint64) (int64, error) {
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%w: %s %d ≥ 2^63", ErrOutOfRange, what, v)
+	}
+	return int64(v), nil
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// nanos converts a wall-clock time to Unix nanoseconds, refusing times whose
+// nanoseconds do not fit in int64 (UnixNano is undefined there).
+func nanos(what string, t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("%w: %s %s", ErrOutOfRange, what, t)
+	}
+	return t.UnixNano(), nil
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// AppendVerdict records the next verdict of an intent. Seq must be exactly
+// one more than the last stored (the first is 1), and nothing follows a
+// final verdict (ErrFinal). Re-appending a verdict identical to the stored
+// one at its seq is a no-op, because the same verdict reaches the store both
+// from the local engine and from the verdict stream; a different verdict at
+// a stored seq is ErrSeqConflict, a skipped seq ErrSeqGap.
+//
+// The same transaction updates the intent's latest status and the watch
+// list: a final verdict unwatches the intent, a non-final one refreshes an
+// existing watch entry's status and window end. A verdict for an id with no
+// stored intent (decided by another sidecar) creates a body-less intent row
+// so that listings and counts cover the whole fleet.
+func (s *Store) AppendVerdict(ctx context.Context, v reconcile.Verdict) error {
+	return s.appendVerdict(ctx, v, nil)
+}
+
+// AppendVerdictWatch is AppendVerdict that also schedules the next check of
+// a non-final verdict's intent in the same transaction, so a crash cannot
+// leave an undecided intent recorded but unwatched. w.IntentID must be the
+// verdict's; w.LastStatus is taken from the verdict, and a zero
+// w.WindowToTS from the verdict's window. For a final verdict w is ignored.
+func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w WatchEntry) error {
+	if w.IntentID != v.IntentID {
+		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
+	}
+	return s.appendVerdict(ctx, v, &w)
+}
+
+func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry) error {
+	v = normalise(v)
+	if err := validateVerdict(&v); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
+	}
+	decided, err := nanos("decided_at", v.DecidedAt)
+	if err != nil {
+		return err
+	}
+	var wr *watchRow
+	if w != nil && !v.Final {
+		w.LastStatus = v.Status
+		if w.WindowToTS == 0 && v.Window != nil {
+			w.WindowToTS = uint64(v.Window.ToTS)
+		}
+		r, err := w.row()
+		if err != nil {
+			return err
+		}
+		wr = &r
+	}
+	what := fmt.Sprintf("append verdict %s/%d", v.IntentID, v.Seq)
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		now := s.now().UnixNano()
+		var head struct {
+			Seq   int64 `db:"latest_seq"`
+			Final bool  `db:"final"`
+		}
+		err := t.GetContext(ctx, &head, `SELECT latest_seq, final FROM intents WHERE intent_id = ?`, v.IntentID)
+		if errors.Is(err, sql.ErrNoRows) {
+			_, err = t.ExecContext(ctx, `INSERT INTO intents (intent_id, first_seen, updated_at) VALUES (?, ?, ?)`,
+				v.IntentID, now, now)
+		}
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		seq := int64(v.Seq)
+		if seq <= head.Seq {
+			var stored []byte
+			if err := t.GetContext(ctx, &stored, `SELECT json FROM verdicts WHERE intent_id = ? AND seq = ?`,
+				v.IntentID, seq); err != nil {
+				return fmt.Errorf("store: %s: read stored: %w", what, err)
+			}
+			same, err := sameVerdict(stored, doc)
+			if err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
+			}
+			if !same {
+				return fmt.Errorf("%w: %s: stored %s", ErrSeqConflict, what, stored)
+			}
+			if wr != nil && seq == head.Seq && !head.Final {
+				return upsertWatch(ctx, t, wr)
+			}
+			return nil
+		}
+		if head.Final {
+			return fmt.Errorf("%w: %s: seq %d is final", ErrFinal, what, head.Seq)
+		}
+		if seq != head.Seq+1 {
+			return fmt.Errorf("%w: %s: last stored seq is %d", ErrSeqGap, what, head.Seq)
+		}
+		if _, err := t.ExecContext(ctx, `INSERT INTO verdicts (intent_id, seq, status, final, json, decided_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, v.IntentID, seq, string(v.Status), v.Final, string(doc), decided); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ?
+			WHERE intent_id = ?`, string(v.Status), v.Final, seq, now, v.IntentID); err != nil {
+			return fmt.Errorf("store: %s: update intent: %w", what, err)
+		}
+		switch {
+		case v.Final:
+			_, err = t.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, v.IntentID)
+		case wr != nil:
+			return upsertWatch(ctx, t, wr)
+		default:
+			var to int64
+			if v.Window != nil {
+				if to, err = u64("window to_ts", uint64(v.Window.ToTS)); err != nil {
+					return fmt.Errorf("store: %s: %w", what, err)
+				}
+			}
+			_, err = t.ExecContext(ctx, `UPDATE watch SET last_status = ?,
+				window_to_ts = CASE WHEN ? > 0 THEN ? ELSE window_to_ts END WHERE intent_id = ?`,
+				string(v.Status), to, to, v.IntentID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: %s: update watch: %w", what, err)
+		}
+		return nil
+	})
+}
+
+// sameVerdict compares a stored verdict with a normalised encoded one. The
+// stored document is re-encoded first, so a verdict stored by an earlier
+// version of the Verdict type (another field order, a field added since)
+// still compares by meaning rather than by bytes.
+func sameVerdict(stored, doc []byte) (bool, error) {
+	if bytes.Equal(stored, doc) {
+		return true, nil
+	}
+	var old reconcile.Verdict
+	if err := json.Unmarshal(stored, &old); err != nil {
+		return false, fmt.Errorf("decode stored verdict: %w", err)
+	}
+	re, err := json.Marshal(normalise(old))
+	if err != nil {
+		return false, fmt.Errorf("re-encode stored verdict: %w", err)
+	}
+	return bytes.Equal(re, doc), nil
+}
+
+// normalise gives a verdict the one form it is stored and compared in, so
+// that a verdict and its own JSON round trip through the verdict stream
+// compare equal: UTC without a monotonic reading, and no empty-but-non-nil
+// slices (JSON would turn them into [] on one side and null on the other).
+func normalise(v reconcile.Verdict) reconcile.Verdict {
+	v.DecidedAt = v.DecidedAt.Round(0).UTC()
+	if len(v.NearMisses) == 0 {
+		v.NearMisses = nil
+	} else {
+		nm := make([]reconcile.NearMiss, len(v.NearMisses))
+		for i, m := range v.NearMisses {
+			if len(m.Differs) == 0 {
+				m.Differs = nil
+			}
+			nm[i] = m
+		}
+		v.NearMisses = nm
+	}
+	return v
+}
+
+func validateVerdict(v *reconcile.Verdict) error {
+	switch {
+	case !ValidIntentID(v.IntentID):
+		return fmt.Errorf("%w: verdict intent id %q", ErrInvalid, v.IntentID)
+	case v.Seq == 0:
+		return fmt.Errorf("%w: verdict %s: seq 0 (the first is 1)", ErrInvalid, v.IntentID)
+	case v.Seq > math.MaxInt64:
+		return fmt.Errorf("%w: verdict %s: seq %d", ErrOutOfRange, v.IntentID, v.Seq)
+	case !v.Status.Valid():
+		return fmt.Errorf("%w: verdict %s/%d: status %q", ErrInvalid, v.IntentID, v.Seq, v.Status)
+	case v.Final != v.Status.Final():
+		return fmt.Errorf("%w: verdict %s/%d: final=%t with status %s", ErrInvalid, v.IntentID, v.Seq, v.Final, v.Status)
+	case v.DecidedAt.IsZero():
+		return fmt.Errorf("%w: verdict %s/%d: no decided_at", ErrInvalid, v.IntentID, v.Seq)
+	}
+	return nil
+}
+
+// Verdicts returns an intent's verdict history, oldest first; empty (not an
+// error) when it has none.
+func (s *Store) Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, error) {
+	var docs [][]byte
+	if err := s.r.SelectContext(ctx, &docs, `SELECT json FROM verdicts WHERE intent_id = ? ORDER BY seq`, id); err != nil {
+		return nil, fmt.Errorf("store: verdicts of %s: %w", id, err)
+	}
+	out := make([]reconcile.Verdict, len(docs))
+	for i, d := range docs {
+		if err := json.Unmarshal(d, &out[i]); err != nil {
+			return nil, fmt.Errorf("store: verdicts of %s: decode #%d: %w", id, i+1, err)
+		}
+	}
+	return out, nil
+}
+
+// LatestVerdict returns the intent's newest verdict, or ErrNotFound.
+func (s *Store) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
+	var doc []byte
+	err := s.r.GetContext(ctx, &doc, `SELECT json FROM verdicts WHERE intent_id = ? ORDER BY seq DESC LIMIT 1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, err)
+	}
+	var v reconcile.Verdict
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: decode: %w", id, err)
+	}
+	return v, nil
+}

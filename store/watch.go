@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// WatchEntry is an undecided intent and when to look at it again.
+type WatchEntry struct {
+	IntentID   string
+	CanisterID string
+	NextCheck  time.Time
+	// Attempts counts checks so far, for backoff.
+	Attempts int
+	// WindowToTS is the window's end in ledger ns (0: not known yet).
+	WindowToTS uint64
+	// LastStatus is the latest verdict's status ("" before the first).
+	LastStatus reconcile.Status
+}
+
+type watchRow struct {
+	IntentID   string `db:"intent_id"`
+	CanisterID string `db:"canister_id"`
+	NextCheck  int64  `db:"next_check"`
+	Attempts   int64  `db:"attempts"`
+	WindowToTS int64  `db:"window_to_ts"`
+	LastStatus string `db:"last_status"`
+}
+
+func (w *WatchEntry) row() (watchRow, error) {
+	switch {
+	case !ValidIntentID(w.IntentID):
+		return watchRow{}, fmt.Errorf("%w: watch intent id %q", ErrInvalid, w.IntentID)
+	case w.CanisterID == "":
+		return watchRow{}, fmt.Errorf("%w: watch %s: empty canister id", ErrInvalid, w.IntentID)
+	case w.Attempts < 0:
+		return watchRow{}, fmt.Errorf("%w: watch %s: attempts %d", ErrInvalid, w.IntentID, w.Attempts)
+	case w.LastStatus != "" && !w.LastStatus.Valid():
+		return watchRow{}, fmt.Errorf("%w: watch %s: status %q", ErrInvalid, w.IntentID, w.LastStatus)
+	case w.LastStatus.Final():
+		return watchRow{}, fmt.Errorf("%w: watch %s: status %s", ErrFinal, w.IntentID, w.LastStatus)
+	}
+	next, err := nanos("next_check", w.NextCheck)
+	if err != nil {
+		return watchRow{}, err
+	}
+	to, err := u64("window_to_ts", w.WindowToTS)
+	if err != nil {
+		return watchRow{}, err
+	}
+	return watchRow{
+		IntentID: w.IntentID, CanisterID: w.CanisterID, NextCheck: next,
+		Attempts: int64(w.Attempts), WindowToTS: to, LastStatus: string(w.LastStatus),
+	}, nil
+}
+
+func (r *watchRow) entry() WatchEntry {
+	return WatchEntry{
+		IntentID: r.IntentID, CanisterID: r.CanisterID, NextCheck: fromNanos(r.NextCheck),
+		Attempts: int(r.Attempts), WindowToTS: uint64(r.WindowToTS), LastStatus: reconcile.Status(r.LastStatus),
+	}
+}
+
+// Watch adds or replaces the intent's watch entry. The intent must be
+// stored (ErrNotFound) and not final (ErrFinal): watching a decided intent
+// would rescan history for nothing.
+func (s *Store) Watch(ctx context.Context, w WatchEntry) error {
+	r, err := w.row()
+	if err != nil {
+		return err
+	}
+	return s.tx(ctx, "watch "+w.IntentID, func(t *sqlx.Tx) error {
+		var final bool
+		err := t.GetContext(ctx, &final, `SELECT final FROM intents WHERE intent_id = ?`, w.IntentID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: watch %s: intent: %w", w.IntentID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: watch %s: %w", w.IntentID, err)
+		}
+		if final {
+			return fmt.Errorf("store: watch %s: %w", w.IntentID, ErrFinal)
+		}
+		return upsertWatch(ctx, t, &r)
+	})
+}
+
+func upsertWatch(ctx context.Context, t *sqlx.Tx, r *watchRow) error {
+	_, err := t.NamedExecContext(ctx, `INSERT INTO watch
+		(intent_id, canister_id, next_check, attempts, window_to_ts, last_status)
+		VALUES (:intent_id, :canister_id, :next_check, :attempts, :window_to_ts, :last_status)
+		ON CONFLICT (intent_id) DO UPDATE SET canister_id = excluded.canister_id,
+			next_check = excluded.next_check, attempts = excluded.attempts,
+			window_to_ts = excluded.window_to_ts, last_status = excluded.last_status`, r)
+	if err != nil {
+		return fmt.Errorf("store: watch %s: %w", r.IntentID, err)
+	}
+	return nil
+}
+
+// Unwatch removes the intent's watch entry; removing an absent one is not
+// an error.
+func (s *Store) Unwatch(ctx context.Context, id string) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, id); err != nil {
+		return fmt.Errorf("store: unwatch %s: %w", id, err)
+	}
+	return nil
+}
+
+const watchCols = `intent_id, canister_id, next_check, attempts, window_to_ts, last_status`
+
+// DueWatches returns the entries whose next check is at or before now,
+// earliest first.
+func (s *Store) DueWatches(ctx context.Context, now time.Time) ([]WatchEntry, error) {
+	n, err := nanos("now", now)
+	if err != nil {
+		return nil, err
+	}
+	return s.watches(ctx, "due watches",
+		`SELECT `+watchCols+` FROM watch WHERE next_check <= ? ORDER BY next_check, intent_id`, n)
+}
+
+// Watches returns every watch entry, earliest next check first: the
+// undecided intents a restarted daemon resumes.
+func (s *Store) Watches(ctx context.Context) ([]WatchEntry, error) {
+	return s.watches(ctx, "watches", `SELECT `+watchCols+` FROM watch ORDER BY next_check, intent_id`)
+}
+
+func (s *Store) watches(ctx context.Context, what, q string, args ...any) ([]WatchEntry, error) {
+	var rows []watchRow
+	if err := s.r.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	out := make([]WatchEntry, len(rows))
+	for i := range rows {
+		out[i] = rows[i].entry()
+	}
+	return out, nil
+}
+
+// ByCanister groups entries by ledger, keeping their order within each
+// group, so one scan of a ledger can serve all its intents.
+func ByCanister(entries []WatchEntry) map[string][]WatchEntry {
+	out := make(map[string][]WatchEntry)
+	for _, e := range entries {
+		out[e.CanisterID] = append(out[e.CanisterID], e)
+	}
+	return out
+}
