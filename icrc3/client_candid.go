@@ -13,8 +13,8 @@ var (
 	candidNoArgs = []byte("DIDL\x00\x00")
 	// icrc3_get_archives's record { from : opt principal } with from = null.
 	candidGetArchivesArgs = encodeGetArchivesArgs()
-	hashStart    = candidFieldHash("start")
-	hashLength   = candidFieldHash("length")
+	hashStart             = candidFieldHash("start")
+	hashLength            = candidFieldHash("length")
 )
 
 func candidFieldHash(s string) uint32 {

@@ -80,6 +80,11 @@ func readVerified(t testing.TB, c *icrc3.Client, l *ledgertest.Ledger) (icrc3.Ti
 			if !ok || !want.Equal(page[i].Value) {
 				t.Errorf("verified block %d differs from the ledger's", page[i].Index)
 			}
+			// The Verifier trusts the hash the decoder computed while
+			// decoding; it must be the hash of the decoded Value.
+			if page[i].Hash != page[i].Value.Hash() {
+				t.Errorf("block %d: decoder hash differs from Value.Hash()", page[i].Index)
+			}
 		}
 		return nil
 	})
@@ -221,6 +226,23 @@ func TestClientSingleEndpointLedgers(t *testing.T) {
 	})
 }
 
+// Non-delegated mode: certificates signed by the root key itself, as for
+// canisters on the NNS subnet.
+func TestClientRootSubnet(t *testing.T) {
+	e := newEnv(t, archived(), 2500, ledgertest.WithRootSubnet())
+	c := e.client(t, icrc3.ClientConfig{})
+	tip, err := readVerified(t, c, e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tip.Len() != 2500 || tip.Hash != e.ledger.TipHash() {
+		t.Fatalf("tip %+v", tip)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{WrongKey: true})
+	_, err = c.Tip(context.Background())
+	wantCode(t, err, "E_CERTIFICATE")
+}
+
 func TestClientEmptyLedger(t *testing.T) {
 	e := newEnv(t, ledgertest.LedgerConfig{}, 0)
 	c := e.client(t, icrc3.ClientConfig{})
@@ -230,6 +252,11 @@ func TestClientEmptyLedger(t *testing.T) {
 	}
 	if !tip.Empty || tip.Len() != 0 {
 		t.Fatalf("tip %+v", tip)
+	}
+	// Features are probed once.
+	before := c.Stats().Total
+	if _, err := c.Detect(context.Background()); err != nil || c.Stats().Total != before {
+		t.Fatalf("second Detect: %v, %d queries", err, c.Stats().Total-before)
 	}
 }
 
@@ -303,6 +330,7 @@ func TestClientFaults(t *testing.T) {
 				defer e.srv.SetFaults(id, ledgertest.Faults{})
 				err = readUntilError(t, c, e.ledger, tip)
 				got := wantCode(t, err, tc.code)
+				t.Log(err)
 				if tc.index == nil {
 					return
 				}

@@ -524,3 +524,66 @@ func TestDecodeRejectsMalformedBlock(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// legacyWithCertificate hand-encodes an empty legacy get_blocks reply whose
+// certificate field has the given wire type (0 = absent) and value bytes.
+func legacyWithCertificate(certType []byte, certValue []byte) []byte {
+	var c candidBuf
+	c.raw('D', 'I', 'D', 'L')
+	fs := []tfield{{name: "first_index", typ: opNat}, {name: "chain_length", typ: opNat64}, {name: "blocks", typ: 1}, {name: "archived_blocks", typ: 3}}
+	ntypes := uint64(6)
+	if certType != nil {
+		fs = append(fs, tfield{name: "certificate", typ: 6})
+		ntypes++
+	}
+	c.u(ntypes).s(opRecord).fields(fs...)
+	c.s(opVec).s(2)
+	c.s(opVariant).fields(tfield{name: "Nat", typ: opNat})
+	c.s(opVec).s(4)
+	c.s(opRecord).fields(tfield{name: "start", typ: opNat}, tfield{name: "length", typ: opNat}, tfield{name: "callback", typ: 5})
+	c.s(opFunc).u(0).u(0).u(1).raw(1)
+	if certType != nil {
+		c.raw(certType...)
+	}
+	c.u(1).s(0)
+	// Values in field-id order: certificate, first_index, blocks, chain_length, archived_blocks.
+	if certType != nil {
+		c.raw(certValue...)
+	}
+	c.u(5).u(0).raw(9, 0, 0, 0, 0, 0, 0, 0).u(0)
+	return c.b
+}
+
+func TestDecodeLegacyCertificateOptRules(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		typ, val  []byte
+		want      []byte
+		wantError bool
+	}{
+		{"absent", nil, nil, nil, false},
+		{"opt null", []byte{0x6e, 0x7f}, []byte{0}, nil, false},
+		{"bare blob", []byte{0x6d, 0x7b}, []byte{2, 0xaa, 0xbb}, []byte{0xaa, 0xbb}, false}, // vec nat8 read as opt
+		{"opt text", []byte{0x6e, 0x71}, []byte{1, 1, 'x'}, nil, false},                     // not a blob: reads as null
+		{"bad opt flag", []byte{0x6e, 0x71}, []byte{2}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := DecodeLegacyGetBlocks(legacyWithCertificate(tc.typ, tc.val))
+			if tc.wantError {
+				if err == nil {
+					t.Fatal("accepted")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(res.Certificate, tc.want) || (res.Certificate == nil) != (tc.want == nil) {
+				t.Fatalf("certificate %x, want %x", res.Certificate, tc.want)
+			}
+			if res.FirstIndex != 5 || res.ChainLength != 9 || len(res.Blocks) != 0 {
+				t.Fatalf("header %+v", res)
+			}
+		})
+	}
+}

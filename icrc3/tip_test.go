@@ -309,6 +309,20 @@ func TestParseCertificateStrict(t *testing.T) {
 	}
 }
 
+func FuzzParseCertificate(f *testing.F) {
+	f.Add(newTestSigner(f, 5).certify(f, principal.Principal{Raw: []byte{1}}, []byte{2}, 3))
+	f.Add([]byte{0xa0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseCertificate(b)
+		if err != nil {
+			return
+		}
+		// Whatever parses can be checked without a panic.
+		_ = verifyCertifiedData(c, principal.Principal{Raw: []byte{1}}, newTestSigner(t, 5).der, []byte{2})
+		_, _ = certifiedTime(c)
+	})
+}
+
 func mustCBOR(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := cbor.Marshal(v)

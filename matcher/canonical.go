@@ -15,7 +15,9 @@ import (
 // hex and numbers as decimal strings. Two bodies that parse to the same
 // intent have the same canonical bytes; ParseIntent(Canonical()) yields the
 // same intent again.
-func (in *Intent) Canonical() []byte {
+func (in *Intent) Canonical() []byte { return in.canonical(true) }
+
+func (in *Intent) canonical(withAfter bool) []byte {
 	b := make([]byte, 0, 512)
 	b = append(b, `{"intent_id":`...)
 	b = appendString(b, in.ID)
@@ -58,8 +60,11 @@ func (in *Intent) Canonical() []byte {
 			b = appendUint(b, &a.CreatedAt)
 		}
 	}
-	b = append(b, `},"after":`...)
-	b = appendString(b, in.After)
+	b = append(b, '}')
+	if withAfter {
+		b = append(b, `,"after":`...)
+		b = appendString(b, in.After)
+	}
 	b = append(b, `,"ingress_expiry":`...)
 	b = appendUint(b, in.IngressExpiry)
 	b = append(b, `,"arg_hex":`...)
@@ -67,9 +72,12 @@ func (in *Intent) Canonical() []byte {
 	return append(b, '}')
 }
 
-// Hash is SHA-256 of Canonical: the intent's identity. The same intent_id
-// with another hash is a different intent (a conflict).
-func (in *Intent) Hash() [32]byte { return sha256.Sum256(in.Canonical()) }
+// Hash is the intent's identity: SHA-256 of the canonical form without
+// `after`. The same intent_id with another hash is a different intent (a
+// conflict). `after` only reports what the tool layer saw last; a tool layer
+// that publishes an intent after a timeout and again after Err.TooOld is
+// asking about the same payment, so that re-publication must not be refused.
+func (in *Intent) Hash() [32]byte { return sha256.Sum256(in.canonical(false)) }
 
 func appendString(b []byte, s string) []byte {
 	// json.Marshal of a valid UTF-8 string cannot fail and is deterministic.

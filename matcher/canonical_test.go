@@ -2,7 +2,10 @@ package matcher
 
 import (
 	"bytes"
+	"os"
 	"testing"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 func TestCanonicalIgnoresLayout(t *testing.T) {
@@ -67,5 +70,32 @@ func TestCanonicalRoundTrips(t *testing.T) {
 		if !bytes.Equal(again.Canonical(), in.Canonical()) {
 			t.Fatalf("round trip changed:\n%s\n%s", in.Canonical(), again.Canonical())
 		}
+	}
+}
+
+func TestHashIgnoresAfter(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/intents/valid_transfer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ParseIntent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := *a
+	b.After = "unknown-then-TooOld"
+	if a.After == b.After {
+		t.Fatal("fixture already says Err.TooOld")
+	}
+	if a.Hash() != b.Hash() {
+		t.Fatal("a re-publication after TooOld must be the same intent")
+	}
+	if string(a.Canonical()) == string(b.Canonical()) {
+		t.Fatal("the stored body must keep what the tool layer said")
+	}
+	c := *a
+	c.Args.Amount = icrc3.NatFromUint64(1)
+	if a.Hash() == c.Hash() {
+		t.Fatal("another amount must be another intent")
 	}
 }

@@ -17,7 +17,7 @@
 //   - Spec-style 2xfer blocks without a spender are read as spender = from;
 //     DFINITY ledgers always record the spender.
 //   - Mint and burn are recognised only when LedgerRules.MintingAccount is
-//     set; without it such blocks never match.
+//     set; nil means the ledger has no minting account.
 //   - Canonical (and so Hash) covers every field, `after` and `arg_hex`
 //     included.
 package matcher

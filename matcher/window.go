@@ -20,9 +20,10 @@ type LedgerRules struct {
 	// negative means the default: a window narrower than the ledger's could
 	// close before the original executed and turn into a wrong `absent`.
 	TW, Drift time.Duration
-	// MintingAccount is the ledger's minting account; nil when unknown, in
-	// which case no intent is read as a mint or a burn and such blocks never
-	// match.
+	// MintingAccount is the ledger's icrc1_minting_account; nil means the
+	// ledger has none, so no intent is read as a mint or a burn. Never leave
+	// it nil for want of asking: a mint or burn intent would then match
+	// nothing and could end `absent`.
 	MintingAccount *icrc3.Account
 }
 

@@ -104,7 +104,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	opts = append(opts,
 		nats.ConnectHandler(func(nc *nats.Conn) {
-			log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+			log.Info("nats connected", zap.String("url", where(nc)))
 			signal()
 		}),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -119,7 +119,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			log.Warn("nats disconnected", zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+			log.Info("nats reconnected", zap.String("url", where(nc)))
 			signal()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
@@ -137,11 +137,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			log.Warn("nats async error", fields...)
 		}),
 	)
-	url := cfg.URL
-	if cfg.Embedded != nil {
-		url = ""
-	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: connect: %w", err)
 	}
@@ -171,6 +167,14 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	c.nc, c.js = nc, js
 	return c, nil
+}
+
+// where names the server for logs; the redacted URL never shows a password.
+func where(nc *nats.Conn) string {
+	if nc.Opts.InProcessServer != nil {
+		return "in-process"
+	}
+	return nc.ConnectedUrlRedacted()
 }
 
 func (cfg ConnConfig) options() ([]nats.Option, error) {

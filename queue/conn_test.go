@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"github.com/nats-io/nats.go"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,4 +63,51 @@ func TestDrainClosesAfterPending(t *testing.T) {
 	if err := c.PublishVerdict(ctx, verdict("dr-1", 2, "absent")); err == nil {
 		t.Fatal("publish after drain succeeded")
 	}
+}
+
+func TestReconnectAfterServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := e.ClientURL()
+	c := connect(t, nil, func(cfg *ConnConfig) {
+		cfg.Embedded, cfg.URL = nil, url
+		cfg.ReconnectMin, cfg.ReconnectMax = 20*time.Millisecond, 100*time.Millisecond
+	})
+	ctx := testCtx(t)
+	if err := c.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishVerdict(ctx, verdict("rc-1", 1, "not_yet")); err != nil {
+		t.Fatal(err)
+	}
+	reconnected := make(chan struct{}, 1)
+	c.NATS().SetReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} })
+	e.Shutdown()
+
+	// Same port and store: the client's reconnect loop finds it again.
+	startServer2(t, dir, strings.TrimPrefix(url, "nats://"))
+	recv(t, reconnected, "reconnect")
+	if err := c.PublishVerdict(ctx, verdict("rc-1", 2, "absent")); err != nil {
+		t.Fatalf("publish after reconnect: %v", err)
+	}
+	v, err := c.LastVerdict(ctx, "rc-1")
+	if err != nil || v.Seq != 2 {
+		t.Fatalf("last verdict after restart: %+v %v", v, err)
+	}
+	info := streamInfo(t, c, VerdictsStream)
+	if info.State.Msgs != 2 {
+		t.Fatalf("verdicts after restart: %d, want 2", info.State.Msgs)
+	}
+}
+
+func startServer2(t *testing.T, dir, listen string) {
+	t.Helper()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: listen})
+	if err != nil {
+		t.Fatalf("restart on %s: %v", listen, err)
+	}
+	t.Cleanup(e.Shutdown)
 }

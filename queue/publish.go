@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -37,22 +38,90 @@ func VerdictMsgID(intentID string, seq uint64) string {
 	return intentID + ":" + strconv.FormatUint(seq, 10)
 }
 
+// Errors of PublishVerdict that say the verdict contradicts the intent's
+// history in the stream; nothing was published.
+var (
+	// ErrStaleVerdict: the stream already holds a later seq.
+	ErrStaleVerdict = errors.New("queue: stale verdict")
+	// ErrVerdictConflict: the stream holds this seq with another decision.
+	ErrVerdictConflict = errors.New("queue: conflicting verdict")
+	// ErrAfterFinal: the stream's last verdict is final.
+	ErrAfterFinal = errors.New("queue: verdict after a final verdict")
+)
+
 // PublishVerdict publishes v as JSON on <prefix>.verdicts.<intent_id> and
-// returns once the stream has stored it (or recognised it as a duplicate).
+// returns once the stream has stored it.
+//
+// The stream keeps each intent's history in seq order, because readers take
+// its last message as the current verdict: v is refused when the stream
+// already holds a later seq, a final verdict, or the same seq with another
+// decision. The same seq with the same decision (a re-publication) is
+// accepted and stored once. The check and the write are one atomic step on
+// the server (expected last sequence per subject), so concurrent publishers
+// of one intent cannot interleave.
 func (c *Conn) PublishVerdict(ctx context.Context, v reconcile.Verdict) error {
 	subject, err := c.subj.Verdict(v.IntentID)
 	if err != nil {
 		return err
 	}
+	id := VerdictMsgID(v.IntentID, v.Seq)
+	if !v.Status.Valid() {
+		return fmt.Errorf("queue: publish verdict %s: unknown status %q", id, v.Status)
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("queue: encode verdict %s: %w", VerdictMsgID(v.IntentID, v.Seq), err)
+		return fmt.Errorf("queue: encode verdict %s: %w", id, err)
 	}
-	id := VerdictMsgID(v.IntentID, v.Seq)
-	if _, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(id), jetstream.WithExpectStream(VerdictsStream)); err != nil {
+	st, err := c.verdictStream(ctx)
+	if err != nil {
+		return err
+	}
+	const attempts = 8
+	for range attempts {
+		last, lastSeq, err := lastVerdict(ctx, st, subject)
+		if err != nil && !errors.Is(err, ErrNoVerdict) {
+			return fmt.Errorf("queue: publish verdict %s: %w", id, err)
+		}
+		if last != nil {
+			switch {
+			case last.Seq == v.Seq && sameDecision(*last, v):
+				return nil
+			case last.Seq == v.Seq:
+				return fmt.Errorf("%w: %s is stored as %s, not %s", ErrVerdictConflict, id, last.Status, v.Status)
+			case last.Seq > v.Seq:
+				return fmt.Errorf("%w: %s, the stream holds seq %d", ErrStaleVerdict, id, last.Seq)
+			case last.Final:
+				return fmt.Errorf("%w: %s after final seq %d (%s)", ErrAfterFinal, id, last.Seq, last.Status)
+			}
+		}
+		_, err = c.js.Publish(ctx, subject, body,
+			jetstream.WithMsgID(id),
+			jetstream.WithExpectStream(VerdictsStream),
+			jetstream.WithExpectLastSequencePerSubject(lastSeq))
+		if err == nil {
+			return nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			continue // another verdict of this intent landed first: judge again
+		}
 		return fmt.Errorf("queue: publish verdict %s: %w", id, err)
 	}
-	return nil
+	return fmt.Errorf("queue: publish verdict %s: history kept changing over %d attempts", id, attempts)
+}
+
+// sameDecision compares what a verdict decides, not when or how it was
+// computed, so a verdict re-published from a store that re-encoded its
+// timestamps is still recognised.
+func sameDecision(a, b reconcile.Verdict) bool {
+	if a.Status != b.Status || a.Final != b.Final || (a.Block == nil) != (b.Block == nil) {
+		return false
+	}
+	if a.Block != nil && *a.Block != *b.Block {
+		return false
+	}
+	return true
 }
 
 // Reject is the message on <prefix>.rejects.<intent_id> (core NATS).

@@ -30,18 +30,28 @@ func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Ver
 	if err != nil {
 		return nil, err
 	}
-	raw, err := st.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%w for intent %s", ErrNoVerdict, intentID)
-	}
+	v, _, err := lastVerdict(ctx, st, subject)
 	if err != nil {
 		return nil, fmt.Errorf("queue: last verdict of %s: %w", intentID, err)
 	}
+	return v, nil
+}
+
+// lastVerdict returns the last verdict on subject and its stream sequence,
+// or ErrNoVerdict (with sequence 0).
+func lastVerdict(ctx context.Context, st jetstream.Stream, subject string) (*reconcile.Verdict, uint64, error) {
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, ErrNoVerdict
+	}
+	if err != nil {
+		return nil, 0, err
+	}
 	v, err := decodeVerdict(raw.Data)
 	if err != nil {
-		return nil, fmt.Errorf("queue: last verdict of %s (stream seq %d): %w", intentID, raw.Sequence, err)
+		return nil, 0, fmt.Errorf("stream seq %d: %w", raw.Sequence, err)
 	}
-	return &v, nil
+	return &v, raw.Sequence, nil
 }
 
 func decodeVerdict(data []byte) (reconcile.Verdict, error) {

@@ -106,11 +106,18 @@ func TestWatchIntentBeforeFirstVerdictEndsWithContext(t *testing.T) {
 func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
-	v := verdict("d-1", 1, reconcile.StatusAbsent)
+	v := verdict("d-1", 1, reconcile.StatusNotYet)
 	for range 3 {
 		if err := c.PublishVerdict(ctx, v); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A re-publication from a store that re-encoded decided_at is the same
+	// verdict.
+	again := v
+	again.DecidedAt = v.DecidedAt.In(time.FixedZone("X", 3600))
+	if err := c.PublishVerdict(ctx, again); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.PublishVerdict(ctx, verdict("d-1", 2, reconcile.StatusAbsent)); err != nil {
 		t.Fatal(err)
@@ -119,6 +126,98 @@ func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 	if info.State.Msgs != 2 {
 		t.Fatalf("verdict stream holds %d messages for d-1, want 2", info.State.Msgs)
 	}
+}
+
+// Readers take the last message of an intent as its verdict, so the stream
+// must never end on an older seq, a contradicting decision, or anything
+// after a final verdict.
+func TestVerdictHistoryStaysMonotonic(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := c.PublishVerdict(ctx, verdict("m-1", seq, reconcile.StatusNotYet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.PublishVerdict(ctx, verdict("m-1", 2, reconcile.StatusNotYet)); !errors.Is(err, ErrStaleVerdict) {
+		t.Fatalf("older seq: %v", err)
+	}
+	if err := c.PublishVerdict(ctx, verdict("m-1", 3, reconcile.StatusUnreadable)); !errors.Is(err, ErrVerdictConflict) {
+		t.Fatalf("same seq, other decision: %v", err)
+	}
+	found := verdict("m-1", 4, reconcile.StatusFound)
+	found.Block = &reconcile.BlockRef{Index: 7, Hash: "aa"}
+	if err := c.PublishVerdict(ctx, found); err != nil {
+		t.Fatal(err)
+	}
+	otherBlock := found
+	otherBlock.Block = &reconcile.BlockRef{Index: 8, Hash: "bb"}
+	if err := c.PublishVerdict(ctx, otherBlock); !errors.Is(err, ErrVerdictConflict) {
+		t.Fatalf("same seq, other block: %v", err)
+	}
+	if err := c.PublishVerdict(ctx, verdict("m-1", 5, reconcile.StatusAbsent)); !errors.Is(err, ErrAfterFinal) {
+		t.Fatalf("after final: %v", err)
+	}
+	if err := c.PublishVerdict(ctx, reconcile.Verdict{IntentID: "m-2", Seq: 1, Status: "maybe"}); err == nil {
+		t.Fatal("unknown status published")
+	}
+	v, err := c.LastVerdict(ctx, "m-1")
+	if err != nil || v.Seq != 4 || v.Block.Index != 7 {
+		t.Fatalf("last verdict %+v %v", v, err)
+	}
+	if n := streamInfo(t, c, VerdictsStream).State.Msgs; n != 4 {
+		t.Fatalf("stream holds %d verdicts, want 4", n)
+	}
+}
+
+func TestConcurrentVerdictPublishersKeepOrder(t *testing.T) {
+	e, a := setup(t)
+	conns := []*Conn{a, connect(t, e), connect(t, e)}
+	ctx := testCtx(t)
+	const last = 60
+	var wg sync.WaitGroup
+	for k, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each publisher owns every third seq, so a publisher that
+			// checked the history just before another wrote would append an
+			// older seq after a newer one without the server-side check.
+			for seq := uint64(1 + k); seq <= last; seq += uint64(len(conns)) {
+				err := c.PublishVerdict(ctx, verdict("cc-1", seq, reconcile.StatusNotYet))
+				// Losing a race to a later seq is the only acceptable refusal.
+				if err != nil && !errors.Is(err, ErrStaleVerdict) {
+					t.Errorf("seq %d: %v", seq, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var seqs []uint64
+	ch := make(chan struct{}, last)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = a.FollowVerdicts(wctx, FollowConfig{Durable: "check"}, func(v reconcile.Verdict) error {
+			seqs = append(seqs, v.Seq)
+			ch <- struct{}{}
+			return nil
+		})
+	}()
+	n := streamInfo(t, a, VerdictsStream).State.Msgs
+	for range n {
+		recv(t, ch, "verdict")
+	}
+	cancel()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("stream order of seqs %v is not strictly increasing", seqs)
+		}
+	}
+	if len(seqs) == 0 || seqs[len(seqs)-1] != last {
+		t.Fatalf("stream ends with %v, want seq %d last", seqs, last)
+	}
+	t.Logf("%d of %d seqs stored", len(seqs), last)
 }
 
 func TestFollowVerdictsTwoDurablesEachGetAll(t *testing.T) {

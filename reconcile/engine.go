@@ -88,60 +88,140 @@ func (e *Engine) rules(ctx context.Context, s ledgerSource) (matcher.LedgerRules
 	return r, page, nil
 }
 
-// Decision is the engine's answer for one intent: a verdict without its
-// sequence number (the service numbers verdicts as it stores them).
-type Decision = Verdict
-
 // Decide settles one intent as far as verified history allows, by the
 // table of DESIGN §2: found only on a verified match; absent only when the
 // window is closed in certified time and every block of the window was read
-// and verified; not_yet while it is open; unreadable on any failure. It never
-// returns an error: failures are unreadable verdicts with a reason code,
-// except a cancelled ctx, reported as ctx.Err() so the caller can retry.
+// and verified; not_yet while it is open; unreadable on any failure. It
+// returns an error only when ctx ends, so the caller can retry later;
+// every other failure is an unreadable verdict with a reason code.
 func (e *Engine) Decide(ctx context.Context, in *matcher.Intent) (Verdict, error) {
-	ledger := in.Canister.Encode()
-	v := Verdict{IntentID: in.ID}
+	vs, err := e.DecideMany(ctx, []*matcher.Intent{in})
+	if err != nil {
+		return Verdict{}, err
+	}
+	return vs[0], nil
+}
+
+// DecideMany decides intents with one certified tip per ledger: the
+// follow-up of many watched intents costs one tip query per ledger, not one
+// per intent. Verdicts come back in the order of ins.
+func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdict, error) {
+	out := make([]Verdict, len(ins))
+	byLedger := map[string][]int{}
+	var order []string
+	for i, in := range ins {
+		l := in.Canister.Encode()
+		if _, ok := byLedger[l]; !ok {
+			order = append(order, l)
+		}
+		byLedger[l] = append(byLedger[l], i)
+	}
+	for _, l := range order {
+		idx := byLedger[l]
+		group := make([]*matcher.Intent, len(idx))
+		for k, i := range idx {
+			group[k] = ins[i]
+		}
+		vs, err := e.decideLedger(ctx, l, group)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range idx {
+			out[i] = vs[k]
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
+	out := make([]Verdict, len(ins))
+	for i, in := range ins {
+		out[i] = Verdict{IntentID: in.ID}
+	}
+	all := func(err error) ([]Verdict, error) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for i := range out {
+			out[i] = e.unreadable(out[i], err)
+		}
+		return out, nil
+	}
 	s, c, err := e.source(ledger)
 	if err != nil {
-		return e.unreadable(v, err), nil
+		return all(err)
 	}
 	rules, page, err := e.rules(ctx, s)
 	if err != nil {
-		if ctx.Err() != nil {
-			return v, ctx.Err()
-		}
-		return e.unreadable(v, err), nil
+		return all(err)
 	}
-	w := in.Window(rules)
-	v.Window = &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}
+	ds := make([]*decision, len(ins))
+	byStamp := map[uint64][]*decision{}
+	for i, in := range ins {
+		w := in.Window(rules)
+		out[i].Window = &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}
+		ds[i] = &decision{in: in, rules: rules, w: w, seen: map[uint64]bool{}}
+		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	d := decision{in: in, rules: rules, w: w, seen: map[uint64]bool{}}
-	tip, read, err := c.refresh(ctx, d.scan)
-	d.read += read
+	tip, read, err := c.refresh(ctx, func(p []icrc3.Block) { scanAll(byStamp, p) })
 	if err != nil {
+		return all(err)
+	}
+	for i, d := range ds {
+		d.read = read
+		v, err := e.decideOne(ctx, c, page, tip, d, out[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+		out[i].Evidence = evidence(tip, d)
+	}
+	return out, nil
+}
+
+// scanAll offers a verified page to every pending decision whose stamp
+// appears in it.
+func scanAll(byStamp map[uint64][]*decision, page []icrc3.Block) {
+	for i := range page {
+		if page[i].CreatedAt == nil {
+			continue
+		}
+		for _, d := range byStamp[*page[i].CreatedAt] {
+			d.scan(page[i : i+1])
+		}
+	}
+}
+
+// decideOne finishes one decision on a refreshed chain (c.mu held).
+func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict) (Verdict, error) {
+	fail := func(err error) (Verdict, error) {
 		if ctx.Err() != nil {
 			return v, ctx.Err()
 		}
 		return e.unreadable(v, err), nil
 	}
-	v.Evidence = evidence(tip, s, &d)
+	w := d.w
 	if tip.Empty {
 		// No block at all: nothing can hold the original.
-		return e.settle(v, &d, tip, w.ClosedAt(tip.Time)), nil
+		return e.settle(v, d, w.ClosedAt(tip.Time)), nil
 	}
 	// Blocks verified earlier (by this or another intent) first.
 	if d.match == nil {
-		cands, err := c.cache.ByStamp(ctx, ledger, in.Stamp(), c.r.Lo, c.r.Hi)
+		cands, err := c.cache.ByStamp(ctx, c.ledger, d.in.Stamp(), c.r.Lo, c.r.Hi)
 		if err != nil {
-			return e.unreadable(v, err), nil
+			return fail(err)
 		}
 		d.scan(cands)
 	}
 	// Then extend the verified range down until it covers the window.
 	for round := 0; d.match == nil && !c.covers(w.From); round++ {
+		if round > 64 {
+			return fail(&chainFault{"window search did not converge"})
+		}
 		target := uint64(0)
 		if c.r.Empty() {
 			// Nothing verified yet: one page below the tip settles windows
@@ -153,31 +233,21 @@ func (e *Engine) Decide(ctx context.Context, in *matcher.Intent) (Verdict, error
 			t, probes, err := c.locate(ctx, w.From, page)
 			d.probes += probes
 			if err != nil {
-				if ctx.Err() != nil {
-					return v, ctx.Err()
-				}
-				return e.unreadable(v, err), nil
+				return fail(err)
 			}
 			target = t
 		}
 		n, _, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
 		d.read += n
 		if err != nil {
-			if ctx.Err() != nil {
-				return v, ctx.Err()
-			}
-			return e.unreadable(v, err), nil
-		}
-		if round > 64 {
-			return e.unreadable(v, &chainFault{"window search did not converge"}), nil
+			return fail(err)
 		}
 	}
-	v.Evidence = evidence(tip, s, &d)
-	if first, last, ok, err := c.cache.WindowBlocks(ctx, ledger, c.r.Lo, c.r.Hi, w.From, w.To); err == nil && ok {
+	if first, last, ok, err := c.cache.WindowBlocks(ctx, c.ledger, c.r.Lo, c.r.Hi, w.From, w.To); err == nil && ok {
 		f, l := U64(first), U64(last)
 		v.Window.FirstBlock, v.Window.LastBlock = &f, &l
 	}
-	return e.settle(v, &d, tip, w.ClosedAt(tip.Time)), nil
+	return e.settle(v, d, w.ClosedAt(tip.Time)), nil
 }
 
 // decision accumulates what one intent's scan saw.
@@ -217,7 +287,7 @@ func (d *decision) scan(page []icrc3.Block) {
 	}
 }
 
-func evidence(t icrc3.Tip, s ledgerSource, d *decision) *Evidence {
+func evidence(t icrc3.Tip, d *decision) *Evidence {
 	verified := "certificate+chain"
 	if t.Format == icrc3.TipFormatQueries {
 		verified = "queries"
@@ -232,7 +302,7 @@ func evidence(t icrc3.Tip, s ledgerSource, d *decision) *Evidence {
 	return ev
 }
 
-func (e *Engine) settle(v Verdict, d *decision, t icrc3.Tip, closed bool) Verdict {
+func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	v.DecidedAt = e.now().UTC()
 	v.NearMisses = d.near
 	switch {

@@ -55,9 +55,9 @@ type testLedgerOut struct {
 }
 
 type testLedgerEntry struct {
-	CanisterID     string             `json:"canister_id"`
-	MintingAccount string             `json:"minting_account"`
-	Blocks         string             `json:"blocks"`
+	CanisterID     string              `json:"canister_id"`
+	MintingAccount string              `json:"minting_account"`
+	Blocks         string              `json:"blocks"`
 	Archives       []testLedgerArchive `json:"archives"`
 }
 

@@ -70,7 +70,7 @@ func (a *Archive) Update(ctx CallContext, method string, arg []byte) (out []byte
 // Query serves the archive's blocks with the DFINITY archive's rules.
 func (a *Archive) Query(ctx CallContext, method string, arg []byte) (out []byte, rej *Reject) {
 	defer guard(&rej)
-	a.l.count("archive." + method)
+	a.l.count("archive.", method)
 	switch method {
 	case "icrc3_get_blocks":
 		if a.l.cfg.DisableICRC3 {

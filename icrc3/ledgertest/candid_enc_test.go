@@ -341,3 +341,32 @@ func (v tLegacyValue) toValue() icrc3.Value {
 	}
 	return tValue{Blob: v.Blob, Text: v.Text, Nat: v.Nat, Int: v.Int}.toValue()
 }
+
+// BenchmarkLegacyGetBlocks2000 measures a full legacy page (2000 blocks,
+// materialised and encoded) as the ledger serves it.
+func BenchmarkLegacyGetBlocks2000(b *testing.B) {
+	h := newFakeHost()
+	l, err := newLedger(h, LedgerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.GenerateHistory(2000, 1, 0); err != nil {
+		b.Fatal(err)
+	}
+	arg, err := candid.Marshal([]any{getBlocksArg{idl.NewNat(uint64(0)), idl.NewNat(uint64(2000))}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := CallContext{Time: h.Now()}
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		out, rej := l.Query(ctx, "get_blocks", arg)
+		if rej != nil {
+			b.Fatal(rej)
+		}
+		size = len(out)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/block")
+	b.ReportMetric(float64(size), "reply-bytes")
+}

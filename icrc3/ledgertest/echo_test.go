@@ -115,7 +115,7 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	return &fixture{s: s, echo: e, id: id, agent: a}
 }
 
-func testIdentity(t *testing.T, n byte) *identity.Ed25519Identity {
+func testIdentity(t testing.TB, n byte) *identity.Ed25519Identity {
 	t.Helper()
 	seed := make([]byte, ed25519.SeedSize)
 	seed[0] = n

@@ -12,7 +12,7 @@ import (
 const fuzzNow = uint64(1_800_000_000_000_000_000)
 
 func envelopeSeeds(t testing.TB) [][]byte {
-	id := testIdentity(&testing.T{}, 1)
+	id := testIdentity(t, 1)
 	cid := principal.Principal{Raw: []byte{0, 0, 0, 0, 0, 0x10, 0, 0, 1, 1}}
 	exp := fuzzNow + 60e9
 	var out [][]byte

@@ -59,6 +59,17 @@ func TestFaultsSeenByAgent(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("cancelled query: %v", err)
 		}
+		// An update commits before the delayed reply: a client that gives
+		// up is left with an unknown outcome.
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel2()
+		err = f.agent.CallWithContext(ctx2, f.echo.ID(), "set", []any{"late"}, []any{new(string)})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cancelled call: %v", err)
+		}
+		if f.echo.updateCount() != 2 {
+			t.Fatalf("the timed-out update did not execute (updates = %d)", f.echo.updateCount())
+		}
 	})
 	t.Run("lose replies v4", func(t *testing.T) {
 		f := setup(t, Faults{LoseReplies: true})

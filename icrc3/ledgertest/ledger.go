@@ -109,7 +109,7 @@ type Ledger struct {
 	accts       *accountTable
 	chain       []storedBlock
 	extras      map[uint64]approveExtra // approve blocks with expected_allowance or expires_at
-	balances    []icrc3.Nat // by normalised account id
+	balances    []icrc3.Nat             // by normalised account id
 	supply      icrc3.Nat
 	allowances  map[[2]uint32]allowance
 	dedup       map[icrc3.Hash]uint64
@@ -288,7 +288,21 @@ func (l *Ledger) Counters() LedgerCounters {
 	return c
 }
 
-func (l *Ledger) count(method string) {
+// knownMethods bounds the counter map: method names come from the network.
+var knownMethods = map[string]bool{
+	"icrc1_transfer": true, "icrc2_approve": true, "icrc2_transfer_from": true, "icrc2_allowance": true,
+	"icrc1_balance_of": true, "icrc1_fee": true, "icrc1_minting_account": true, "icrc1_decimals": true,
+	"icrc1_symbol": true, "icrc1_name": true, "icrc1_metadata": true, "icrc1_total_supply": true,
+	"icrc1_supported_standards": true, "icrc3_get_blocks": true, "icrc3_get_archives": true,
+	"icrc3_get_tip_certificate": true, "icrc3_supported_block_types": true, "get_blocks": true,
+	"get_data_certificate": true, "archives": true,
+}
+
+func (l *Ledger) count(prefix, method string) {
+	if !knownMethods[method] {
+		method = "(unknown)"
+	}
+	method = prefix + method
 	v, ok := l.calls.Load(method)
 	if !ok {
 		v, _ = l.calls.LoadOrStore(method, new(atomic.Uint64))

@@ -7,10 +7,12 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 )
 
-// Blocks are stored in a compact typed form rather than as icrc3.Values: a
-// million-block ledger must fit in memory and build quickly. The Value and
-// the RI hash are derived from this form by one function each, and a test
-// proves the fast hash equals Value.Hash() of the materialised block.
+// Blocks are kept in a compact typed form rather than as icrc3.Values: a
+// million-block ledger must fit in memory and build quickly. blockRec is the
+// full working form used while executing and serving; storedBlock (below)
+// is what the chain keeps. The Value and the RI hash are derived from
+// blockRec by one function each, and a test proves the fast hash equals
+// Value.Hash() of the materialised block.
 
 type op uint8
 

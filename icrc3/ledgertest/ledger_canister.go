@@ -52,7 +52,7 @@ func reply(vals ...any) ([]byte, *Reject) {
 // query method may also be called as an update, as on the IC.
 func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte, rej *Reject) {
 	defer guard(&rej)
-	l.count(method)
+	l.count("", method)
 	switch method {
 	case "icrc1_transfer":
 		var a icrc3.TransferArg
@@ -103,7 +103,7 @@ func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte,
 // Query runs a query method.
 func (l *Ledger) Query(ctx CallContext, method string, arg []byte) (out []byte, rej *Reject) {
 	defer guard(&rej)
-	l.count(method)
+	l.count("", method)
 	switch method {
 	case "icrc1_transfer", "icrc2_approve", "icrc2_transfer_from":
 		// A query cannot commit; answering as if it could would mislead.
@@ -276,10 +276,10 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		if ctx.Replicated || ctx.DataCertificate == nil {
 			return reply((*dataCertificate)(nil))
 		}
-		tree, data := l.tipAt(ctx)
+		tree, data := l.tipAt()
 		return reply(&dataCertificate{Certificate: ctx.DataCertificate(data), HashTree: tree})
 	case "get_data_certificate":
-		tree, data := l.tipAt(ctx)
+		tree, data := l.tipAt()
 		dc := legacyDataCertificate{HashTree: tree}
 		if !ctx.Replicated && ctx.DataCertificate != nil {
 			c := ctx.DataCertificate(data)
@@ -339,7 +339,7 @@ func (l *Ledger) visibleLen() uint64 {
 }
 
 // tipAt returns the CBOR tip tree and the certified data of the visible chain.
-func (l *Ledger) tipAt(_ CallContext) ([]byte, []byte) {
+func (l *Ledger) tipAt() ([]byte, []byte) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	t := l.tipTreeAt(l.visibleLen())

@@ -332,3 +332,92 @@ func TestUpdateOverCandid(t *testing.T) {
 		t.Fatalf("execution arg %T", ex.Arg)
 	}
 }
+
+func TestMetadataQueries(t *testing.T) {
+	h := newFakeHost()
+	l, alice, _ := newTestLedger(t, h, LedgerConfig{Symbol: "CKT", Decimals: 6})
+	ctx := h.queryCtx()
+	q := func(method string, arg []byte, out any) {
+		t.Helper()
+		b, rej := l.Query(ctx, method, arg)
+		if rej != nil {
+			t.Fatalf("%s: %+v", method, rej)
+		}
+		decodeOne(t, b, out)
+	}
+	var sym string
+	q("icrc1_symbol", mustEncode(t), &sym)
+	var dec uint8
+	q("icrc1_decimals", mustEncode(t), &dec)
+	var fee, supply idl.Nat
+	q("icrc1_fee", mustEncode(t), &fee)
+	q("icrc1_total_supply", mustEncode(t), &supply)
+	var minting *icrc3.CandidAccount
+	q("icrc1_minting_account", mustEncode(t), &minting)
+	var md []metadataEntry
+	q("icrc1_metadata", mustEncode(t), &md)
+	var std []standard
+	q("icrc1_supported_standards", mustEncode(t), &std)
+	var bts []blockType
+	q("icrc3_supported_block_types", mustEncode(t), &bts)
+	var bal idl.Nat
+	q("icrc1_balance_of", mustEncode(t, acc(alice, nil)), &bal)
+	if sym != "CKT" || dec != 6 || fee.BigInt().Uint64() != 10_000 || supply.BigInt().Uint64() != 2_000_000_000 || bal.BigInt().Uint64() != 1_000_000_000 {
+		t.Fatalf("symbol %q decimals %d fee %s supply %s balance %s", sym, dec, fee, supply, bal)
+	}
+	if minting == nil || !bytes.Equal(minting.Owner.Raw, l.MintingAccount().Owner.Raw) || minting.Subaccount != nil {
+		t.Fatalf("minting account %+v", minting)
+	}
+	if len(md) != 5 || md[0].Key != "icrc1:decimals" || md[0].Value.Nat == nil || md[0].Value.Nat.BigInt().Uint64() != 6 {
+		t.Fatalf("metadata %+v", md)
+	}
+	if len(std) != 3 || std[2].Name != "ICRC-3" || len(bts) != 5 {
+		t.Fatalf("standards %+v block types %+v", std, bts)
+	}
+}
+
+func TestDisabledEndpointFamilies(t *testing.T) {
+	h := newFakeHost()
+	l, _, _ := newTestLedger(t, h, LedgerConfig{DisableICRC3: true})
+	if _, rej := l.Query(h.queryCtx(), "icrc3_get_blocks", mustEncode(t, []getBlocksArg{})); rej == nil || rej.Code != RejectDestinationInvalid {
+		t.Fatalf("icrc3_get_blocks on an ICRC-3-less ledger: %+v", rej)
+	}
+	if _, rej := l.Query(h.queryCtx(), "get_blocks", mustEncode(t, getBlocksArg{nat(0), nat(1)})); rej != nil {
+		t.Fatalf("legacy get_blocks: %+v", rej)
+	}
+	l2, _, _ := newTestLedger(t, h, LedgerConfig{DisableLegacy: true})
+	if _, rej := l2.Query(h.queryCtx(), "get_blocks", mustEncode(t, getBlocksArg{nat(0), nat(1)})); rej == nil || rej.Code != RejectDestinationInvalid {
+		t.Fatalf("get_blocks on a get-blocks-disabled ledger: %+v", rej)
+	}
+}
+
+// Updates and block queries from many goroutines: run with -race.
+func TestConcurrentCallsAndQueries(t *testing.T) {
+	h := newFakeHost()
+	l, alice, bob := newTestLedger(t, h, LedgerConfig{ArchiveThreshold: 60, ArchiveBatch: 30})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 300; i++ {
+			if _, err := l.Transfer(alice, TransferArg{To: acc(bob, nil), Amount: nat(1)}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		if _, rej := l.Query(h.queryCtx(), "icrc3_get_blocks", mustEncode(t, []getBlocksArg{{nat(0), nat(1000)}})); rej != nil {
+			t.Fatal(rej)
+		}
+		for _, ai := range l.Archives() {
+			if _, rej := h.canister(ai.ID).Query(h.queryCtx(), "icrc3_get_blocks", mustEncode(t, []getBlocksArg{{nat(ai.Start), nat(10)}})); rej != nil {
+				t.Fatal(rej)
+			}
+		}
+		_ = l.CertifiedData()
+	}
+	<-done
+	if l.Len() != 302 {
+		t.Fatalf("len %d", l.Len())
+	}
+}

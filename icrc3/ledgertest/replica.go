@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,13 +79,20 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, hr.Body, maxBodyBytes))
 	if err != nil {
-		textError(w, http.StatusRequestEntityTooLarge, "could not read request body: %v", err)
+		status := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			status = http.StatusRequestEntityTooLarge
+		}
+		textError(w, status, "could not read request body: %v", err)
 		return
 	}
 	req, err := decodeRequest(body, uint64(time.Now().UnixNano()))
 	if err != nil {
-		e, _ := asEnvelopeError(err)
-		textError(w, e.status, "%s", e.msg)
+		status := http.StatusBadRequest
+		if e, ok := asEnvelopeError(err); ok {
+			status = e.status
+		}
+		textError(w, status, "%v", err)
 		return
 	}
 	if want := requestTypes[ep]; req.typ != want {
@@ -103,11 +111,15 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 	}
 	switch ep {
 	case epQuery:
-		s.query(w, ecid, req, f)
+		if delay(hr, f) {
+			s.query(w, ecid, req, f)
+		}
 	case epReadState:
-		s.readState(w, ecid, req, f)
+		if delay(hr, f) {
+			s.readState(w, ecid, req, f)
+		}
 	default:
-		s.call(w, ecid, req, f, ep == epCallSync)
+		s.call(w, hr, ecid, req, f, ep == epCallSync)
 	}
 }
 
@@ -225,6 +237,7 @@ func (s *Server) signedQueryResponse(rid [32]byte, reply []byte, rej *Reject) ([
 // requestStatus is an update's entry under /request_status/<rid>.
 type requestStatus struct {
 	sender principal.Principal
+	expiry uint64 // the request's ingress_expiry (wall-clock ns)
 	done   bool
 	reply  []byte
 	reject *Reject
@@ -246,10 +259,32 @@ func (st *requestStatus) tree() *stree {
 	}
 }
 
-func (s *Server) call(w http.ResponseWriter, ecid principal.Principal, req *request, f Faults, sync bool) {
+// statusRetention is how long past its ingress expiry a request's status
+// stays readable; the IC also forgets statuses some minutes after expiry,
+// and a long-running replica must not grow without bound.
+const statusRetention = 5 * time.Minute
+
+// pruneStatusesLocked forgets expired statuses, sweeping once per 1024
+// insertions so the cost stays amortised.
+func (s *Server) pruneStatusesLocked(wallNow uint64) {
+	s.statusInserts++
+	if s.statusInserts%1024 != 0 {
+		return
+	}
+	for id, st := range s.statuses {
+		if st.done && st.expiry+uint64(statusRetention) < wallNow {
+			delete(s.statuses, id)
+		}
+	}
+}
+
+func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Principal, req *request, f Faults, sync bool) {
 	h := s.canister(ecid)
 	if h == nil {
 		rej := canisterNotFound(ecid)
+		if !delay(hr, f) {
+			return
+		}
 		writeCBOR(w, http.StatusOK, map[string]any{
 			"status": "non_replicated_rejection", "reject_code": rej.Code,
 			"reject_message": rej.Message, "error_code": rej.ErrorCode,
@@ -261,9 +296,10 @@ func (s *Server) call(w http.ResponseWriter, ecid principal.Principal, req *requ
 	s.statusMu.Lock()
 	st, seen := s.statuses[req.id]
 	if !seen {
-		st = &requestStatus{sender: req.sender}
+		st = &requestStatus{sender: req.sender, expiry: req.ingressExpiry}
 		if !(f.LoseReplies && !sync) {
 			s.statuses[req.id] = st
+			s.pruneStatusesLocked(uint64(time.Now().UnixNano()))
 		}
 	}
 	s.statusMu.Unlock()
@@ -292,6 +328,9 @@ func (s *Server) call(w http.ResponseWriter, ecid principal.Principal, req *requ
 				exec()
 			}()
 		}
+	}
+	if !delay(hr, f) {
+		return
 	}
 	if f.LoseReplies {
 		textError(w, http.StatusServiceUnavailable, "connection to the replica lost before the reply (injected fault)")

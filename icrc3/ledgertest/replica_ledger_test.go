@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/aviate-labs/agent-go"
@@ -101,6 +102,11 @@ func TestLedgerThroughReplica(t *testing.T) {
 			th := l.TipHash()
 			if err != nil || idx.Uint64() != fr.Ok.BigInt().Uint64() || !bytes.Equal(hash, th[:]) {
 				t.Fatalf("certified tip %d %x, want %d %x (%v)", idx, hash, fr.Ok.BigInt(), th, err)
+			}
+			// A non-Candid argument is the canister's reject, not a replica failure.
+			_, err = aa.QueryRaw(l.ID(), "icrc1_balance_of", []byte("not candid"))
+			if err == nil || !strings.Contains(err.Error(), "IC0") {
+				t.Fatalf("bad Candid argument: %v, want a reject with an error code", err)
 			}
 			// The certificate is bound to the ledger: another canister id fails.
 			if err := certification.VerifyCertifiedData(cert, carol, aa.GetRootKey(), root[:]); err == nil {

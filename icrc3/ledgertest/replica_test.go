@@ -2,7 +2,6 @@ package ledgertest
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,10 +13,10 @@ import (
 	"time"
 
 	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/certification"
 	"github.com/aviate-labs/agent-go/certification/hashtree"
 	"github.com/aviate-labs/agent-go/identity"
-	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
 )
@@ -328,6 +327,12 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	})
+	t.Run("oversized body", func(t *testing.T) {
+		resp, _ := post(t, f.s.URL()+"/api/v2/canister/"+cid+"/query", make([]byte, maxBodyBytes+1))
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("oversized body: %d", resp.StatusCode)
+		}
+	})
 	t.Run("unknown endpoint and method", func(t *testing.T) {
 		resp, _ := post(t, f.s.URL()+"/api/v9/canister/"+cid+"/query", nil)
 		if resp.StatusCode != http.StatusNotFound {
@@ -387,10 +392,17 @@ func TestBadInput(t *testing.T) {
 		if err := q.Query(&raw, false); err != nil || string(raw) != "not candid" {
 			t.Fatalf("raw echo = %q, %v", raw, err)
 		}
+		// Candid decoding of that reply fails on the client side.
 		var out string
-		err = f.agent.Query(f.echo.ID(), "echo", []any{"x"}, []any{&out, &out})
-		if err == nil {
-			t.Fatal("decoding one value into two succeeded")
+		q, err = f.agent.CreateRawAPIRequest(agent.RequestTypeQuery, f.echo.ID(), "echo", []byte("not candid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Query(&raw, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := candid.Unmarshal(raw, []any{&out}); err == nil {
+			t.Fatal("non-Candid reply decoded")
 		}
 	})
 	t.Run("read_state of another sender's request", func(t *testing.T) {
@@ -586,6 +598,80 @@ func TestClosesWithRequestInFlight(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("query survived Close")
 	}
-	_ = context.Background
-	_ = leb128.DecodeUnsigned
+}
+
+func benchFixture(b *testing.B, opts ...Option) (*Server, *echoCanister, *agent.Agent) {
+	b.Helper()
+	s, err := NewServer(append([]Option{WithSeed(9)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	e := newEcho(s.NewCanisterID())
+	s.Install(e)
+	a, err := s.NewAgent(testIdentity(b, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, e, a
+}
+
+// BenchmarkVerifiedQuery is one agent-go query with signature verification:
+// query + read_state of /subnet + BLS and ed25519 checks on both sides.
+func BenchmarkVerifiedQuery(b *testing.B) {
+	for _, m := range modes() {
+		b.Run(m.name, func(b *testing.B) {
+			_, e, a := benchFixture(b, m.opts...)
+			for b.Loop() {
+				if _, err := a.QueryRaw(e.ID(), "echo", []byte("x")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSyncCall is one v4 update call answered with a certificate.
+func BenchmarkSyncCall(b *testing.B) {
+	_, e, a := benchFixture(b)
+	for b.Loop() {
+		if _, err := a.CallRaw(e.ID(), "set", []byte("x")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDataCertificate is the replica's cost of ic0.data_certificate().
+func BenchmarkDataCertificate(b *testing.B) {
+	s, e, _ := benchFixture(b)
+	data := bytes.Repeat([]byte{1}, 32)
+	for b.Loop() {
+		if c := s.dataCertificate(e.ID(), data, Faults{}); len(c) == 0 {
+			b.Fatal("empty certificate")
+		}
+	}
+}
+
+func TestExpiredStatusesArePruned(t *testing.T) {
+	s, err := NewServer(WithSeed(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := uint64(time.Now().UnixNano())
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	s.statuses[[32]byte{1}] = &requestStatus{done: true, expiry: now - uint64(statusRetention) - 1}
+	s.statuses[[32]byte{2}] = &requestStatus{done: true, expiry: now}
+	s.statuses[[32]byte{3}] = &requestStatus{done: false, expiry: 0} // still executing
+	for i := 0; i < 1023; i++ {
+		s.pruneStatusesLocked(now)
+	}
+	if len(s.statuses) != 3 {
+		t.Fatal("pruned before the sweep was due")
+	}
+	s.pruneStatusesLocked(now)
+	if _, ok := s.statuses[[32]byte{1}]; ok || len(s.statuses) != 2 {
+		t.Fatalf("after the sweep: %d statuses, expired one kept = %v", len(s.statuses), ok)
+	}
 }

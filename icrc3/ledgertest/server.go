@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -63,6 +62,8 @@ type Server struct {
 
 	statusMu sync.Mutex
 	statuses map[[32]byte]*requestStatus
+	// statusInserts counts insertions into statuses, to pace pruning.
+	statusInserts uint64
 
 	work inflight // handlers and asynchronous update executions
 
@@ -266,8 +267,6 @@ func LoopbackHTTPClient() *http.Client {
 		},
 	}
 }
-
-var errUnknownCanister = errors.New("canister not found")
 
 // inflight counts work that Close must wait for; once closed it admits no
 // more, so nothing outlives the server.

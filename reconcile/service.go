@@ -1,0 +1,368 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/matcher"
+)
+
+// OutcomeKind says how an intent delivery is settled.
+type OutcomeKind int
+
+const (
+	// Ack: the intent is settled (a verdict is stored and published, or it
+	// was refused); it leaves the work queue.
+	Ack OutcomeKind = iota + 1
+	// Nak: give it back for redelivery after Delay (possibly to another
+	// instance); stored state makes the redelivery continue where this
+	// one stopped.
+	Nak
+	// Term: it can never be handled (no intent id to answer on).
+	Term
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case Ack:
+		return "ack"
+	case Nak:
+		return "nak"
+	case Term:
+		return "term"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", int(k))
+}
+
+// Outcome is HandleIntent's answer to the intake.
+type Outcome struct {
+	Kind   OutcomeKind
+	Delay  time.Duration // Nak only
+	Reason string        // Term and Nak: for logs and advisories
+}
+
+// ServiceConfig wires a Service.
+type ServiceConfig struct {
+	Decider Decider
+	Store   Store
+	Sink    Sink
+	Log     *zap.Logger
+	Metrics *Metrics
+	// RetryDelay is the Nak delay after a store or publish failure
+	// (default 2 s); a shutdown Nak is immediate.
+	RetryDelay time.Duration
+	// BackoffBase and BackoffMax bound the follow-up of unreadable intents
+	// (defaults 2 s and 5 min): attempt n waits base·2^(n-1), at most max.
+	BackoffBase, BackoffMax time.Duration
+	// Now is the wall clock used only for scheduling checks, never to
+	// decide anything (default time.Now).
+	Now func() time.Time
+}
+
+// Service takes intents from the work queue, decides them, stores and
+// publishes verdicts, and follows up on the non-final ones.
+type Service struct {
+	cfg   ServiceConfig
+	log   *zap.Logger
+	m     *Metrics
+	locks keyedMutex
+
+	// unpublished holds intents whose latest stored verdict may be missing
+	// from the stream (a publish failed outside an intake delivery, which
+	// would otherwise re-publish on redelivery); each follow-up round
+	// retries them.
+	mu          sync.Mutex
+	unpublished map[string]bool
+}
+
+// NewService checks cfg and applies defaults.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	if cfg.Decider == nil || cfg.Store == nil || cfg.Sink == nil {
+		return nil, errors.New("reconcile: new service: decider, store and sink are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 2 * time.Second
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = 2 * time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg, log: cfg.Log, m: cfg.Metrics, unpublished: map[string]bool{}}, nil
+}
+
+// HandleIntent handles one delivery of an intent message. It never asks
+// for endless redelivery: a message that cannot be answered is terminated,
+// and a malformed intent with a readable id gets an invalid verdict.
+func (s *Service) HandleIntent(ctx context.Context, data []byte) Outcome {
+	s.m.received()
+	o := s.handle(ctx, data)
+	s.m.outcome(o)
+	return o
+}
+
+func (s *Service) handle(ctx context.Context, data []byte) Outcome {
+	in, err := matcher.ParseIntent(data)
+	if err != nil {
+		var me *matcher.Error
+		if !errors.As(err, &me) {
+			me = &matcher.Error{Code: matcher.CodeBadJSON, Message: err.Error()}
+		}
+		return s.handleInvalid(ctx, data, me)
+	}
+	rec := IntentRecord{
+		ID: in.ID, Canister: in.Canister.Encode(), Caller: in.Caller.Encode(), Method: string(in.Method),
+		Body: in.Canonical(), Hash: in.Hash(),
+	}
+	return s.admit(ctx, rec, in, nil)
+}
+
+// handleInvalid answers a malformed intent on its id when it has one.
+func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Error) Outcome {
+	var head struct {
+		ID       any `json:"intent_id"`
+		Canister any `json:"canister_id"`
+		Caller   any `json:"caller"`
+		Method   any `json:"method"`
+	}
+	_ = json.Unmarshal(data, &head) // a body that is not JSON has no id either
+	id, _ := head.ID.(string)
+	if !ValidIntentID(id) || !json.Valid(data) {
+		fields := []zap.Field{zap.String("code", me.Code), zap.String("field", me.Field), zap.String("message", me.Message), zap.Int("bytes", len(data))}
+		if len(data) <= 1024 {
+			fields = append(fields, zap.ByteString("body", data))
+		}
+		s.log.Warn("intent without a usable intent_id terminated", fields...)
+		return Outcome{Kind: Term, Reason: "invalid intent without a usable intent_id: " + me.Code}
+	}
+	str := func(v any) string {
+		if t, ok := v.(string); ok && t != "" && len(t) <= 256 {
+			return t
+		}
+		return "unknown"
+	}
+	rec := IntentRecord{ID: id, Canister: str(head.Canister), Caller: str(head.Caller), Method: str(head.Method),
+		Body: append([]byte(nil), data...), Hash: sha256.Sum256(data)}
+	v := Verdict{IntentID: id, Seq: 1, Status: StatusInvalid, Final: true,
+		Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: s.cfg.Now().UTC()}
+	return s.admit(ctx, rec, nil, &v)
+}
+
+// admit stores the intent and settles it: a new one is decided (or, when
+// invalid, answered with its invalid verdict); a known one is answered from
+// the store without scanning.
+func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
+	unlock := s.locks.lock(rec.ID)
+	defer unlock()
+	log := s.log.With(zap.String("intent_id", rec.ID))
+
+	res, err := s.cfg.Store.PutIntent(ctx, rec)
+	if err != nil {
+		return s.retry(ctx, log, "store intent", err)
+	}
+	if res == PutConflict {
+		msg := fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID)
+		log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
+		s.m.reject("E_INTENT_CONFLICT")
+		if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
+			// The reject is advisory (core NATS); the stored data is what
+			// matters and it is untouched. Redelivering would only repeat it.
+			log.Warn("publish reject", zap.Error(err))
+		}
+		return Outcome{Kind: Ack}
+	}
+	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
+
+	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// New, or stored by an instance that stopped before deciding.
+	case err != nil:
+		return s.retry(ctx, log, "read latest verdict", err)
+	default:
+		// Known: the store answers it, nothing is scanned.
+		if err := s.ensurePublished(ctx, latest, hdr); err != nil {
+			return s.retry(ctx, log, "re-publish stored verdict", err)
+		}
+		if !latest.Final {
+			if err := s.ensureWatched(ctx, rec); err != nil {
+				return s.retry(ctx, log, "watch", err)
+			}
+		}
+		log.Debug("known intent answered from the store", zap.String("put", fmt.Sprint(res)), zap.Uint64("seq", latest.Seq), zap.String("status", string(latest.Status)))
+		return Outcome{Kind: Ack}
+	}
+
+	var v Verdict
+	if invalid != nil {
+		v = *invalid
+	} else {
+		vs, err := s.cfg.Decider.DecideMany(ctx, []*matcher.Intent{in})
+		if err != nil {
+			return s.retry(ctx, log, "decide", err)
+		}
+		v = vs[0]
+	}
+	v.Seq = 1
+	var w *Watch
+	if !v.Final {
+		attempts := 0
+		if v.Status == StatusUnreadable {
+			attempts = 1
+		}
+		w = &Watch{IntentID: rec.ID, Canister: rec.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
+	}
+	if err := s.cfg.Store.AppendVerdict(ctx, v, w); err != nil {
+		return s.retry(ctx, log, "store verdict", err)
+	}
+	s.m.verdict(v.Status)
+	s.logVerdict(log, v)
+	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
+		// Stored but not published: the redelivery finds it in the store
+		// and publishes it, with this seq.
+		return s.retry(ctx, log, "publish verdict", err)
+	}
+	return Outcome{Kind: Ack}
+}
+
+// retry turns a failure into a Nak: immediately when shutting down (another
+// instance takes over), after RetryDelay otherwise.
+func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err error) Outcome {
+	if ctx.Err() != nil {
+		log.Info("intent given back: shutting down", zap.String("during", what))
+		return Outcome{Kind: Nak, Reason: "shutting down"}
+	}
+	log.Warn("intent will be redelivered", zap.String("during", what), zap.Error(err))
+	return Outcome{Kind: Nak, Delay: s.cfg.RetryDelay, Reason: what + ": " + err.Error()}
+}
+
+// ensurePublished makes the stream hold the stored latest verdict: if its
+// last verdict of the intent is older (or missing), the stored one is
+// re-published with its original seq.
+func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) error {
+	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
+	if err != nil {
+		return err
+	}
+	if last != nil && last.Seq >= latest.Seq {
+		// Newer in the stream: another instance decided it, and this
+		// instance's follower will import it.
+		return nil
+	}
+	if err := s.cfg.Sink.PublishVerdict(ctx, latest, hdr); err != nil {
+		return err
+	}
+	s.log.Info("stored verdict re-published", zap.String("intent_id", latest.IntentID), zap.Uint64("seq", latest.Seq))
+	return nil
+}
+
+// ensureWatched adds a watch entry for a non-final intent that has none,
+// e.g. one whose verdicts were imported from another instance that may be
+// gone: a re-published intent is then followed up here too.
+func (s *Service) ensureWatched(ctx context.Context, rec IntentRecord) error {
+	ws, err := s.cfg.Store.Watches(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.IntentID == rec.ID {
+			return nil
+		}
+	}
+	return s.cfg.Store.Reschedule(ctx, Watch{IntentID: rec.ID, Canister: rec.Canister, NextCheck: s.cfg.Now()})
+}
+
+// nextCheck: not_yet is looked at every round (the shared chain only reads
+// new blocks); unreadable backs off exponentially, without giving up.
+func (s *Service) nextCheck(st Status, attempts int) time.Time {
+	now := s.cfg.Now()
+	if st != StatusUnreadable {
+		return now
+	}
+	return now.Add(s.backoff(attempts))
+}
+
+func (s *Service) backoff(attempts int) time.Duration {
+	d := s.cfg.BackoffBase
+	for i := 1; i < attempts && d < s.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.BackoffMax)
+}
+
+func (s *Service) logVerdict(log *zap.Logger, v Verdict) {
+	fields := []zap.Field{zap.Uint64("seq", v.Seq), zap.String("status", string(v.Status)), zap.Bool("final", v.Final)}
+	if v.Block != nil {
+		fields = append(fields, zap.Uint64("block", uint64(v.Block.Index)))
+	}
+	if v.Reason != nil {
+		fields = append(fields, zap.String("code", v.Reason.Code))
+	}
+	if v.Evidence != nil {
+		fields = append(fields, zap.Uint64("blocks_read", v.Evidence.BlocksRead))
+	}
+	log.Info("verdict", fields...)
+}
+
+// ValidIntentID reports whether id has the form [A-Za-z0-9_-]{1,128}.
+func ValidIntentID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// keyedMutex serialises work on one intent id (intake and follow-up may
+// both append to its history) without a lock per id living forever.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/reconciled/reconciled/matcher"
+)
+
+// The service's ports: small interfaces implemented by the store and the
+// queue, which import this package for its types only.
+
+// Errors the ports wrap so the service can tell what happened without
+// knowing the implementations.
+var (
+	// ErrNotFound: no such intent or verdict.
+	ErrNotFound = errors.New("reconcile: not found")
+	// ErrHistory: a verdict contradicts the stored or streamed history of
+	// its intent (a seq gap, another verdict at that seq, a verdict after a
+	// final one). Retrying the same verdict cannot succeed.
+	ErrHistory = errors.New("reconcile: verdict contradicts the intent's history")
+	// ErrInvalidRecord: the store refuses the record itself (a malformed
+	// id, a value it cannot hold); retrying cannot succeed.
+	ErrInvalidRecord = errors.New("reconcile: record refused by the store")
+)
+
+// IntentRecord is an intent as the service stores it.
+type IntentRecord struct {
+	ID, Canister, Caller, Method string
+	// Body is the canonical JSON of a valid intent, or the body as received
+	// for an invalid one.
+	Body []byte
+	// Hash identifies the content: matcher.Intent.Hash for a valid intent,
+	// SHA-256 of Body for an invalid one.
+	Hash [32]byte
+}
+
+// PutResult says what Store.PutIntent did.
+type PutResult int
+
+const (
+	PutCreated  PutResult = iota + 1 // the id was new
+	PutExisting                      // same id, same hash: nothing changed
+	PutConflict                      // same id, another hash: nothing changed
+	PutAdopted                       // the id was known only from verdicts decided elsewhere
+)
+
+// Watch is a non-final intent and when to look at it again.
+type Watch struct {
+	IntentID, Canister string
+	NextCheck          time.Time
+	// Attempts counts consecutive unreadable checks, for backoff.
+	Attempts int
+}
+
+// Store is the service's persistence.
+type Store interface {
+	PutIntent(ctx context.Context, rec IntentRecord) (PutResult, error)
+	// Intent returns a stored intent with its body, or ErrNotFound.
+	Intent(ctx context.Context, id string) (IntentRecord, error)
+	// AppendVerdict stores the next verdict (seq = last+1, else ErrHistory);
+	// with w non-nil and v not final it schedules w in the same
+	// transaction. A final verdict ends the watch.
+	AppendVerdict(ctx context.Context, v Verdict, w *Watch) error
+	// LatestVerdict returns the newest stored verdict, or ErrNotFound.
+	LatestVerdict(ctx context.Context, id string) (Verdict, error)
+	// Watches lists every watched intent.
+	Watches(ctx context.Context) ([]Watch, error)
+	// Reschedule replaces an intent's watch entry.
+	Reschedule(ctx context.Context, w Watch) error
+}
+
+// IntentHeader travels with every verdict message so that other instances,
+// consuming the verdict stream into their own stores, learn the intent too.
+type IntentHeader struct {
+	Body []byte
+	Hash [32]byte
+}
+
+// Sink publishes verdicts and rejects.
+type Sink interface {
+	// PublishVerdict stores v in the verdict stream; ErrHistory when the
+	// stream's history of the intent refuses it.
+	PublishVerdict(ctx context.Context, v Verdict, in IntentHeader) error
+	PublishReject(ctx context.Context, intentID, code, message string) error
+	// LastVerdict returns the stream's newest verdict of the intent, nil
+	// when it holds none.
+	LastVerdict(ctx context.Context, intentID string) (*Verdict, error)
+}
+
+// Decider decides intents; *Engine implements it.
+type Decider interface {
+	DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdict, error)
+}
