@@ -3,7 +3,50 @@ package icrc3
 import (
 	"fmt"
 	"math"
+
+	"github.com/aviate-labs/agent-go/principal"
 )
+
+// Callback is a Candid func reference: the canister and method an archived
+// range is read from.
+type Callback struct {
+	Canister principal.Principal
+	Method   string
+}
+
+// BlockRange is a range of block indices, [Start, Start+Length).
+type BlockRange struct {
+	Start, Length uint64
+}
+
+// ArchivedBlocks is one archive callback of an icrc3_get_blocks reply with
+// the ranges to ask it for.
+type ArchivedBlocks struct {
+	Callback Callback
+	Args     []BlockRange
+}
+
+// GetBlocksResult is a decoded icrc3_get_blocks reply (ledger or archive).
+type GetBlocksResult struct {
+	LogLength Nat
+	Blocks    []Block // Index from the reply's id; Hash computed while decoding
+	Archived  []ArchivedBlocks
+}
+
+// LegacyArchivedRange is one archived range of a legacy get_blocks reply.
+type LegacyArchivedRange struct {
+	Start, Length uint64
+	Callback      Callback
+}
+
+// LegacyGetBlocksResult is a decoded legacy DFINITY get_blocks reply.
+type LegacyGetBlocksResult struct {
+	FirstIndex  uint64
+	ChainLength uint64
+	Certificate []byte // nil when the opt is null or absent
+	Blocks      []Block
+	Archived    []LegacyArchivedRange
+}
 
 // DecodeGetBlocksResult decodes an icrc3_get_blocks reply (from a ledger or
 // an archive), hashing and parsing every block. A block that is malformed by

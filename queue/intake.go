@@ -34,8 +34,9 @@ type IntakeConfig struct {
 	// MaxAckPending bounds unacknowledged intents across all instances
 	// (0 = server default).
 	MaxAckPending int
-	// MaxMsgBytes is the largest intent body accepted (default 1 MiB);
-	// larger ones are terminated, never handed to the handler.
+	// MaxMsgBytes is the largest intent body accepted (default 32 KiB, at
+	// most MaxIntentBytes); larger ones are terminated, never handed to the
+	// handler.
 	MaxMsgBytes int
 	// PullWait is how long one pull request waits for an intent (default
 	// 1 s). Stopping can take this long: the last request is watched to
@@ -43,12 +44,18 @@ type IntakeConfig struct {
 	PullWait time.Duration
 }
 
+// MaxIntentBytes bounds IntakeConfig.MaxMsgBytes. Every verdict carries
+// its intent's body base64-encoded in a header (IntentHeaders), and
+// JetStream refuses messages whose headers exceed 64 KiB: 45 KiB of body
+// leave room for the encoding and the other headers.
+const MaxIntentBytes = 45 << 10
+
 const (
 	defaultDurable     = "reconciled"
 	defaultMaxDeliver  = 10
 	defaultAckWait     = 30 * time.Second
 	defaultMaxInFlight = 4
-	defaultMaxMsgBytes = 1 << 20
+	defaultMaxMsgBytes = 32 << 10
 	defaultPullWait    = time.Second
 )
 
@@ -92,6 +99,9 @@ func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
 	}
 	if cfg.MaxMsgBytes == 0 {
 		cfg.MaxMsgBytes = defaultMaxMsgBytes
+	}
+	if cfg.MaxMsgBytes < 0 || cfg.MaxMsgBytes > MaxIntentBytes {
+		return cfg, fmt.Errorf("queue: intake: MaxMsgBytes %d not in 1..%d", cfg.MaxMsgBytes, MaxIntentBytes)
 	}
 	if cfg.PullWait == 0 {
 		cfg.PullWait = defaultPullWait

@@ -25,6 +25,9 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 	if err := ValidToken(intentID); err != nil {
 		return false, fmt.Errorf("queue: intent id %q: %w", intentID, err)
 	}
+	if len(body) > MaxIntentBytes {
+		return false, fmt.Errorf("queue: publish intent %s: %d bytes exceed %d", intentID, len(body), MaxIntentBytes)
+	}
 	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(intentID), jetstream.WithExpectStream(IntentsStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish intent %s on %s: %w", intentID, subject, err)
@@ -60,6 +63,12 @@ var (
 // the server (expected last sequence per subject), so concurrent publishers
 // of one intent cannot interleave.
 func (c *Conn) PublishVerdict(ctx context.Context, v reconcile.Verdict) error {
+	return c.PublishVerdictWith(ctx, v, nil)
+}
+
+// PublishVerdictWith is PublishVerdict with message headers (e.g. the
+// intent's body, see IntentHeaders); the body stays the verdict JSON.
+func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr nats.Header) error {
 	subject, err := c.subj.Verdict(v.IntentID)
 	if err != nil {
 		return err
@@ -94,7 +103,11 @@ func (c *Conn) PublishVerdict(ctx context.Context, v reconcile.Verdict) error {
 				return fmt.Errorf("%w: %s after final seq %d (%s)", ErrAfterFinal, id, last.Seq, last.Status)
 			}
 		}
-		_, err = c.js.Publish(ctx, subject, body,
+		msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+		for k, vs := range hdr {
+			msg.Header[k] = append([]string(nil), vs...)
+		}
+		_, err = c.js.PublishMsg(ctx, msg,
 			jetstream.WithMsgID(id),
 			jetstream.WithExpectStream(VerdictsStream),
 			jetstream.WithExpectLastSequencePerSubject(lastSeq))

@@ -35,6 +35,9 @@ func TestBadTokensRefused(t *testing.T) {
 			t.Errorf("WatchIntent accepted intent id %q", tok)
 		}
 	}
+	if _, err := c.PublishIntent(ctx, canister, "too-big", make([]byte, MaxIntentBytes+1)); err == nil {
+		t.Error("PublishIntent accepted an intent too large for its verdicts")
+	}
 	if m := streamInfo(t, c, IntentsStream).State.Msgs + streamInfo(t, c, VerdictsStream).State.Msgs; m != 0 {
 		t.Fatalf("%d messages stored from refused publishes", m)
 	}

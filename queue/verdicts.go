@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -86,6 +87,12 @@ type FollowConfig struct {
 // returns nil, after the running fn has returned) or the consumer cannot
 // be set up.
 func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict) error) error {
+	return c.FollowVerdictMsgs(ctx, cfg, func(v reconcile.Verdict, _ nats.Header) error { return fn(v) })
+}
+
+// FollowVerdictMsgs is FollowVerdicts that also hands fn each message's
+// headers (see IntentHeaders).
+func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict, hdr nats.Header) error) error {
 	if err := ValidToken(cfg.Durable); err != nil {
 		return fmt.Errorf("queue: follow verdicts durable %q: %w", cfg.Durable, err)
 	}
@@ -128,7 +135,7 @@ func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v r
 			log.Error("undecodable verdict terminated", zap.String("subject", msg.Subject()), zap.Error(err))
 			return msg.TermWithReason(err.Error())
 		}
-		if err := fn(v); err != nil {
+		if err := fn(v, msg.Headers()); err != nil {
 			log.Warn("verdict handler failed; will retry", zap.String("intent_id", v.IntentID),
 				zap.Uint64("seq", v.Seq), zap.Duration("delay", cfg.NakDelay), zap.Error(err))
 			return msg.NakWithDelay(cfg.NakDelay)

@@ -197,8 +197,9 @@ func TestConcurrentVerdictPublishersKeepOrder(t *testing.T) {
 	ch := make(chan struct{}, last)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	done := make(chan error, 1)
 	go func() {
-		_ = a.FollowVerdicts(wctx, FollowConfig{Durable: "check"}, func(v reconcile.Verdict) error {
+		done <- a.FollowVerdicts(wctx, FollowConfig{Durable: "check"}, func(v reconcile.Verdict) error {
 			seqs = append(seqs, v.Seq)
 			ch <- struct{}{}
 			return nil
@@ -209,6 +210,9 @@ func TestConcurrentVerdictPublishersKeepOrder(t *testing.T) {
 		recv(t, ch, "verdict")
 	}
 	cancel()
+	if err := recv(t, done, "follow end"); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i < len(seqs); i++ {
 		if seqs[i] <= seqs[i-1] {
 			t.Fatalf("stream order of seqs %v is not strictly increasing", seqs)

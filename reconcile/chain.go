@@ -106,8 +106,8 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		if err := v.PushPage(page); err != nil {
 			return err
 		}
-		if read == 0 && len(page) > 0 {
-			topTS = page[len(page)-1].TS
+		if t, ok := highestTS(page); ok && topTS == 0 {
+			topTS = t
 		}
 		if err := monotonic(page, &prevTS); err != nil {
 			return err
@@ -188,11 +188,19 @@ func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icr
 		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
 			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
 		}
-		if c.r.Empty() {
-			c.r.HiTS = page[len(page)-1].TS
+		if t, ok := highestTS(page); ok && c.r.Empty() {
+			c.r.HiTS = t
+		}
+		// LoTS bounds every block below Lo only if it is a real timestamp:
+		// keep the lowest one seen, so coverage is never claimed on a block
+		// that carries no time.
+		if t, ok := lowestTS(page); ok {
+			c.r.LoTS = t
+		} else if c.r.Empty() {
+			c.r.LoTS = ^uint64(0)
 		}
 		low := page[0]
-		c.r.Lo, c.r.LoTS, c.r.Below = low.Index, low.TS, low.PHash
+		c.r.Lo, c.r.Below = low.Index, low.PHash
 		read += uint64(len(page))
 		if err := c.save(ctx); err != nil {
 			return err
@@ -209,15 +217,40 @@ func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icr
 }
 
 // monotonic checks an ascending page against the block above it (prevTS)
-// and leaves prevTS at the page's lowest timestamp.
+// and leaves prevTS at the page's lowest timestamp. A block with ts 0 is a
+// block of an unknown type that carries no ts (known blocks must have one,
+// and no IC block is from 1970): it neither constrains nor bounds the order.
 func monotonic(page []icrc3.Block, prevTS *uint64) error {
 	for i := len(page) - 1; i >= 0; i-- {
+		if page[i].TS == 0 {
+			continue
+		}
 		if page[i].TS > *prevTS {
 			return &chainFault{fmt.Sprintf("block %d has timestamp %d above the next block's %d", page[i].Index, page[i].TS, *prevTS)}
 		}
 		*prevTS = page[i].TS
 	}
 	return nil
+}
+
+// lowestTS is the timestamp of the page's lowest timestamped block.
+func lowestTS(page []icrc3.Block) (uint64, bool) {
+	for i := range page {
+		if page[i].TS != 0 {
+			return page[i].TS, true
+		}
+	}
+	return 0, false
+}
+
+// highestTS is the timestamp of the page's highest timestamped block.
+func highestTS(page []icrc3.Block) (uint64, bool) {
+	for i := len(page) - 1; i >= 0; i-- {
+		if page[i].TS != 0 {
+			return page[i].TS, true
+		}
+	}
+	return 0, false
 }
 
 // locate finds, with unverified single-block probes, a block index below

@@ -320,13 +320,13 @@ type scenario struct {
 	out     outcome
 	vary    variation
 	http    bool
+	sendNow bool // executed when drawn (lost, dup, half of too_old)
 	batch   int
 	id      *identity.Ed25519Identity // for http
 	sent    call                      // what the tool layer sent (or would have)
 	intent  call                      // what it published
 	raw     []byte                    // the intent's JSON
 	events  []string
-	decided bool // published: included in decide rounds
 }
 
 func (s *scenario) logf(format string, a ...any) {
@@ -423,8 +423,8 @@ func (g *gen) scenario(idx, batch int) *scenario {
 	if g.r.IntN(10) < 3 {
 		s.vary = variation(1 + g.r.IntN(int(nVariations)-1))
 	}
-	executesNow := s.out == outLost || s.out == outDup || (s.out == outTooOld && g.r.IntN(2) == 0)
-	s.http = executesNow && s.op != opMint && g.r.IntN(1000) < w.cfg.httpShare
+	s.sendNow = s.out == outLost || s.out == outDup || (s.out == outTooOld && g.r.IntN(2) == 0)
+	s.http = s.sendNow && s.op != opMint && g.r.IntN(1000) < w.cfg.httpShare
 
 	var caller principal.Principal
 	switch {
@@ -466,8 +466,8 @@ func (g *gen) scenario(idx, batch int) *scenario {
 				z := bytes.Clone(g.zero)
 				a.FromSubaccount = &z
 			} else if w.mint.Subaccount != nil {
-				s := bytes.Clone(w.mint.Subaccount)
-				a.FromSubaccount = &s
+				ms := bytes.Clone(w.mint.Subaccount)
+				a.FromSubaccount = &ms
 			}
 			a.To = icrc3.CandidAccount{Owner: g.principal(), Subaccount: g.subChoice(g.sub())}
 			a.Fee = g.fee(true)
@@ -478,7 +478,7 @@ func (g *gen) scenario(idx, batch int) *scenario {
 		c.method = "icrc2_approve"
 		a := &icrc3.ApproveArgs{FromSubaccount: g.subChoice(other), Amount: idl.NewNat(1 + g.r.Uint64N(1_000_000_000)),
 			Spender: icrc3.CandidAccount{Owner: g.principal(), Subaccount: g.subChoice(g.sub())},
-			Fee: g.fee(false), Memo: g.memo(), CreatedAtTime: &stamp}
+			Fee:     g.fee(false), Memo: g.memo(), CreatedAtTime: &stamp}
 		if g.r.IntN(2) == 0 {
 			// The pair is fresh, so its current allowance is 0.
 			z := idl.NewNat(uint64(0))

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func init() {
+	register(command{
+		name:    "ask",
+		summary: "publish an intent and print its verdicts until a final one",
+		run:     runAsk,
+	})
+}
+
+// errTimeout: no final verdict in time (exit 3).
+var errTimeout = errors.New("no final verdict before the timeout")
+
+// askStdin is where `ask -` reads; tests replace it.
+var askStdin io.Reader = os.Stdin
+
+func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats-url", os.Getenv(envName("nats-url")), "NATS server URL (env RECONCILED_NATS_URL)")
+	prefix := fs.String("subject-prefix", "reconcile", "first token of every subject")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for a final verdict")
+	creds := fs.String("nats-creds", "", "NATS credentials file")
+	token := fs.String("nats-token", "", "NATS token")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want exactly one FILE or -", errUsage)
+	}
+	if *natsURL == "" {
+		return fmt.Errorf("%w: --nats-url is required", errUsage)
+	}
+	var body []byte
+	var err error
+	if fs.Arg(0) == "-" {
+		body, err = io.ReadAll(io.LimitReader(askStdin, queue.MaxIntentBytes+1))
+	} else {
+		body, err = os.ReadFile(fs.Arg(0))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read intent: %v", errUsage, err)
+	}
+	in, err := matcher.ParseIntent(body)
+	if err != nil {
+		var me *matcher.Error
+		if errors.As(err, &me) {
+			fmt.Fprintf(stdout, "refused %s %s %s\n", me.Code, me.Field, me.Message)
+		}
+		return fmt.Errorf("%w: intent refused locally: %v", errUsage, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	c, err := queue.Connect(ctx, queue.ConnConfig{URL: *natsURL, Prefix: *prefix, CredsFile: *creds, Token: *token, Name: "reconciled-ask"})
+	if err != nil {
+		return err
+	}
+	err = askAndPrint(ctx, c, in, body, stdout)
+	c.Close()
+	if errors.Is(err, errTimeout) {
+		// The registry maps errors to exit 1 or 2 only; a timeout is a
+		// distinct answer (the intent may still be open), so exit 3 here.
+		fmt.Fprintf(stderr, "reconciled ask: %v (%s)\n", err, *timeout)
+		askExit(3)
+	}
+	return err
+}
+
+// askExit ends the process with a code of its own; tests replace it.
+var askExit = os.Exit
+
+// askAndPrint publishes an intent and prints every verdict (and reject) as
+// it arrives until a final verdict (nil) or ctx ends (errTimeout).
+func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []byte, stdout io.Writer) error {
+	var mu sync.Mutex
+	rejected := make(chan struct{})
+	var once sync.Once
+	if err := c.SubscribeRejects(ctx, in.ID, func(r queue.Reject) {
+		mu.Lock()
+		fmt.Fprintf(stdout, "reject %s %s %s\n", r.IntentID, r.Code, r.Message)
+		mu.Unlock()
+		once.Do(func() { close(rejected) })
+	}); err != nil {
+		return err
+	}
+	if _, err := c.PublishIntent(ctx, in.Canister.Encode(), in.ID, body); err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-rejected:
+			stop()
+		case <-wctx.Done():
+		}
+	}()
+	err := c.WatchIntent(wctx, in.ID, func(v reconcile.Verdict) error {
+		mu.Lock()
+		fmt.Fprintln(stdout, verdictLine(v))
+		mu.Unlock()
+		if v.Final {
+			return queue.ErrStop
+		}
+		return nil
+	})
+	select {
+	case <-rejected:
+		return fmt.Errorf("intent %s refused", in.ID)
+	default:
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return errTimeout
+		}
+		return err
+	}
+	return nil
+}
+
+// verdictLine: seq, status, final, block, reason.
+func verdictLine(v reconcile.Verdict) string {
+	block, reason := "-", "-"
+	if v.Block != nil {
+		block = fmt.Sprint(uint64(v.Block.Index))
+	}
+	if v.Reason != nil {
+		reason = v.Reason.Code
+		if v.Reason.Field != "" {
+			reason += "(" + v.Reason.Field + ")"
+		}
+	}
+	return fmt.Sprintf("seq=%d status=%s final=%t block=%s reason=%s", v.Seq, v.Status, v.Final, block, reason)
+}

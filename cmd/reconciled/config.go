@@ -1,0 +1,380 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aviate-labs/agent-go/principal"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// serveConfig is everything `reconciled serve` is told.
+type serveConfig struct {
+	NATSURL, NATSListen          string
+	NATSUser, NATSPassword       string
+	NATSToken, NATSCreds, NATSNK string
+	NATSTLSCA, NATSTLSCert       string
+	NATSTLSKey                   string
+	SubjectPrefix                string
+
+	ICURL        string
+	FetchRootKey bool
+	RootKey      []byte // from --root-key-file
+
+	Ledgers       map[string]ledgerSpec
+	StrictLedgers bool
+
+	DataDir      string
+	HTTPAddr     string
+	SupportToken string
+
+	PollInterval    time.Duration
+	MaxInflight     int
+	MaxMessageBytes int
+	Grace           time.Duration
+	Instance        string
+	LogLevel        zapcore.Level
+	Demo            bool
+}
+
+// ledgerSpec is one ledger's operator configuration.
+type ledgerSpec struct {
+	ID     principal.Principal
+	Rules  reconcile.LedgerConfig
+	Verify icrc3.VerifyMode
+}
+
+// ledgerFileEntry is one element of --ledgers-file.
+type ledgerFileEntry struct {
+	CanisterID string `json:"canister_id"`
+	TW         string `json:"tw,omitempty"`
+	Drift      string `json:"drift,omitempty"`
+	Verify     string `json:"verify,omitempty"`
+	Minting    string `json:"minting,omitempty"`
+}
+
+// ledgerFlags collects repeated --ledger flags.
+type ledgerFlags []string
+
+func (l *ledgerFlags) String() string { return strings.Join(*l, " ") }
+func (l *ledgerFlags) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// mainnetHosts are the IC's public boundary domains: their root key is the
+// one built into agent-go, and a fetched one must never replace it.
+var mainnetHosts = []string{"icp-api.io", "ic0.app", "icp0.io"}
+
+func isMainnetHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, m := range mainnetHosts {
+		if host == m || strings.HasSuffix(host, "."+m) {
+			return true
+		}
+	}
+	return false
+}
+
+// envName is the environment variable of a flag: RECONCILED_ and the flag
+// name in upper case with '-' as '_'.
+func envName(flagName string) string {
+	return "RECONCILED_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseServeConfig reads flags, then fills every flag not given from its
+// environment variable: a flag wins over the environment. Errors wrap
+// errUsage (exit 2).
+func parseServeConfig(args []string, getenv func(string) string, stderr interface{ Write([]byte) (int, error) }) (*serveConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &serveConfig{}
+	fs.StringVar(&c.NATSURL, "nats-url", "", "NATS server URL(s); empty: an embedded server with JetStream under <data>/nats")
+	fs.StringVar(&c.NATSListen, "nats-listen", "", "embedded server's client listen address (loopback host:port); empty: in-process only")
+	fs.StringVar(&c.NATSUser, "nats-user", "", "NATS user")
+	fs.StringVar(&c.NATSPassword, "nats-password", "", "NATS password")
+	fs.StringVar(&c.NATSToken, "nats-token", "", "NATS token")
+	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file (JWT + seed)")
+	fs.StringVar(&c.NATSNK, "nats-nkey", "", "NATS nkey seed file")
+	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
+	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", "", "client certificate for NATS")
+	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", "", "client key for NATS")
+	fs.StringVar(&c.SubjectPrefix, "subject-prefix", "reconcile", "first token of every subject")
+	fs.StringVar(&c.ICURL, "ic-url", "https://icp-api.io", "IC HTTP gateway")
+	fs.BoolVar(&c.FetchRootKey, "fetch-root-key", false, "fetch the root key from the replica (local test replicas only; refused for mainnet hosts)")
+	rootKeyFile := fs.String("root-key-file", "", "root key (hex or DER) the replica's key must equal (test replicas)")
+	var ledgers ledgerFlags
+	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT] (repeatable; env: ';'-separated)")
+	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting}")
+	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
+	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
+	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
+	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API")
+	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token")
+	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
+	fs.IntVar(&c.MaxInflight, "max-inflight", 4, "intents handled at once")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
+	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
+	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.Demo, "demo", false, "run the demo instead")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || envErr != nil {
+			return
+		}
+		v := getenv(envName(f.Name))
+		if v == "" {
+			return
+		}
+		if f.Name == "ledger" {
+			for _, s := range strings.Split(v, ";") {
+				if s = strings.TrimSpace(s); s != "" {
+					ledgers = append(ledgers, s)
+				}
+			}
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			envErr = fmt.Errorf("%w: %s: %v", errUsage, envName(f.Name), err)
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if c.Demo {
+		return c, nil
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+	}
+
+	u, err := url.Parse(c.ICURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, bad("--ic-url %q is not an http(s) URL", c.ICURL)
+	}
+	if isMainnetHost(u.Hostname()) {
+		if c.FetchRootKey {
+			return nil, bad("--fetch-root-key is refused for the mainnet host %s: mainnet uses the built-in root key", u.Hostname())
+		}
+		if *rootKeyFile != "" {
+			return nil, bad("--root-key-file is refused for the mainnet host %s: mainnet uses the built-in root key", u.Hostname())
+		}
+	}
+	if *rootKeyFile != "" {
+		if c.RootKey, err = readRootKey(*rootKeyFile); err != nil {
+			return nil, bad("--root-key-file: %v", err)
+		}
+	}
+
+	c.Ledgers = map[string]ledgerSpec{}
+	for _, s := range ledgers {
+		spec, err := parseLedgerSpec(s)
+		if err != nil {
+			return nil, bad("--ledger %q: %v", s, err)
+		}
+		c.Ledgers[spec.ID.Encode()] = spec
+	}
+	if *ledgersFile != "" {
+		if err := readLedgersFile(*ledgersFile, c.Ledgers); err != nil {
+			return nil, bad("--ledgers-file: %v", err)
+		}
+	}
+	if c.StrictLedgers && len(c.Ledgers) == 0 {
+		return nil, bad("--strict-ledgers without any --ledger or --ledgers-file would refuse every intent")
+	}
+
+	if *tokenFile != "" {
+		if c.SupportToken != "" {
+			return nil, bad("give --support-token or --support-token-file, not both")
+		}
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return nil, bad("--support-token-file: %v", err)
+		}
+		c.SupportToken = strings.TrimSpace(string(b))
+		if c.SupportToken == "" {
+			return nil, bad("--support-token-file %s is empty", *tokenFile)
+		}
+	}
+	if c.NATSURL != "" && c.NATSListen != "" {
+		return nil, bad("--nats-listen applies to the embedded server only; it cannot be combined with --nats-url")
+	}
+	if c.NATSListen != "" {
+		if err := loopbackOnly(c.NATSListen); err != nil {
+			return nil, bad("--nats-listen: %v", err)
+		}
+	}
+	if c.DataDir == "" {
+		return nil, bad("--data must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return nil, bad("--http %q: %v", c.HTTPAddr, err)
+	}
+	switch {
+	case c.PollInterval < 10*time.Millisecond:
+		return nil, bad("--poll-interval %s is too short (minimum 10ms)", c.PollInterval)
+	case c.MaxInflight < 1 || c.MaxInflight > 1024:
+		return nil, bad("--max-inflight must be 1..1024, got %d", c.MaxInflight)
+	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > queue.MaxIntentBytes:
+		return nil, bad("--max-message-bytes must be 1024..%d, got %d", queue.MaxIntentBytes, c.MaxMessageBytes)
+	case c.Grace <= 0:
+		return nil, bad("--grace must be positive, got %s", c.Grace)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if c.Instance == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, bad("--instance not given and no host name: %v", err)
+		}
+		c.Instance = h
+	}
+	c.Instance = durableToken(c.Instance)
+	return c, nil
+}
+
+// durableToken makes a name usable as a NATS consumer name: anything but
+// [A-Za-z0-9_-] becomes '_'.
+func durableToken(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || ch == '_' || ch == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+// parseLedgerSpec reads CANISTER[,tw=D][,drift=D][,verify=M][,minting=ACCOUNT].
+func parseLedgerSpec(s string) (ledgerSpec, error) {
+	parts := strings.Split(s, ",")
+	e := ledgerFileEntry{CanisterID: strings.TrimSpace(parts[0])}
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok {
+			return ledgerSpec{}, fmt.Errorf("option %q is not key=value", p)
+		}
+		switch k {
+		case "tw":
+			e.TW = v
+		case "drift":
+			e.Drift = v
+		case "verify":
+			e.Verify = v
+		case "minting":
+			e.Minting = v
+		default:
+			return ledgerSpec{}, fmt.Errorf("unknown option %q (want tw, drift, verify, minting)", k)
+		}
+	}
+	return e.spec()
+}
+
+func (e ledgerFileEntry) spec() (ledgerSpec, error) {
+	id, err := principal.Decode(e.CanisterID)
+	if err != nil {
+		return ledgerSpec{}, fmt.Errorf("canister id %q: %v", e.CanisterID, err)
+	}
+	sp := ledgerSpec{ID: id, Verify: icrc3.VerifyChain}
+	dur := func(name, s string) (time.Duration, error) {
+		if s == "" {
+			return 0, nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%s %q is not a positive duration", name, s)
+		}
+		return d, nil
+	}
+	if sp.Rules.TW, err = dur("tw", e.TW); err != nil {
+		return sp, err
+	}
+	if sp.Rules.Drift, err = dur("drift", e.Drift); err != nil {
+		return sp, err
+	}
+	switch e.Verify {
+	case "", "chain":
+	case "queries":
+		sp.Verify = icrc3.VerifyQueries
+	default:
+		return sp, fmt.Errorf("verify %q: want chain or queries", e.Verify)
+	}
+	if e.Minting != "" {
+		a, err := icrc3.ParseAccount(e.Minting)
+		if err != nil {
+			return sp, fmt.Errorf("minting %q: %v", e.Minting, err)
+		}
+		sp.Rules.MintingAccount = &a
+	}
+	return sp, nil
+}
+
+func readLedgersFile(path string, into map[string]ledgerSpec) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var entries []ledgerFileEntry
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&entries); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	for i, e := range entries {
+		sp, err := e.spec()
+		if err != nil {
+			return fmt.Errorf("%s: entry %d: %v", path, i, err)
+		}
+		into[sp.ID.Encode()] = sp
+	}
+	return nil
+}
+
+// readRootKey accepts the DER key as hex text or as raw bytes.
+func readRootKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key := b
+	if t := strings.TrimSpace(string(b)); t != "" {
+		if h, err := hex.DecodeString(t); err == nil {
+			key = h
+		}
+	}
+	// A DER BLS12-381 G2 public key: a 37-byte SubjectPublicKeyInfo prefix
+	// and the 96-byte key.
+	if len(key) != 133 || key[0] != 0x30 {
+		return nil, fmt.Errorf("%s: not a DER BLS root key (%d bytes)", path, len(key))
+	}
+	return key, nil
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func init() {
+	register(command{
+		name:    "demo",
+		summary: "run everything in one process against a local test ledger and print a verdict table",
+		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+			fs.SetOutput(stderr)
+			verbose := fs.Bool("v", false, "log the daemon's JSON lines to stderr")
+			if err := fs.Parse(args); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return err
+				}
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			var log *zap.Logger
+			if *verbose {
+				log, _ = newLogger(zapcore.InfoLevel, stderr)
+			}
+			return runDemo(ctx, log, stdout, stderr)
+		},
+	})
+}
+
+// demoRow is one line of the demo's table.
+type demoRow struct {
+	intent, method, story string
+	v                     reconcile.Verdict
+}
+
+// runDemo runs an embedded NATS server, a loopback test replica with two
+// ledgers, the daemon, and a tool layer that pays with replies lost and
+// asks for verdicts, then prints them.
+func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	dir, err := os.MkdirTemp("", "reconciled-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(42))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	alice, err := newToolUser(srv, 1)
+	if err != nil {
+		return err
+	}
+	bob, err := newToolUser(srv, 2)
+	if err != nil {
+		return err
+	}
+	carol := icrc3.Account{Owner: mustToolUser(srv, 3).principal()}
+	funds := []ledgertest.Balance{{Account: icrc3.Account{Owner: alice.principal()}, Amount: icrc3.NatFromUint64(10_000_000_000)}}
+	ledger, err := srv.NewLedger(ledgertest.LedgerConfig{InitialBalances: funds, ArchiveThreshold: 400, ArchiveBatch: 200})
+	if err != nil {
+		return err
+	}
+	// Some history in front, with archives, so the scan has work to do.
+	if err := ledger.GenerateHistory(1_000, 7, time.Hour); err != nil {
+		return err
+	}
+	broken, err := srv.NewLedger(ledgertest.LedgerConfig{InitialBalances: funds})
+	if err != nil {
+		return err
+	}
+	srv.SetFaults(broken.ID(), ledgertest.Faults{WrongKey: true})
+
+	daemonAgent, err := srv.NewAgent(nil)
+	if err != nil {
+		return err
+	}
+	cfg := &serveConfig{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
+		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
+	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, log: log, agent: daemonAgent})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), cfg.Grace)
+		defer scancel()
+		d.shutdown(sctx)
+	}()
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.ownEmb, Name: "demo-tool-layer"})
+	if err != nil {
+		return err
+	}
+	defer tool.Close()
+
+	fmt.Fprintf(stdout, "test replica %s; ledger %s (%d blocks, archived), ledger %s (certificates signed by a wrong key)\n\n",
+		srv.URL(), ledger.ID(), ledger.Len(), broken.ID())
+	rows, err := demoScenario(ctx, srv, d, tool, ledger, broken, alice, bob, carol)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTENT\tMETHOD\tSTATUS\tFINAL\tBLOCK\tREASON\tWHAT HAPPENED")
+	for _, r := range rows {
+		block, reason := "-", "-"
+		if r.v.Block != nil {
+			block = fmt.Sprint(uint64(r.v.Block.Index))
+		}
+		if r.v.Reason != nil {
+			reason = r.v.Reason.Code
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", r.intent, r.method, r.v.Status, r.v.Final, block, reason, r.story)
+	}
+	return tw.Flush()
+}
+
+func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
+	u, err := newToolUser(srv, seed)
+	if err != nil {
+		panic(err) // a fixed seed and a local replica: cannot fail but for a bug
+	}
+	return u
+}
+
+func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *queue.Conn,
+	ledger, broken *ledgertest.Ledger, alice, bob *toolUser, carol icrc3.Account) ([]demoRow, error) {
+	var rows []demoRow
+	add := func(id, method, story string, v reconcile.Verdict) {
+		rows = append(rows, demoRow{intent: id, method: method, story: story, v: v})
+	}
+	L := ledger.ID()
+	srv.SetFaults(L, ledgertest.Faults{LoseReplies: true})
+
+	// 1. A transfer whose reply is lost.
+	now := srv.Now()
+	xfer := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000)),
+		Memo: &[]byte{'l', 'u', 'n', 'c', 'h'}, CreatedAtTime: &now}
+	var xres icrc3.TransferResult
+	if replied, _ := alice.call(L, "icrc1_transfer", xfer, &xres); replied {
+		return nil, errors.New("demo: the transfer's reply was not lost")
+	}
+	// 2. An approve and a transfer_from by the spender, replies lost too.
+	approveAt := srv.Now()
+	appr := icrc3.ApproveArgs{Spender: icrc3.Account{Owner: bob.principal()}.ToCandid(),
+		Amount: icrc3.IDLNat(icrc3.NatFromUint64(1_000_000)), CreatedAtTime: &approveAt}
+	var ares icrc3.ApproveResult
+	_, _ = alice.call(L, "icrc2_approve", appr, &ares)
+	fromAt := srv.Now()
+	xfrom := icrc3.TransferFromArgs{From: icrc3.Account{Owner: alice.principal()}.ToCandid(), To: carol.ToCandid(),
+		Amount: icrc3.IDLNat(icrc3.NatFromUint64(250_000)), CreatedAtTime: &fromAt}
+	var fres icrc3.TransferFromResult
+	_, _ = bob.call(L, "icrc2_transfer_from", xfrom, &fres)
+	srv.SetFaults(L, ledgertest.Faults{})
+
+	ask := func(doc intentDoc, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+		return publishAndWait(ctx, tool, doc.Canister, doc.ID, doc.json(), until)
+	}
+
+	// 3. A transfer that was never sent: not_yet while its window is open.
+	stamp := srv.Now()
+	never := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(99)), CreatedAtTime: &stamp}
+	neverDoc := transferIntent("demo-never-sent", L, alice.principal(), never)
+	if _, err := ask(neverDoc, anyVerdict); err != nil {
+		return nil, err
+	}
+
+	for _, c := range []struct {
+		doc   intentDoc
+		story string
+	}{
+		{transferIntent("demo-lost-reply", L, alice.principal(), xfer), "transfer executed, reply lost"},
+		{approveIntent("demo-approve", L, alice.principal(), appr), "approve executed, reply lost"},
+		{transferFromIntent("demo-transfer-from", L, bob.principal(), xfrom), "transfer_from executed, reply lost"},
+	} {
+		v, err := ask(c.doc, anyVerdict)
+		if err != nil {
+			return nil, err
+		}
+		add(c.doc.ID, c.doc.Method, c.story, v)
+	}
+
+	// The ledger's clock moves past the never-sent transfer's window; the
+	// daemon's follow-up settles it on the certified time by itself.
+	srv.Advance(24*time.Hour + 3*time.Minute)
+	d.followUpNow()
+	v, err := waitVerdict(ctx, tool, neverDoc.ID, finalVerdict)
+	if err != nil {
+		return nil, err
+	}
+	add(neverDoc.ID, neverDoc.Method, "never sent; window closed in certified time", v)
+
+	// 4. Never sent, window open.
+	stamp2 := srv.Now()
+	open := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(77)), CreatedAtTime: &stamp2}
+	openDoc := transferIntent("demo-window-open", L, alice.principal(), open)
+	if v, err = ask(openDoc, anyVerdict); err != nil {
+		return nil, err
+	}
+	add(openDoc.ID, openDoc.Method, "never sent; may still execute, watched", v)
+
+	// 5. A ledger whose certificates do not verify.
+	stamp3 := srv.Now()
+	bad := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(5)), CreatedAtTime: &stamp3}
+	badDoc := transferIntent("demo-forged-cert", broken.ID(), alice.principal(), bad)
+	if v, err = ask(badDoc, anyVerdict); err != nil {
+		return nil, err
+	}
+	add(badDoc.ID, badDoc.Method, "certificate signed by a wrong key; retried with backoff", v)
+
+	// 6. No created_at_time: nothing to match on.
+	invDoc := transferIntent("demo-no-stamp", L, alice.principal(), icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(1))})
+	var m map[string]any
+	_ = json.Unmarshal(invDoc.json(), &m)
+	delete(m["args"].(map[string]any), "created_at_time")
+	body, _ := json.Marshal(m)
+	if v, err = publishAndWait(ctx, tool, invDoc.Canister, invDoc.ID, body, anyVerdict); err != nil {
+		return nil, err
+	}
+	add(invDoc.ID, invDoc.Method, "malformed: "+strings.ToLower("no stamp"), v)
+	return rows, nil
+}

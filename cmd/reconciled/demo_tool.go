@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/identity"
+	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// The demo's tool layer: it pays through agent-go as an ed25519 identity,
+// loses the replies, and asks the daemon over NATS what happened — what a
+// real tool layer does after an unknown outcome.
+
+// toolUser is one identity of the tool layer with its own agent.
+type toolUser struct {
+	id    *identity.Ed25519Identity
+	agent *agent.Agent
+}
+
+func newToolUser(srv *ledgertest.Server, seed byte) (*toolUser, error) {
+	s := make([]byte, ed25519.SeedSize)
+	s[0], s[1] = seed, 'T'
+	sk := ed25519.NewKeyFromSeed(s)
+	id, err := identity.NewEd25519Identity(sk.Public().(ed25519.PublicKey), sk)
+	if err != nil {
+		return nil, err
+	}
+	ag, err := srv.NewAgent(id)
+	if err != nil {
+		return nil, err
+	}
+	return &toolUser{id: id, agent: ag}, nil
+}
+
+func (u *toolUser) principal() principal.Principal { return u.id.Sender() }
+
+// call runs an update call and reports whether the reply came back; a lost
+// reply is the unknown outcome the daemon settles.
+func (u *toolUser) call(ledger principal.Principal, method string, arg any, res any) (replied bool, err error) {
+	err = u.agent.Call(ledger, method, []any{arg}, []any{res})
+	if err != nil {
+		return false, nil
+	}
+	return true, nil
+}
+
+// intentDoc builds an intent body (DESIGN §2).
+type intentDoc struct {
+	ID       string         `json:"intent_id"`
+	Canister string         `json:"canister_id"`
+	Method   string         `json:"method"`
+	Caller   string         `json:"caller"`
+	Args     map[string]any `json:"args"`
+	After    string         `json:"after"`
+}
+
+func (d intentDoc) json() []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err) // only strings and maps of strings
+	}
+	return b
+}
+
+func optHex(b *[]byte) any {
+	if b == nil {
+		return nil
+	}
+	return hex.EncodeToString(*b)
+}
+
+func optU64(v *uint64) any {
+	if v == nil {
+		return nil
+	}
+	return strconv.FormatUint(*v, 10)
+}
+
+func acctText(c icrc3.CandidAccount) string {
+	a := icrc3.Account{Owner: c.Owner}
+	if c.Subaccount != nil {
+		a.Subaccount = *c.Subaccount
+	}
+	return a.String()
+}
+
+func transferIntent(id string, ledger, caller principal.Principal, a icrc3.TransferArg) intentDoc {
+	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc1_transfer", Caller: caller.Encode(), After: "Err.TooOld",
+		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "to": acctText(a.To),
+			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
+}
+
+func approveIntent(id string, ledger, caller principal.Principal, a icrc3.ApproveArgs) intentDoc {
+	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_approve", Caller: caller.Encode(), After: "unknown",
+		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "spender": acctText(a.Spender),
+			"amount": a.Amount.BigInt().String(), "expected_allowance": nil, "expires_at": optU64(a.ExpiresAt),
+			"fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
+}
+
+func transferFromIntent(id string, ledger, caller principal.Principal, a icrc3.TransferFromArgs) intentDoc {
+	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_transfer_from", Caller: caller.Encode(), After: "unknown",
+		Args: map[string]any{"spender_subaccount": optHex(a.SpenderSubaccount), "from": acctText(a.From), "to": acctText(a.To),
+			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
+}
+
+// errStopWaiting ends a verdict wait that got what it wanted.
+var errStopWaiting = errors.New("done waiting")
+
+// publishAndWait publishes an intent and returns the first verdict that
+// satisfies until. The verdict stream keeps every verdict, and the watch
+// starts from the intent's latest one, so a verdict published before the
+// watch starts is not missed.
+func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+	if _, err := c.PublishIntent(ctx, canister, id, body); err != nil {
+		return reconcile.Verdict{}, err
+	}
+	return waitVerdict(ctx, c, id, until)
+}
+
+// waitVerdict waits for a verdict of id that satisfies until.
+func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+	var got reconcile.Verdict
+	err := c.WatchIntent(ctx, id, func(v reconcile.Verdict) error {
+		if until(v) {
+			got = v
+			return queue.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return got, fmt.Errorf("waiting for a verdict of %s: %w", id, err)
+	}
+	return got, nil
+}
+
+func anyVerdict(reconcile.Verdict) bool     { return true }
+func finalVerdict(v reconcile.Verdict) bool { return v.Final }
+func statusIs(s reconcile.Status) func(reconcile.Verdict) bool {
+	return func(v reconcile.Verdict) bool { return v.Status == s }
+}

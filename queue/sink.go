@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// Headers of a verdict message that carry the intent it decides, so an
+// instance consuming the verdict stream into its own store learns the
+// intent too. The body is base64 (standard encoding): an invalid intent's
+// body is kept as received and may hold bytes a header line cannot.
+const (
+	HeaderIntent     = "Reconcile-Intent"
+	HeaderIntentHash = "Reconcile-Intent-Hash"
+)
+
+// IntentHeaders encodes an intent for a verdict message.
+func IntentHeaders(in reconcile.IntentHeader) nats.Header {
+	h := nats.Header{}
+	h.Set(HeaderIntent, base64.StdEncoding.EncodeToString(in.Body))
+	h.Set(HeaderIntentHash, hex.EncodeToString(in.Hash[:]))
+	return h
+}
+
+// DecodeIntentHeaders reads IntentHeaders; nil (no error) when the message
+// carries none.
+func DecodeIntentHeaders(h nats.Header) (*reconcile.IntentHeader, error) {
+	b64, hx := h.Get(HeaderIntent), h.Get(HeaderIntentHash)
+	if b64 == "" && hx == "" {
+		return nil, nil
+	}
+	body, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("queue: header %s: %w", HeaderIntent, err)
+	}
+	sum, err := hex.DecodeString(hx)
+	if err != nil || len(sum) != 32 {
+		return nil, fmt.Errorf("queue: header %s: want 64 hex digits, got %q", HeaderIntentHash, hx)
+	}
+	out := &reconcile.IntentHeader{Body: body}
+	copy(out.Hash[:], sum)
+	return out, nil
+}
+
+// Sink adapts a Conn to reconcile.Sink.
+type Sink struct{ C *Conn }
+
+var _ reconcile.Sink = Sink{}
+
+func (s Sink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+	err := s.C.PublishVerdictWith(ctx, v, IntentHeaders(in))
+	if errors.Is(err, ErrStaleVerdict) || errors.Is(err, ErrVerdictConflict) || errors.Is(err, ErrAfterFinal) {
+		return fmt.Errorf("%w: %w", reconcile.ErrHistory, err)
+	}
+	return err
+}
+
+func (s Sink) PublishReject(ctx context.Context, intentID, code, message string) error {
+	return s.C.PublishReject(ctx, intentID, code, message)
+}
+
+func (s Sink) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
+	v, err := s.C.LastVerdict(ctx, intentID)
+	if errors.Is(err, ErrNoVerdict) {
+		return nil, nil
+	}
+	return v, err
+}

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func TestSinkCarriesIntentToFollowers(t *testing.T) {
+	_, c := setup(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	sink := Sink{C: c}
+	// A body a header line could not hold raw: newline, NUL, invalid UTF-8.
+	body := []byte("{\"intent_id\":\"s-1\"}\n\x00\xff")
+	in := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
+
+	if v, err := sink.LastVerdict(ctx, "s-1"); v != nil || err != nil {
+		t.Fatalf("LastVerdict before any = %+v, %v; want nil, nil", v, err)
+	}
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconcile.StatusNotYet), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 2, reconcile.StatusAbsent), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconcile.StatusNotYet), in); !errors.Is(err, reconcile.ErrHistory) {
+		t.Fatalf("stale verdict through the sink: %v, want ErrHistory", err)
+	}
+	if v, err := sink.LastVerdict(ctx, "s-1"); err != nil || v == nil || v.Seq != 2 {
+		t.Fatalf("LastVerdict = %+v, %v", v, err)
+	}
+
+	type got struct {
+		seq uint64
+		in  *reconcile.IntentHeader
+		err error
+	}
+	ch := make(chan got, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.FollowVerdictMsgs(ctx, FollowConfig{Durable: "sink"}, func(v reconcile.Verdict, h nats.Header) error {
+			ih, err := DecodeIntentHeaders(h)
+			ch <- got{v.Seq, ih, err}
+			return nil
+		})
+	}()
+	for seq := uint64(1); seq <= 2; seq++ {
+		g := recv(t, ch, "verdict with headers")
+		if g.err != nil || g.seq != seq || g.in == nil || !bytes.Equal(g.in.Body, body) || g.in.Hash != in.Hash {
+			t.Fatalf("follower got seq %d, %+v, %v", g.seq, g.in, g.err)
+		}
+	}
+	cancel()
+	if err := recv(t, done, "follow end"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDecodeIntentHeaders(t *testing.T) {
+	if in, err := DecodeIntentHeaders(nats.Header{}); in != nil || err != nil {
+		t.Fatalf("no headers: %+v, %v", in, err)
+	}
+	h := IntentHeaders(reconcile.IntentHeader{Body: []byte("x")})
+	h.Set(HeaderIntentHash, "abcd")
+	if _, err := DecodeIntentHeaders(h); err == nil {
+		t.Fatal("short hash accepted")
+	}
+	h = IntentHeaders(reconcile.IntentHeader{Body: []byte("x")})
+	h.Set(HeaderIntent, "not base64!")
+	if _, err := DecodeIntentHeaders(h); err == nil {
+		t.Fatal("bad base64 accepted")
+	}
+}
+
+// The largest intent the intake accepts must still fit, base64-encoded, in
+// the header of each of its verdicts.
+func TestLargestIntentFitsInVerdictHeaders(t *testing.T) {
+	_, c := setup(t)
+	if _, err := (IntakeConfig{MaxMsgBytes: MaxIntentBytes + 1}).withDefaults(); err == nil {
+		t.Fatal("intake accepts intents too large for their verdicts")
+	}
+	body := bytes.Repeat([]byte{0xfe}, MaxIntentBytes)
+	v := verdict("big-1", 1, reconcile.StatusInvalid)
+	v.Reason = &reconcile.Reason{Code: "E_BAD_JSON", Message: "x"}
+	in := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
+	if err := (Sink{C: c}).PublishVerdict(testCtx(t), v, in); err != nil {
+		t.Fatalf("verdict for a %d-byte intent: %v", len(body), err)
+	}
+}

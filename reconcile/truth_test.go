@@ -1,0 +1,753 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aviate-labs/agent-go/candid/idl"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// TestTruth checks the engine's verdicts against the ledger's own record
+// of what executed, over thousands of generated scenarios (truth_gen_test.go).
+// Every verdict must be allowed by DESIGN §2 at the moment it was decided;
+// once every window has closed and every fault is lifted, every intent must
+// have a correct final verdict. One wrong verdict fails the test with the
+// world's seed and the scenario's full story, replayable with
+// -truth.seed and -truth.world.
+func TestTruth(t *testing.T) {
+	n := *truthN
+	worlds := (n + perWorld - 1) / perWorld
+	start := time.Now()
+	var tl tally
+	t.Run("worlds", func(t *testing.T) {
+		for wi := 0; wi < worlds; wi++ {
+			if *truthWorld >= 0 && wi != *truthWorld {
+				continue
+			}
+			cfg := newWorldCfg(*truthSeed, wi)
+			size := min(perWorld, n-wi*perWorld)
+			t.Run(fmt.Sprintf("w%04d", wi), func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t, cfg)
+				if testing.Verbose() && *truthWorld >= 0 {
+					t.Log(cfg)
+				}
+				w.run(size)
+				tl.add(&w.tally)
+				for i, p := range w.problems {
+					if i == 5 {
+						t.Errorf("... and %d more wrong verdicts in world %d", len(w.problems)-i, wi)
+						break
+					}
+					t.Errorf("wrong verdict (replay: go test ./reconcile -run 'TestTruth' -truth.seed=%d -truth.n=%d -truth.world=%d)\n%s\n%s",
+						*truthSeed, n, wi, cfg, p)
+				}
+			})
+		}
+	})
+	t.Logf("truth: seed %d, %s in %s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond))
+	if testing.Verbose() || n > 10_000 {
+		fmt.Printf("truth: seed %d, %s in %s\n", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond))
+	}
+	if tl.scenarios == 0 {
+		t.Fatal("no scenario ran")
+	}
+	if *truthWorld < 0 && tl.finals < tl.scenarios {
+		t.Fatalf("only %d final verdicts were checked for %d scenarios", tl.finals, tl.scenarios)
+	}
+}
+
+// tally counts what a run checked.
+type tally struct {
+	mu        sync.Mutex
+	worlds    int
+	scenarios int
+	verdicts  map[reconcile.Status]int
+	finals    int // correct final verdicts checked after every window closed
+	executed  int // scenarios whose intent the ledger really executed
+	underF    int // verdicts decided while a fault was active
+	wrong     int
+}
+
+func (t *tally) count(s reconcile.Status) {
+	if t.verdicts == nil {
+		t.verdicts = map[reconcile.Status]int{}
+	}
+	t.verdicts[s]++
+}
+
+func (t *tally) add(o *tally) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.worlds += o.worlds
+	t.scenarios += o.scenarios
+	t.finals += o.finals
+	t.executed += o.executed
+	t.underF += o.underF
+	t.wrong += o.wrong
+	if t.verdicts == nil {
+		t.verdicts = map[reconcile.Status]int{}
+	}
+	for k, v := range o.verdicts {
+		t.verdicts[k] += v
+	}
+}
+
+func (t *tally) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var st []string
+	for _, s := range []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent, reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusInvalid} {
+		st = append(st, fmt.Sprintf("%s=%d", s, t.verdicts[s]))
+	}
+	return fmt.Sprintf("%d worlds, %d scenarios (%d executed), verdicts: %s (%d under faults), finals checked: %d, wrong: %d",
+		t.worlds, t.scenarios, t.executed, strings.Join(st, " "), t.underF, t.finals, t.wrong)
+}
+
+// world is one replica and ledger with its scenarios.
+type world struct {
+	t        testing.TB
+	cfg      worldCfg
+	r        *rand.Rand
+	srv      *ledgertest.Server
+	l        *ledgertest.Ledger
+	mint     icrc3.Account
+	fee      uint64
+	eng      *reconcile.Engine // long-lived: its chain grows round by round
+	scens    []*scenario
+	ins      []*matcher.Intent
+	chunks   int
+	tally    tally
+	problems []string
+}
+
+func newWorld(t testing.TB, cfg worldCfg) *world {
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(int64(cfg.seed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	l, err := srv.NewLedger(cfg.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fee, ok := l.Fee().Uint64()
+	if !ok {
+		t.Fatalf("ledger fee %s does not fit a uint64", l.Fee())
+	}
+	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee}
+	w.tally.worlds = 1
+	w.eng = w.newEngine()
+	return w
+}
+
+// newEngine is a cold engine: its own agent, client and cache.
+func (w *world) newEngine() *reconcile.Engine {
+	ag, err := w.srv.NewAgent(nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	id := w.l.ID().Encode()
+	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+		if ledger != id {
+			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+		}
+		return c, reconcile.LedgerConfig{}, nil
+	}, reconcile.NewMemCache(), nil)
+}
+
+func (w *world) mintTo(a icrc3.Account, amount uint64) {
+	arg := icrc3.TransferArg{FromSubaccount: optBytes(w.mint.Subaccount), To: a.ToCandid(), Amount: idl.NewNat(amount)}
+	if _, err := w.l.Transfer(w.mint.Owner, arg); err != nil {
+		w.t.Fatalf("%s: fund %s: %v", w.cfg, a, err)
+	}
+}
+
+func (w *world) approve(from, spender icrc3.Account) {
+	arg := icrc3.ApproveArgs{FromSubaccount: optBytes(from.Subaccount), Spender: spender.ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}
+	if _, err := w.l.Approve(from.Owner, arg); err != nil {
+		w.t.Fatalf("%s: approve %s for %s: %v", w.cfg, from, spender, err)
+	}
+}
+
+func optBytes(b []byte) *[]byte {
+	if b == nil {
+		return nil
+	}
+	c := bytes.Clone(b)
+	return &c
+}
+
+// run plays the world's timeline: two batches of scenarios twelve hours
+// apart, decide rounds while windows are open, retries, a fault in the
+// open phase and one after the first batch's windows closed, and final
+// rounds once every window has closed.
+func (w *world) run(n int) {
+	g := &gen{r: w.r, w: w, zero: make([]byte, 32)}
+	w.batch(g, 0, n/2)
+	w.round("batch0-open", w.eng, nil, false, nil)
+	w.retry(0, outDup, outLate)
+	w.round("batch0-after-retries", w.eng, nil, false, nil)
+
+	w.srv.Advance(12 * time.Hour)
+	w.batch(g, 1, n-n/2)
+	w.round("batch1-open", w.eng, nil, false, nil)
+	w.retry(1, outDup, outLate)
+	w.faultRounds("open", w.cfg.faults[0], -1)
+
+	w.closeBatch(0)
+	w.retry(0, outTooOld)
+	w.round("batch0-closed", w.eng, nil, false, nil)
+	last := w.faultRounds("closed", w.cfg.faults[1], 1)
+
+	w.closeBatch(1)
+	w.retry(1, outTooOld)
+	w.round("final-warm", w.eng, nil, true, nil)
+	w.round("final-after-fault", last, nil, true, nil)
+	w.round("final-cold", w.newEngine(), nil, true, nil)
+}
+
+// batch draws, executes and publishes k scenarios, with background
+// history between chunks of them.
+func (w *world) batch(g *gen, b, k int) {
+	for i := 0; i < k; i++ {
+		if i%25 == 0 {
+			w.chunks++
+			if err := w.l.GenerateHistory(w.cfg.history, int64(w.cfg.seed%1_000_000)*100+int64(w.chunks), time.Hour); err != nil {
+				w.t.Fatalf("%s: history: %v", w.cfg, err)
+			}
+		}
+		w.srv.Advance(time.Duration(w.r.Int64N(int64(2 * time.Second))))
+		s := g.scenario(len(w.scens), b)
+		if s.sendNow {
+			w.send(s)
+		}
+		s.raw = s.intent.intentJSON(fmt.Sprintf("w%d-s%d", w.cfg.idx, s.idx), w.l.ID(), "unknown")
+		in, err := matcher.ParseIntent(s.raw)
+		if err != nil {
+			w.t.Fatalf("%s: harness built an invalid intent %s: %v", w.cfg, s.raw, err)
+		}
+		w.scens = append(w.scens, s)
+		w.ins = append(w.ins, in)
+		w.tally.scenarios++
+	}
+}
+
+// send executes the scenario's call once; its reply is lost, so the tool
+// layer cannot know the block index.
+func (w *world) send(s *scenario) {
+	if !s.http {
+		if arm := w.exec(s.sent); arm != "Ok" {
+			w.t.Fatalf("%s: %s\nthe original call failed: %s", w.cfg, s, arm)
+		}
+		s.logf("executed at %d (go)", w.srv.Now())
+		return
+	}
+	before := len(w.l.Executions())
+	ag, err := w.srv.NewAgent(s.id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{LoseReplies: true})
+	var res any
+	switch {
+	case s.sent.xfer != nil:
+		res = new(icrc3.TransferResult)
+		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.xfer}, []any{res})
+	case s.sent.appr != nil:
+		res = new(icrc3.ApproveResult)
+		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.appr}, []any{res})
+	default:
+		res = new(icrc3.TransferFromResult)
+		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.tf}, []any{res})
+	}
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	if err == nil {
+		w.t.Fatalf("%s: %s\nthe reply was not lost: %+v", w.cfg, s, res)
+	}
+	if after := len(w.l.Executions()); after != before+1 {
+		w.t.Fatalf("%s: %s\nthe call over HTTP did not execute (%v)", w.cfg, s, err)
+	}
+	s.logf("executed at %d over HTTP, reply lost (%v)", w.srv.Now(), firstLine(err))
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+// exec runs c Go-side as its caller and names the result's arm.
+func (w *world) exec(c call) string {
+	var err error
+	switch {
+	case c.xfer != nil:
+		_, err = w.l.Transfer(c.caller, *c.clone().xfer)
+	case c.appr != nil:
+		_, err = w.l.Approve(c.caller, *c.clone().appr)
+	default:
+		_, err = w.l.TransferFrom(c.caller, *c.clone().tf)
+	}
+	if err == nil {
+		return "Ok"
+	}
+	var te *icrc3.TransferError
+	var ae *icrc3.ApproveError
+	var fe *icrc3.TransferFromError
+	switch {
+	case errors.As(err, &te):
+		return armName(te.Duplicate != nil, te.TooOld != nil, err)
+	case errors.As(err, &ae):
+		return armName(ae.Duplicate != nil, ae.TooOld != nil, err)
+	case errors.As(err, &fe):
+		return armName(fe.Duplicate != nil, fe.TooOld != nil, err)
+	}
+	return err.Error()
+}
+
+func armName(dup, tooOld bool, err error) string {
+	switch {
+	case dup:
+		return "Duplicate"
+	case tooOld:
+		return "TooOld"
+	}
+	return err.Error()
+}
+
+// retry replays the sent bytes of batch b's scenarios with the given
+// outcomes: a duplicate inside the window, the late first execution, or a
+// retry after the ledger's window (TooOld).
+func (w *world) retry(b int, outs ...outcome) {
+	for _, s := range w.scens {
+		if s.batch != b {
+			continue
+		}
+		for _, o := range outs {
+			if s.out != o {
+				continue
+			}
+			want := map[outcome]string{outDup: "Duplicate", outLate: "Ok", outTooOld: "TooOld"}[o]
+			got := w.exec(s.sent)
+			s.logf("retried at %d: %s", w.srv.Now(), got)
+			if got != want {
+				w.t.Fatalf("%s: %s\nretry answered %s, want %s", w.cfg, s, got, want)
+			}
+		}
+	}
+}
+
+// closeBatch advances the clock past every window of batch b (stamp + TW +
+// D, the engine's defaults) by a random margin of up to a minute.
+func (w *world) closeBatch(b int) {
+	var end uint64
+	for _, s := range w.scens {
+		if s.batch == b {
+			end = max(end, s.intent.stamp()+uint64(24*time.Hour+2*time.Minute))
+		}
+	}
+	target := end + 1 + w.r.Uint64N(uint64(time.Minute))
+	if now := w.srv.Now(); target > now {
+		w.srv.Advance(time.Duration(target - now))
+	}
+}
+
+// activeFault is the fault on the ledger while a round was decided.
+type activeFault struct {
+	kind    faultKind
+	target  uint64 // the block omitted or altered
+	visible uint64 // LagBlocks: the chain length the lagging replica shows
+}
+
+func (f *activeFault) String() string {
+	if f == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s (block %d, visible %d)", f.kind, f.target, f.visible)
+}
+
+// faultRounds decides every intent with a cold engine while a fault is on,
+// then again with the same engine once it is lifted; it returns that engine
+// for the final rounds. The target is a block of a scenario's execution, so
+// it lies inside some windows. lagBatch >= 0 restricts the target to
+// executions of that batch (see lagTarget).
+func (w *world) faultRounds(phase string, k faultKind, lagBatch int) *reconcile.Engine {
+	execs := w.l.Executions()
+	var cands []uint64
+	for _, e := range execs {
+		if stamped(e) {
+			cands = append(cands, e.Index)
+		}
+	}
+	eng := w.newEngine()
+	if len(cands) == 0 {
+		w.round("fault-"+phase+"-none", eng, nil, false, nil)
+		return eng
+	}
+	f := &activeFault{kind: k, target: cands[w.r.IntN(len(cands))]}
+	var faults ledgertest.Faults
+	switch k {
+	case faultOmit:
+		faults.OmitBlock = f.target + 1
+	case faultAlter:
+		faults.AlterBlock = f.target + 1
+	case faultWrongKey:
+		faults.WrongKey = true
+	case faultLag:
+		f.target = w.lagTarget(execs, lagBatch, f.target)
+		f.visible = f.target
+		faults.LagBlocks = w.l.Len() - f.visible
+	}
+	w.srv.SetFaults(w.l.ID(), faults)
+	w.round("fault-"+phase+"-"+k.String(), eng, f, false, w.sample(faultSample))
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	w.round("fault-"+phase+"-lifted", eng, nil, false, nil)
+	return eng
+}
+
+// lagTarget picks the first block a lagging replica hides. The test
+// replica certifies the current /time over the lagged tip, which no real
+// replica can: a certificate vouches for the state at its time, and every
+// block stamped before that time is in that state. Hiding blocks of a
+// closed window under such a certificate would make "absent" unavoidable
+// for any reader, so once windows have closed the lag only hides blocks of
+// batch lagBatch, whose windows are still open.
+func (w *world) lagTarget(execs []ledgertest.Execution, lagBatch int, def uint64) uint64 {
+	if lagBatch < 0 {
+		return def
+	}
+	first := ^uint64(0)
+	for _, s := range w.scens {
+		if s.batch != lagBatch {
+			continue
+		}
+		for _, e := range execs {
+			if e.Method == s.sent.method && stamped(e) && execStamp(e) == s.sent.stamp() && bytes.Equal(e.Caller.Raw, s.sent.caller.Raw) {
+				first = min(first, e.Index)
+			}
+		}
+	}
+	if first == ^uint64(0) {
+		return w.l.Len()
+	}
+	// Between the first execution of the batch and the tip.
+	return first + w.r.Uint64N(w.l.Len()-first)
+}
+
+func stamped(e ledgertest.Execution) bool {
+	switch a := e.Arg.(type) {
+	case icrc3.TransferArg:
+		return a.CreatedAtTime != nil
+	case icrc3.ApproveArgs:
+		return a.CreatedAtTime != nil
+	case icrc3.TransferFromArgs:
+		return a.CreatedAtTime != nil
+	}
+	return false
+}
+
+func execStamp(e ledgertest.Execution) uint64 {
+	switch a := e.Arg.(type) {
+	case icrc3.TransferArg:
+		return *a.CreatedAtTime
+	case icrc3.ApproveArgs:
+		return *a.CreatedAtTime
+	case icrc3.TransferFromArgs:
+		return *a.CreatedAtTime
+	}
+	return 0
+}
+
+// faultSample is how many intents a round under a fault decides. Under a
+// lying node every intent's scan re-reads down to the bad page, so a round
+// of all intents costs intents × window pages; a sample keeps the test
+// fast and still puts intents of both batches on the faulty ledger.
+const faultSample = 48
+
+// sample returns k distinct scenario indexes, ascending.
+func (w *world) sample(k int) []int {
+	idx := w.r.Perm(len(w.scens))
+	if len(idx) > k {
+		idx = idx[:k]
+	}
+	sort.Ints(idx)
+	return idx
+}
+
+// round decides the published intents (those of subset, or all) with one
+// DecideMany and checks each verdict against the executions recorded
+// before it. final demands a final verdict of everyone (every window has
+// closed, no fault is on).
+func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFinal bool, subset []int) {
+	if subset == nil {
+		subset = make([]int, len(w.scens))
+		for i := range subset {
+			subset[i] = i
+		}
+	}
+	ins := make([]*matcher.Intent, len(subset))
+	for k, i := range subset {
+		ins[k] = w.ins[i]
+	}
+	execs := w.l.Executions()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	before := w.srv.Now()
+	t0 := time.Now()
+	vs, err := eng.DecideMany(ctx, ins)
+	after := w.srv.Now()
+	if testing.Verbose() && *truthWorld >= 0 {
+		w.t.Logf("round %s: %d intents in %s", name, len(vs), time.Since(t0).Round(time.Microsecond))
+	}
+	if err != nil {
+		w.t.Fatalf("%s: round %s: %v", w.cfg, name, err)
+	}
+	for k, v := range vs {
+		s := w.scens[subset[k]]
+		w.tally.count(v.Status)
+		if f != nil {
+			w.tally.underF++
+		}
+		p := w.check(s, v, execs, after, f)
+		if p == "" && isFinal {
+			if !v.Final {
+				p = "not final after every window closed and every fault was lifted"
+			} else {
+				w.tally.finals++
+			}
+		}
+		if isFinal && name == "final-cold" && len(w.matching(s, execs)) > 0 {
+			w.tally.executed++
+		}
+		if p != "" {
+			w.tally.wrong++
+			vj, _ := json.Marshal(v)
+			w.problems = append(w.problems, fmt.Sprintf("round %s (ledger time %d..%d, fault %s): %s\n%s\n  matching executions: %s\n  verdict: %s",
+				name, before, after, f, p, s, w.describeMatches(s, execs), vj))
+		}
+	}
+}
+
+func (w *world) describeMatches(s *scenario, execs []ledgertest.Execution) string {
+	var out []string
+	for _, e := range w.matching(s, execs) {
+		out = append(out, fmt.Sprintf("block %d at %d", e.Index, e.Time))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// check says what is wrong with verdict v of s, or "".
+func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execution, after uint64, f *activeFault) string {
+	stamp := s.intent.stamp()
+	from, to := stamp-uint64(2*time.Minute), stamp+uint64(24*time.Hour+2*time.Minute)
+	if v.IntentID != w.ins[s.idx].ID {
+		return fmt.Sprintf("verdict for %q", v.IntentID)
+	}
+	// A ledger that cannot even be detected gives no rules to compute the
+	// window with; any other verdict carries it.
+	if v.Window == nil && v.Status == reconcile.StatusUnreadable {
+		return w.checkUnreadable(v, f)
+	}
+	if v.Window == nil || uint64(v.Window.FromTS) != from || uint64(v.Window.ToTS) != to {
+		return fmt.Sprintf("window %+v, want [%d, %d]", v.Window, from, to)
+	}
+	matches := w.matching(s, execs)
+	var ct uint64
+	if v.Evidence != nil && v.Evidence.CertifiedTime != nil {
+		ct = uint64(*v.Evidence.CertifiedTime)
+	}
+	if v.Status != reconcile.StatusUnreadable && v.Status != reconcile.StatusInvalid {
+		if ct == 0 || ct > after {
+			return fmt.Sprintf("certified time %d is missing or after the ledger's clock %d", ct, after)
+		}
+	}
+	switch v.Status {
+	case reconcile.StatusFound:
+		if !v.Final || v.Block == nil {
+			return "found without a block or not final"
+		}
+		for _, e := range matches {
+			if e.Index == uint64(v.Block.Index) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("found block %d, which is no execution of the intent", v.Block.Index)
+	case reconcile.StatusAbsent:
+		switch {
+		case !v.Final:
+			return "absent but not final"
+		case len(matches) > 0:
+			return "absent, but the ledger executed the intent"
+		case ct <= to:
+			return fmt.Sprintf("absent while the window was open (certified time %d <= to %d)", ct, to)
+		}
+		return ""
+	case reconcile.StatusNotYet:
+		if v.Final {
+			return "not_yet marked final"
+		}
+		if ct > to {
+			return fmt.Sprintf("not_yet after the window closed (certified time %d > to %d)", ct, to)
+		}
+		for _, e := range matches {
+			if f != nil && f.kind == faultLag && e.Index >= f.visible {
+				continue // the lagging replica's tip does not reach it yet
+			}
+			return fmt.Sprintf("not_yet, but block %d below the certified tip executes the intent", e.Index)
+		}
+		return ""
+	case reconcile.StatusUnreadable:
+		return w.checkUnreadable(v, f)
+	}
+	return fmt.Sprintf("status %q for a valid intent", v.Status)
+}
+
+func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
+	if f == nil {
+		return fmt.Sprintf("unreadable without a fault: %+v", v.Reason)
+	}
+	if v.Reason == nil || v.Reason.Code == "" {
+		return "unreadable without a reason"
+	}
+	return ""
+}
+
+// matching returns the executions that are the intent's call by DESIGN §4.
+// It reads the ledger's record of calls, never blocks and never the
+// matcher: the same caller and method, the same arguments with an absent
+// subaccount equal to the all-zero one, and the fee compared only when the
+// intent set one (against what the ledger charged).
+func (w *world) matching(s *scenario, execs []ledgertest.Execution) []ledgertest.Execution {
+	var out []ledgertest.Execution
+	for _, e := range execs {
+		if w.sameCall(s.intent, e) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+func (w *world) sameCall(in call, e ledgertest.Execution) bool {
+	if e.Method != in.method || !bytes.Equal(e.Caller.Raw, in.caller.Raw) {
+		return false
+	}
+	switch a := e.Arg.(type) {
+	case icrc3.TransferArg:
+		b := in.xfer
+		fromSide := icrc3.Account{Owner: in.caller, Subaccount: deref(b.FromSubaccount)}
+		feeless := candidToAcct(b.To).Equal(w.mint) || fromSide.Equal(w.mint)
+		return sameSub(a.FromSubaccount, b.FromSubaccount) && sameAcct(a.To, b.To) && natEq(a.Amount, b.Amount) &&
+			memoEq(a.Memo, b.Memo) && u64Eq(a.CreatedAtTime, b.CreatedAtTime) && w.feeOK(b.Fee, feeless)
+	case icrc3.ApproveArgs:
+		b := in.appr
+		return sameSub(a.FromSubaccount, b.FromSubaccount) && sameAcct(a.Spender, b.Spender) && natEq(a.Amount, b.Amount) &&
+			optNatEq(a.ExpectedAllowance, b.ExpectedAllowance) && u64Eq(a.ExpiresAt, b.ExpiresAt) &&
+			memoEq(a.Memo, b.Memo) && u64Eq(a.CreatedAtTime, b.CreatedAtTime) && w.feeOK(b.Fee, false)
+	case icrc3.TransferFromArgs:
+		b := in.tf
+		feeless := candidToAcct(b.To).Equal(w.mint)
+		return sameSub(a.SpenderSubaccount, b.SpenderSubaccount) && sameAcct(a.From, b.From) && sameAcct(a.To, b.To) &&
+			natEq(a.Amount, b.Amount) && memoEq(a.Memo, b.Memo) && u64Eq(a.CreatedAtTime, b.CreatedAtTime) && w.feeOK(b.Fee, feeless)
+	}
+	return false
+}
+
+// feeOK: an intent's fee, when set, must be what the ledger charged — its
+// fee for transfers and approves, nothing for mints and burns.
+func (w *world) feeOK(fee *idl.Nat, feeless bool) bool {
+	if fee == nil {
+		return true
+	}
+	want := new(big.Int).SetUint64(w.fee)
+	if feeless {
+		want.SetUint64(0)
+	}
+	return fee.BigInt().Cmp(want) == 0
+}
+
+func deref(p *[]byte) []byte {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func candidToAcct(c icrc3.CandidAccount) icrc3.Account {
+	return icrc3.Account{Owner: c.Owner, Subaccount: deref(c.Subaccount)}
+}
+
+// sameSub: ICRC-1 subaccount equality (none equals 32 zero bytes).
+func sameSub(a, b *[]byte) bool {
+	norm := func(p *[]byte) []byte {
+		if p == nil {
+			return make([]byte, 32)
+		}
+		return *p
+	}
+	return bytes.Equal(norm(a), norm(b))
+}
+
+func sameAcct(a, b icrc3.CandidAccount) bool {
+	return bytes.Equal(a.Owner.Raw, b.Owner.Raw) && sameSub(a.Subaccount, b.Subaccount)
+}
+
+func natEq(a, b idl.Nat) bool {
+	x, y := a.BigInt(), b.BigInt()
+	if x == nil {
+		x = new(big.Int)
+	}
+	if y == nil {
+		y = new(big.Int)
+	}
+	return x.Cmp(y) == 0
+}
+
+func optNatEq(a, b *idl.Nat) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return natEq(*a, *b)
+}
+
+// memoEq: an absent memo differs from an empty one.
+func memoEq(a, b *[]byte) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return bytes.Equal(*a, *b)
+}
+
+func u64Eq(a, b *uint64) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}

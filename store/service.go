@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// ServiceStore adapts a Store to reconcile.Store, translating records and
+// errors (the reconcile package cannot import this one).
+type ServiceStore struct{ S *Store }
+
+var _ reconcile.Store = ServiceStore{}
+
+// mapErr wraps store errors with the reconcile sentinel of the same
+// meaning, keeping the original in the chain.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %w", reconcile.ErrNotFound, err)
+	case errors.Is(err, ErrSeqConflict), errors.Is(err, ErrSeqGap), errors.Is(err, ErrFinal):
+		return fmt.Errorf("%w: %w", reconcile.ErrHistory, err)
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrOutOfRange):
+		return fmt.Errorf("%w: %w", reconcile.ErrInvalidRecord, err)
+	}
+	return err
+}
+
+func (a ServiceStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+	res, err := a.S.PutIntent(ctx, IntentRecord{
+		IntentID: rec.ID, CanisterID: rec.Canister, Caller: rec.Caller, Method: rec.Method,
+		Body: rec.Body, CanonicalHash: rec.Hash,
+	})
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	switch res {
+	case Created:
+		return reconcile.PutCreated, nil
+	case Existing:
+		return reconcile.PutExisting, nil
+	case Conflict:
+		return reconcile.PutConflict, nil
+	case Adopted:
+		return reconcile.PutAdopted, nil
+	}
+	return 0, fmt.Errorf("store: put intent %s: unexpected result %v", rec.ID, res)
+}
+
+func (a ServiceStore) Intent(ctx context.Context, id string) (reconcile.IntentRecord, error) {
+	r, err := a.S.Intent(ctx, id)
+	if err != nil {
+		return reconcile.IntentRecord{}, mapErr(err)
+	}
+	return reconcile.IntentRecord{ID: r.IntentID, Canister: r.CanisterID, Caller: r.Caller, Method: r.Method,
+		Body: r.Body, Hash: r.CanonicalHash}, nil
+}
+
+func (a ServiceStore) AppendVerdict(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
+	if w == nil {
+		return mapErr(a.S.AppendVerdict(ctx, v))
+	}
+	return mapErr(a.S.AppendVerdictWatch(ctx, v, WatchEntry{
+		IntentID: w.IntentID, CanisterID: w.Canister, NextCheck: w.NextCheck, Attempts: w.Attempts,
+	}))
+}
+
+func (a ServiceStore) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
+	v, err := a.S.LatestVerdict(ctx, id)
+	return v, mapErr(err)
+}
+
+func (a ServiceStore) Watches(ctx context.Context) ([]reconcile.Watch, error) {
+	ws, err := a.S.Watches(ctx)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]reconcile.Watch, len(ws))
+	for i, w := range ws {
+		out[i] = reconcile.Watch{IntentID: w.IntentID, Canister: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts}
+	}
+	return out, nil
+}
+
+// Reschedule keeps the entry's status and window end in step with the
+// intent's latest verdict, which listings show.
+func (a ServiceStore) Reschedule(ctx context.Context, w reconcile.Watch) error {
+	e := WatchEntry{IntentID: w.IntentID, CanisterID: w.Canister, NextCheck: w.NextCheck, Attempts: w.Attempts}
+	v, err := a.S.LatestVerdict(ctx, w.IntentID)
+	switch {
+	case err == nil:
+		e.LastStatus = v.Status
+		if v.Window != nil {
+			e.WindowToTS = uint64(v.Window.ToTS)
+		}
+	case !errors.Is(err, ErrNotFound):
+		return mapErr(err)
+	}
+	return mapErr(a.S.Watch(ctx, e))
+}

@@ -1,0 +1,180 @@
+// Package support serves support staff: a read-only JSON API under
+// /api/v1/ and a small web page under /ui/, both over the verdict store.
+//
+// Every /api/v1/ call needs "Authorization: Bearer <token>". The page's
+// files are public (they hold no data); the page asks for the token, keeps it
+// in the tab's sessionStorage and sends it with each data call.
+package support
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
+)
+
+// Reader is what the handler reads from the store. *store.Store implements
+// it; every method must be safe for concurrent use.
+type Reader interface {
+	Intent(ctx context.Context, id string) (store.IntentRecord, error)
+	Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, error)
+	LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error)
+	ListIntents(ctx context.Context, f store.ListFilter) ([]store.IntentSummary, string, error)
+	CountByStatus(ctx context.Context) (map[reconcile.Status]int, error)
+}
+
+var _ Reader = (*store.Store)(nil)
+
+// Config configures NewHandler.
+type Config struct {
+	Store Reader
+	// Token is the bearer token. TokenFunc, when set, is asked on every
+	// request instead, so the token can be rotated without a restart. An
+	// empty token disables the API (every call answers 503): an open API
+	// would hand every payment's history to anyone on the network.
+	Token     []byte
+	TokenFunc func() []byte
+	// Ledgers names a ledger's decimals and symbol, for display only.
+	// Optional; amounts are shown in raw units when it says nothing.
+	Ledgers func(canister string) (decimals uint8, symbol string, ok bool)
+	// Logger logs server-side failures; nil logs nothing. The token and
+	// the Authorization header are never logged.
+	Logger *zap.Logger
+	// SearchScanLimit bounds how many intents one search may scan for
+	// block indexes and accounts; 0 means DefaultSearchScanLimit.
+	SearchScanLimit int
+}
+
+// DefaultSearchScanLimit is the default Config.SearchScanLimit.
+const DefaultSearchScanLimit = 5000
+
+type handler struct {
+	cfg  Config
+	log  *zap.Logger
+	mux  *http.ServeMux
+	scan int
+}
+
+// NewHandler returns the handler for /api/v1/ and /ui/. Mount it for both
+// prefixes (mux.Handle("/api/v1/", h); mux.Handle("/ui/", h)); it answers
+// 404 for anything else.
+func NewHandler(cfg Config) http.Handler {
+	h := &handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), scan: cfg.SearchScanLimit}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	if h.scan <= 0 {
+		h.scan = DefaultSearchScanLimit
+	}
+	api := func(pattern string, fn func(http.ResponseWriter, *http.Request)) {
+		h.mux.Handle(pattern, h.authed(http.HandlerFunc(fn)))
+	}
+	api("GET /api/v1/intents/{id}", h.getIntent)
+	api("GET /api/v1/intents", h.listIntents)
+	api("GET /api/v1/counts", h.counts)
+	api("GET /api/v1/search", h.search)
+	api("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "E_NO_ROUTE", "no such API endpoint: "+r.URL.Path)
+	})
+	h.mux.Handle("GET /ui/", uiHandler())
+	h.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The method is checked before the token and the route, so a write
+	// attempt learns nothing but that nothing here can be written.
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "E_METHOD", "read-only: "+r.Method+" is not allowed")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *handler) token() []byte {
+	if h.cfg.TokenFunc != nil {
+		return h.cfg.TokenFunc()
+	}
+	return h.cfg.Token
+}
+
+// authed requires the bearer token. Both sides are hashed before the
+// constant-time comparison so that neither the token's bytes nor its length
+// show in the timing.
+func (h *handler) authed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		want := h.token()
+		if len(want) == 0 {
+			writeError(w, http.StatusServiceUnavailable, "E_NO_TOKEN_CONFIGURED",
+				"the support API is disabled: the server has no support token configured")
+			return
+		}
+		got, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="reconciled"`)
+			writeError(w, http.StatusUnauthorized, "E_TOKEN_MISSING", "token missing: send Authorization: Bearer <token>")
+			return
+		}
+		a, b := sha256.Sum256([]byte(got)), sha256.Sum256(want)
+		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="reconciled", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "E_TOKEN_WRONG", "token wrong")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func bearer(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// ErrorBody is the JSON of every error reply: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error APIError `json:"error"`
+}
+
+// APIError is an error reply's code (E_…) and message.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, ErrorBody{Error: APIError{Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own reply types reach here; they always encode.
+		http.Error(w, `{"error":{"code":"E_INTERNAL","message":"encode reply"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// internal answers a store failure. The details go to the log, not to the
+// client: they can name files and SQL.
+func (h *handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Error("support: request failed", zap.String("path", r.URL.Path), zap.Error(err))
+	writeError(w, http.StatusInternalServerError, "E_INTERNAL", "internal error; see the server log")
+}
