@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -63,20 +64,21 @@ func (bl *benchLedger) make(n int) error {
 		return err
 	}
 	bl.srv, bl.l = srv, l
+	const steps = 100
+	window := n / 10
+	tail := min(1000, n/100)
+	before := n - window - tail - 4
+	// Everything before the window: ten days of history (generated first:
+	// history never goes back before the last block).
+	if err := l.GenerateHistory(before, 1, 10*24*time.Hour); err != nil {
+		return err
+	}
 	alice, bob := principalN(1), principalN(2)
 	mint := l.MintingAccount()
 	if _, err := l.Transfer(mint.Owner, icrc3.TransferArg{To: acct(alice, nil).ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}); err != nil {
 		return err
 	}
-	const steps = 100
-	window := n / 10
-	tail := min(1000, n/100)
-	before := n - window - tail - 4
-	// Everything before the window: ten days of history.
-	if err := l.GenerateHistory(before, 1, 10*24*time.Hour); err != nil {
-		return err
-	}
-	srv.Advance(time.Second)
+	srv.Advance(3 * time.Minute)
 	stamp := srv.Now()
 	pay := func(amount uint64) (uint64, error) {
 		return l.Transfer(alice, icrc3.TransferArg{To: acct(bob, nil).ToCandid(), Amount: idl.NewNat(amount), Memo: &[]byte{byte(amount)}, CreatedAtTime: &stamp})
@@ -121,11 +123,21 @@ func (bl *benchLedger) make(n int) error {
 	if err := l.GenerateHistory(tail, 999, 3*time.Minute); err != nil {
 		return err
 	}
-	bl.window = bl.blocks["end"] - bl.blocks["start"] + 1
+	first, last := bl.windowBlocks(stamp-uint64(2*time.Minute), stamp+uint64(24*time.Hour+2*time.Minute))
+	bl.window = last - first + 1
 	bl.build = time.Since(t0)
 	fmt.Printf("bench ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %s\n",
-		l.Len(), len(l.Archives()), bl.window, bl.blocks["start"], bl.blocks["end"], bl.build.Round(time.Millisecond))
+		l.Len(), len(l.Archives()), bl.window, first, last, bl.build.Round(time.Millisecond))
 	return nil
+}
+
+// windowBlocks finds the first and last block with from <= ts <= to.
+func (bl *benchLedger) windowBlocks(from, to uint64) (first, last uint64) {
+	n := int(bl.l.Len())
+	tsAt := func(i int) uint64 { v, _ := bl.l.Block(uint64(i)); return ts(v) }
+	first = uint64(sort.Search(n, func(i int) bool { return tsAt(i) >= from }))
+	last = uint64(sort.Search(n, func(i int) bool { return tsAt(i) > to })) - 1
+	return first, last
 }
 
 // engine returns a fresh engine over a fresh client (agent shared) and the

@@ -260,6 +260,10 @@ type decision struct {
 	seen   map[uint64]bool
 	read   uint64
 	probes uint64
+	// mintBurn: a mint or burn block carries the intent's stamp while the
+	// ledger's minting account is unknown, so whether it is the intent's
+	// own block cannot be told (a mint records no sender).
+	mintBurn bool
 }
 
 // scan checks verified blocks against the intent. Only blocks stamped with
@@ -272,6 +276,9 @@ func (d *decision) scan(page []icrc3.Block) {
 			continue
 		}
 		d.seen[b.Index] = true
+		if d.rules.MintingAccount == nil && (b.Kind == icrc3.BlockMint || b.Kind == icrc3.BlockBurn) {
+			d.mintBurn = true
+		}
 		r := matcher.Match(d.in, b, d.rules)
 		switch {
 		case r.Match:
@@ -312,6 +319,11 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
+	case closed && d.mintBurn:
+		// Without the minting account a mint with this stamp may be the
+		// intent's own: absent could make someone pay twice.
+		v.Status = StatusUnreadable
+		v.Reason = &Reason{Code: "E_NO_MINTING_ACCOUNT", Message: "a mint or burn block carries the intent's stamp and the ledger reports no minting account; configure minting= for this ledger"}
 	case closed:
 		v.Status = StatusAbsent
 	default:

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -173,5 +174,43 @@ func TestDecideSharedChainReadsBlocksOnce(t *testing.T) {
 	total := e.ledger.Counters().BlocksServed - base
 	if total > first*12/10 {
 		t.Fatalf("20 overlapping intents fetched %d blocks, one scan %d: more than 1.2x", total, first)
+	}
+}
+
+// noMinting hides the ledger's minting account, as a ledger that does not
+// answer icrc1_minting_account would.
+type noMinting struct{ *icrc3.Client }
+
+func (n noMinting) Detect(ctx context.Context) (icrc3.Features, error) {
+	f, err := n.Client.Detect(ctx)
+	f.MintingAccount = nil
+	return f, err
+}
+
+func TestDecideMintWithoutMintingAccountIsNeverAbsent(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	e.engine = reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
+		return noMinting{e.client}, reconcile.LedgerConfig{}, nil
+	}, reconcile.NewMemCache(), nil)
+	minter := e.ledger.MintingAccount().Owner
+	stamp := e.srv.Now()
+	ti := transferIntent{id: "mint", caller: minter, to: acct(principalN(3), nil), amount: 77, stamp: stamp}
+	if _, err := e.ledger.Transfer(minter, ti.arg()); err != nil {
+		t.Fatal(err)
+	}
+	e.closeWindow()
+	v := e.decide(e.intent(ti.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_NO_MINTING_ACCOUNT" {
+		t.Fatalf("got %s %+v, want unreadable E_NO_MINTING_ACCOUNT", v.Status, v.Reason)
+	}
+	// With the minting account known (the ledger reports it), it is found.
+	e2 := newEnv(t, envOpt{})
+	minter2 := e2.ledger.MintingAccount().Owner
+	ti.caller, ti.stamp = minter2, e2.srv.Now()
+	if _, err := e2.ledger.Transfer(minter2, ti.arg()); err != nil {
+		t.Fatal(err)
+	}
+	if v := e2.decide(e2.intent(ti.json(e2.ledger.ID()))); v.Status != reconcile.StatusFound || v.Block.Kind != "1mint" {
+		t.Fatalf("mint with a known minting account: %s %+v", v.Status, v.Block)
 	}
 }

@@ -751,3 +751,60 @@ func u64Eq(a, b *uint64) bool {
 	}
 	return *a == *b
 }
+
+// TestTruthCatchesWrongVerdicts shows that the checks can fail: on a small
+// world whose windows have all closed, each true final verdict is forged
+// into wrong ones, and every forgery must be reported.
+func TestTruthCatchesWrongVerdicts(t *testing.T) {
+	w := newWorld(t, newWorldCfg(*truthSeed, 0))
+	w.run(40)
+	for _, p := range w.problems {
+		t.Fatal(p)
+	}
+	execs := w.l.Executions()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vs, err := w.eng.DecideMany(ctx, w.ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := w.srv.Now()
+	var found, absent int
+	for i, v := range vs {
+		s := w.scens[i]
+		if p := w.check(s, v, execs, after, nil); p != "" {
+			t.Fatalf("true verdict rejected: %s\n%s", p, s)
+		}
+		var forged []reconcile.Verdict
+		unreadable := v
+		unreadable.Status, unreadable.Final, unreadable.Reason = reconcile.StatusUnreadable, false, &reconcile.Reason{Code: "E_CHAIN", Message: "forged"}
+		notYet := v
+		notYet.Status, notYet.Final, notYet.Block = reconcile.StatusNotYet, false, nil
+		forged = append(forged, unreadable, notYet)
+		switch v.Status {
+		case reconcile.StatusFound:
+			found++
+			a := v
+			a.Status, a.Block = reconcile.StatusAbsent, nil
+			other := v
+			blk := *v.Block
+			blk.Index++
+			other.Block = &blk
+			forged = append(forged, a, other)
+		case reconcile.StatusAbsent:
+			absent++
+			f := v
+			f.Status = reconcile.StatusFound
+			f.Block = &reconcile.BlockRef{Index: reconcile.U64(execs[len(execs)-1].Index)}
+			forged = append(forged, f)
+		}
+		for _, fv := range forged {
+			if w.check(s, fv, execs, after, nil) == "" {
+				t.Errorf("forged %s verdict passed the checks (true: %s)\n%s", fv.Status, v.Status, s)
+			}
+		}
+	}
+	if found == 0 || absent == 0 {
+		t.Fatalf("the small world has %d found and %d absent verdicts: too few to test the checks", found, absent)
+	}
+}

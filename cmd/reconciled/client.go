@@ -111,7 +111,7 @@ func isAuth(err error) bool {
 // are read.
 func (c *apiClient) listAll(ctx context.Context, q url.Values, max int) ([]support.IntentItem, error) {
 	q = cloneValues(q)
-	page := 1000
+	page := listPageSize
 	if max > 0 && max < page {
 		page = max
 	}
@@ -140,6 +140,10 @@ func cloneValues(q url.Values) url.Values {
 	}
 	return out
 }
+
+// listPageSize is the page size listAll asks for: the API's maximum, so a
+// full listing takes the fewest round trips. Tests shrink it.
+var listPageSize = 1000
 
 // osGetenv is swapped in tests.
 var osGetenv = os.Getenv

@@ -149,12 +149,12 @@ func intentArgs(body json.RawMessage, method string) [][2]string {
 	var out [][2]string
 	for _, k := range keys {
 		raw := in.Args[k]
+		if string(raw) == "null" {
+			continue
+		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			s = string(raw)
-		}
-		if s == "null" {
-			continue
 		}
 		switch k {
 		case "created_at_time", "expires_at":

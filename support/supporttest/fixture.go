@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,28 +66,16 @@ func Ledgers(canister string) (uint8, string, bool) {
 	return 0, "", false
 }
 
-// Clock is a deterministic store clock: each call advances a millisecond.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the next instant.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.t.IsZero() {
-		c.t = Base.Add(time.Hour)
-	}
-	c.t = c.t.Add(time.Millisecond)
-	return c.t
-}
+// Now is the store's clock in the fixture: a constant, so that every
+// record time (updated_at, and first_seen of intents known only from
+// verdicts) is the same whatever the store's internals do, and output that
+// shows them can be compared exactly.
+func Now() time.Time { return Base.Add(time.Hour) }
 
 // Open opens a store in a temporary directory, closed at the end of the test.
 func Open(t testing.TB) *store.Store {
 	t.Helper()
-	c := &Clock{}
-	st, err := store.OpenWith(context.Background(), t.TempDir()+"/support.db", store.Options{Now: c.Now, ReadConns: 2})
+	st, err := store.OpenWith(context.Background(), t.TempDir()+"/support.db", store.Options{Now: Now, ReadConns: 2})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// The demo is the tour of every status: it must run and print them all.
+func TestDemoPrintsEveryStatus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := runDemo(ctx, nil, &out, &errOut); err != nil {
+		t.Fatalf("demo: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.HasPrefix(f[0], "demo-") {
+			got[f[2]]++
+		}
+	}
+	want := map[string]int{"found": 3, "absent": 1, "not_yet": 1, "unreadable": 1, "invalid": 1}
+	for s, n := range want {
+		if got[s] != n {
+			t.Errorf("status %s: %d rows, want %d", s, got[s], n)
+		}
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", out.String())
+	}
+}
+
+// Re-publishing an intent (same id and body, even re-encoded) gives one
+// verdict history and scans nothing; a different body under the same id is
+// refused on the rejects subject and changes nothing stored.
+func TestDuplicateAndConflictingIntents(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon("solo", t.TempDir(), time.Hour, false)
+	defer stop(d, time.Second)
+
+	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "dup")
+	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+		t.Fatal(err)
+	}
+	doc := transferIntent("dup-1", l.ID(), alice.principal(), arg)
+	first := w.ask(doc, finalVerdict)
+	if first.Status != reconcile.StatusFound || first.Seq != 1 {
+		t.Fatalf("first verdict %+v", first)
+	}
+	served := l.Counters().BlocksServed
+
+	// Past the stream's dedup window a publisher would send it again: a
+	// different message id gets it past JetStream's deduplication, and the
+	// body is re-encoded (other key order, "after" changed).
+	var m map[string]any
+	_ = json.Unmarshal(doc.json(), &m)
+	m["after"] = "unknown"
+	again, _ := json.Marshal(m)
+	republish := func(body []byte, msgID string) {
+		t.Helper()
+		if _, err := w.tool.JetStream().Publish(w.ctx, "reconcile.intents."+doc.Canister, body, jetstream.WithMsgID(msgID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	republish(again, "dup-1-again")
+
+	// A conflicting body: another amount under the same id.
+	rejects := make(chan queue.Reject, 1)
+	if err := w.tool.SubscribeRejects(w.ctx, "dup-1", func(r queue.Reject) { rejects <- r }); err != nil {
+		t.Fatal(err)
+	}
+	other := doc
+	other.Args = map[string]any{}
+	for k, v := range doc.Args {
+		other.Args[k] = v
+	}
+	other.Args["amount"] = "4321"
+	republish(other.json(), "dup-1-conflict")
+	select {
+	case r := <-rejects:
+		if r.Code != "E_INTENT_CONFLICT" {
+			t.Fatalf("reject %+v", r)
+		}
+	case <-w.ctx.Done():
+		t.Fatal("no reject for the conflicting body")
+	}
+	// The re-publication was handled before the conflict (one stream, in
+	// order, and the reject proves the conflict was handled).
+	eventually(t, "both re-publications settled", func() (bool, string) {
+		n := d.metrics.Get(reconcile.MetricIntentOutcomes, "ack")
+		return n >= 3, fmt.Sprint(n, " acks")
+	})
+	if vs := history(t, d.store, "dup-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+		t.Fatalf("history after duplicates: %s", describe(vs))
+	}
+	if n := w.streamCount("dup-1"); n != 1 {
+		t.Fatalf("verdict stream holds %d verdicts of dup-1, want 1", n)
+	}
+	if got := l.Counters().BlocksServed; got != served {
+		t.Fatalf("a known intent was scanned again: %d blocks served, was %d", got, served)
+	}
+	rec, err := d.store.Intent(w.ctx, "dup-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec.Body), "4321") || !strings.Contains(string(rec.Body), "1234") {
+		t.Fatalf("stored body changed: %s", rec.Body)
+	}
+}
+
+// not_yet intents settle by themselves through the follow-up: one is found
+// when a retry executes inside its window, another is absent once the
+// ledger's certified time passes its window.
+func TestFollowUpSettlesNotYet(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon("follow", t.TempDir(), 50*time.Millisecond, false)
+	defer stop(d, time.Second)
+
+	retryArg := transferArg(bob.principal(), 500, u64(w.srv.Now()), "retry-later")
+	neverArg := transferArg(bob.principal(), 600, u64(w.srv.Now()), "never")
+	retried := transferIntent("will-retry", l.ID(), alice.principal(), retryArg)
+	never := transferIntent("never-sent", l.ID(), alice.principal(), neverArg)
+	for _, doc := range []intentDoc{retried, never} {
+		if v := w.ask(doc, anyVerdict); v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+			t.Fatalf("%s: first verdict %+v, want not_yet", doc.ID, v)
+		}
+	}
+	// The tool layer's retry (same bytes) executes inside the window.
+	idx, err := l.Transfer(alice.principal(), retryArg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := w.wait(retried.ID, finalVerdict)
+	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
+		t.Fatalf("retried: %+v, want found at %d with seq 2", v, idx)
+	}
+	w.srv.Advance(24*time.Hour + 3*time.Minute)
+	v = w.wait(never.ID, finalVerdict)
+	if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+		t.Fatalf("never sent: %+v, want absent with seq 2", v)
+	}
+	for _, id := range []string{retried.ID, never.ID} {
+		if vs := history(t, d.store, id); len(vs) != 2 {
+			t.Fatalf("%s: %s", id, describe(vs))
+		}
+	}
+	ws, err := d.store.Watches(w.ctx)
+	if err != nil || len(ws) != 0 {
+		t.Fatalf("watch list after final verdicts: %v %v", ws, err)
+	}
+}
+
+// Two instances share the work queue; each decides a share, and both
+// stores end up with every verdict (and the intent bodies) through the
+// verdict stream.
+func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	a := w.daemon("a", t.TempDir(), time.Hour, false)
+	defer stop(a, time.Second)
+	b := w.daemon("b", t.TempDir(), time.Hour, false)
+	defer stop(b, time.Second)
+
+	const n = 16
+	var docs []intentDoc
+	for i := range n {
+		arg := transferArg(bob.principal(), uint64(100+i), u64(w.srv.Now()), fmt.Sprint("pair-", i))
+		if i%2 == 0 {
+			if _, err := l.Transfer(alice.principal(), arg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docs = append(docs, transferIntent(fmt.Sprint("pair-", i), l.ID(), alice.principal(), arg))
+	}
+	for _, doc := range docs {
+		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, doc := range docs {
+		v := w.wait(doc.ID, anyVerdict)
+		want := reconcile.StatusNotYet
+		if i%2 == 0 {
+			want = reconcile.StatusFound
+		}
+		if v.Status != want {
+			t.Fatalf("%s: %s, want %s", doc.ID, v.Status, want)
+		}
+	}
+	decided := func(d *daemon) uint64 {
+		return d.metrics.Get(reconcile.MetricVerdicts, "found") + d.metrics.Get(reconcile.MetricVerdicts, "not_yet")
+	}
+	if da, db := decided(a), decided(b); da+db != n {
+		t.Fatalf("decided %d + %d verdicts, want %d in all (each intent once)", da, db, n)
+	} else {
+		t.Logf("instance a decided %d, b decided %d", da, db)
+	}
+	for _, d := range []*daemon{a, b} {
+		eventually(t, "every verdict in "+d.cfg.Instance+"'s store", func() (bool, string) {
+			missing := 0
+			for _, doc := range docs {
+				vs, err := d.store.Verdicts(w.ctx, doc.ID)
+				if err != nil || len(vs) != 1 {
+					missing++
+					continue
+				}
+				if _, err := d.store.Intent(w.ctx, doc.ID); err != nil {
+					missing++
+				}
+			}
+			return missing == 0, fmt.Sprint(missing, " missing")
+		})
+	}
+	// The metrics endpoint renders what happened.
+	var buf bytes.Buffer
+	if err := a.writeMetrics(w.ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"reconciled_intents_received_total", "reconciled_verdicts_imported_total",
+		"reconciled_watch_list_size", "reconciled_intents_by_status", "reconciled_oldest_open_intent_age_seconds"} {
+		if !strings.Contains(buf.String(), name) {
+			t.Errorf("metrics lack %s:\n%s", name, buf.String())
+		}
+	}
+}
+
+// An instance stopped in the middle of a slow scan gives the intent back;
+// a new instance on the same store and NATS finishes it exactly once, and
+// resumes the watch list.
+func TestRestartMidScan(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	if err := l.GenerateHistory(3000, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	d1 := w.daemon("one", dir, time.Hour, true)
+
+	// Watched before the restart: a not_yet intent.
+	watched := transferIntent("watched", l.ID(), alice.principal(), transferArg(bob.principal(), 7, u64(w.srv.Now()), "w"))
+	if v := w.ask(watched, anyVerdict); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("watched: %+v", v)
+	}
+	// An intent stamped an hour back, behind 3000 blocks read slowly.
+	old := u64(w.srv.Now() - uint64(time.Hour))
+	slow := transferIntent("slow", l.ID(), alice.principal(), transferArg(bob.principal(), 9, old, "s"))
+	w.srv.SetFaults(l.ID(), ledgertest.Faults{Latency: 20 * time.Millisecond})
+	before := l.Counters().BlocksServed
+	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.json()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the slow scan under way", func() (bool, string) {
+		got := l.Counters().BlocksServed - before
+		return got > 0, fmt.Sprint(got, " blocks")
+	})
+	stop(d1, 0) // no grace: the in-flight intent is given back mid-scan
+	if vs := history(t, d1.store, "slow"); len(vs) != 0 {
+		t.Fatalf("a verdict was stored before the restart: %s", describe(vs))
+	}
+	w.srv.SetFaults(l.ID(), ledgertest.Faults{})
+
+	d2 := w.daemon("one", dir, time.Hour, false)
+	defer stop(d2, time.Second)
+	v := w.wait(slow.ID, anyVerdict)
+	if v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+		t.Fatalf("slow after restart: %+v", v)
+	}
+	ws, err := d2.store.Watches(w.ctx)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("watch list after restart: %+v %v", ws, err)
+	}
+	w.srv.Advance(24*time.Hour + 3*time.Minute)
+	d2.followUpNow()
+	for _, id := range []string{watched.ID, slow.ID} {
+		v := w.wait(id, finalVerdict)
+		if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+			t.Fatalf("%s: %+v, want absent seq 2", id, v)
+		}
+		if vs := history(t, d2.store, id); len(vs) != 2 {
+			t.Fatalf("%s: %s", id, describe(vs))
+		}
+		if n := w.streamCount(id); n != 2 {
+			t.Fatalf("%s: %d verdicts in the stream, want 2", id, n)
+		}
+	}
+}
+
+// Many intents of one ledger with overlapping windows share one verified
+// chain: they fetch about the blocks of one scan.
+func TestManyIntentsShareOneScan(t *testing.T) {
+	const intents = 1000
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	cfg := ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())}
+	one, many := w.ledger(cfg), w.ledger(cfg)
+	for _, l := range []*ledgertest.Ledger{one, many} {
+		if err := l.GenerateHistory(4000, 5, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := w.daemon("many", t.TempDir(), time.Hour, true)
+	defer stop(d, time.Second)
+
+	now := w.srv.Now()
+	stamp := func(i int) uint64 { return now - uint64(time.Hour) + uint64(i)*uint64(time.Hour)/intents }
+	// One scan: the intent with the earliest window, alone.
+	w.ask(transferIntent("single", one.ID(), alice.principal(), transferArg(bob.principal(), 1, u64(stamp(0)), "x")), anyVerdict)
+	single := one.Counters().BlocksServed
+
+	var wg sync.WaitGroup
+	errs := make(chan error, intents)
+	start := time.Now()
+	for i := range intents {
+		doc := transferIntent(fmt.Sprint("many-", i), many.ID(), alice.principal(), transferArg(bob.principal(), uint64(i+1), u64(stamp(i)), "x"))
+		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range intents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := waitVerdict(w.ctx, w.tool, fmt.Sprint("many-", i), anyVerdict); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	served := many.Counters().BlocksServed
+	t.Logf("%d intents: %d blocks served (one scan: %d, ratio %.3f) in %s", intents, served, single,
+		float64(served)/float64(single), time.Since(start).Round(time.Millisecond))
+	if float64(served) > 1.2*float64(single) {
+		t.Fatalf("%d intents fetched %d blocks, more than 1.2 × one scan (%d)", intents, served, single)
+	}
+}
