@@ -73,6 +73,7 @@ type Service struct {
 	log   *zap.Logger
 	m     *Metrics
 	locks keyedMutex
+	batch batcher
 
 	// unpublished holds intents whose latest stored verdict may be missing
 	// from the stream (a publish failed outside an intake delivery, which
@@ -211,11 +212,10 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	if invalid != nil {
 		v = *invalid
 	} else {
-		vs, err := s.cfg.Decider.DecideMany(ctx, []*matcher.Intent{in})
-		if err != nil {
+		var err error
+		if v, err = s.decide(ctx, in); err != nil {
 			return s.retry(ctx, log, "decide", err)
 		}
-		v = vs[0]
 	}
 	v.Seq = 1
 	var w *Watch

@@ -141,9 +141,9 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
 	l, err := srv.NewLedger(cfg.ledger)
 	if err != nil {
+		srv.Close()
 		t.Fatal(err)
 	}
 	fee, ok := l.Fee().Uint64()
@@ -152,6 +152,13 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	}
 	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee}
 	w.tally.worlds = 1
+	// The testing package keeps finished subtests, and their cleanups, until
+	// the whole test ends: drop the world's ledger and engines here so that
+	// a long run holds one world per worker, not all of them.
+	t.Cleanup(func() {
+		srv.Close()
+		w.srv, w.l, w.eng, w.scens, w.ins = nil, nil, nil, nil, nil
+	})
 	w.eng = w.newEngine()
 	return w
 }

@@ -126,6 +126,8 @@ func (h *handler) authed(next http.Handler) http.Handler {
 		}
 		a, b := sha256.Sum256([]byte(got)), sha256.Sum256(want)
 		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+			// Who tried, never what: a near-miss token in a log is a leak.
+			h.log.Warn("support: wrong token", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="reconciled", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "E_TOKEN_WRONG", "token wrong")
 			return

@@ -476,6 +476,11 @@ func TestSearch(t *testing.T) {
 		t.Errorf("hit by id lacks its status: %+v", rep.Hits[0])
 	}
 
+	rep2 := getJSON[SearchReply](t, srv.URL+"/api/v1/search?limit=2&q="+supporttest.Payee)
+	if len(rep2.Hits) != 2 || !rep2.Truncated {
+		t.Errorf("search with limit 2 of 6 hits: %d hits, truncated %t", len(rep2.Hits), rep2.Truncated)
+	}
+
 	small := httptest.NewServer(NewHandler(Config{Store: st, Token: []byte(testToken), SearchScanLimit: 2}))
 	defer small.Close()
 	rep := search(small.URL, "1042") // pay-found is the 6th newest
@@ -513,23 +518,31 @@ type failingReader struct{ Reader }
 
 var errDisk = errors.New("disk on fire at /var/lib/reconciled/db")
 
-func (failingReader) CountByStatus(context.Context) (map[reconcile.Status]int, error) { return nil, errDisk }
+func (failingReader) CountByStatus(context.Context) (map[reconcile.Status]int, error) {
+	return nil, errDisk
+}
 
 func TestInternalErrorIsLoggedNotLeaked(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	srv := httptest.NewServer(NewHandler(Config{Store: failingReader{supporttest.Open(t)}, Token: []byte(testToken), Logger: zap.New(core)}))
 	defer srv.Close()
+	if code, _, _ := call(t, "GET", srv.URL+"/api/v1/counts", testToken+"-guess"); code != 401 {
+		t.Fatalf("wrong token: %d", code)
+	}
 	code, _, b := call(t, "GET", srv.URL+"/api/v1/counts", testToken)
 	if code != 500 || errCode(t, b) != "E_INTERNAL" || strings.Contains(string(b), "disk") {
 		t.Errorf("store failure: %d %s", code, b)
 	}
-	if logs.Len() != 1 {
+	if logs.Len() != 2 {
 		t.Fatalf("%d log entries", logs.Len())
 	}
-	for _, e := range logs.All() {
+	for i, e := range logs.All() {
 		line, _ := json.Marshal(e.ContextMap())
-		if !strings.Contains(string(line), "disk on fire") || strings.Contains(string(line)+e.Message, testToken) {
-			t.Errorf("log entry %s %s", e.Message, line)
+		if strings.Contains(string(line)+e.Message, testToken) {
+			t.Errorf("token in log entry %s %s", e.Message, line)
+		}
+		if want := []string{"wrong token", "disk on fire"}[i]; !strings.Contains(e.Message+string(line), want) {
+			t.Errorf("log entry %d = %s %s, want %q", i, e.Message, line, want)
 		}
 	}
 }

@@ -28,7 +28,10 @@ type IntentItem struct {
 	Status    reconcile.Status `json:"status"`
 	Final     bool             `json:"final"`
 	LatestSeq uint64           `json:"latest_seq"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	// UpdatedAt is when this instance last recorded a change to the
+	// intent. A detail (which reads the verdicts) gives the latest
+	// verdict's decided_at instead.
+	UpdatedAt time.Time `json:"updated_at"`
 	// HasBody is false for an intent known only from verdicts another
 	// sidecar decided.
 	HasBody bool    `json:"has_body"`
@@ -55,9 +58,9 @@ type CountsReply struct {
 type SearchReply struct {
 	Query string      `json:"query"`
 	Hits  []SearchHit `json:"hits"`
-	// Scanned counts intents examined for block and account matches;
-	// Truncated says the scan stopped at its limit, so older intents may
-	// match too.
+	// Scanned counts intents examined for block and account matches.
+	// Truncated says the search stopped early, at the scan limit or at
+	// more hits than the reply's limit, so further intents may match.
 	Scanned   int  `json:"scanned"`
 	Truncated bool `json:"truncated"`
 }

@@ -28,6 +28,7 @@ type serveConfig struct {
 	NATSTLSCA, NATSTLSCert       string
 	NATSTLSKey                   string
 	SubjectPrefix                string
+	StreamReplicas               int
 
 	ICURL        string
 	FetchRootKey bool
@@ -42,6 +43,7 @@ type serveConfig struct {
 
 	PollInterval    time.Duration
 	MaxInflight     int
+	AckWait         time.Duration
 	MaxMessageBytes int
 	Grace           time.Duration
 	Instance        string
@@ -112,6 +114,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", "", "client certificate for NATS")
 	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", "", "client key for NATS")
 	fs.StringVar(&c.SubjectPrefix, "subject-prefix", "reconcile", "first token of every subject")
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", 1, "replicas of both JetStream streams (1..5; 3 in a 3-node cluster); every instance applies it at start")
 	fs.StringVar(&c.ICURL, "ic-url", "https://icp-api.io", "IC HTTP gateway")
 	fs.BoolVar(&c.FetchRootKey, "fetch-root-key", false, "fetch the root key from the replica (local test replicas only; refused for mainnet hosts)")
 	rootKeyFile := fs.String("root-key-file", "", "root key (hex or DER) the replica's key must equal (test replicas)")
@@ -124,7 +127,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API")
 	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
-	fs.IntVar(&c.MaxInflight, "max-inflight", 4, "intents handled at once")
+	fs.IntVar(&c.MaxInflight, "max-inflight", 32, "intents handled at once (those of one ledger are decided in batches)")
+	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
@@ -244,6 +248,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--max-message-bytes must be 1024..%d, got %d", queue.MaxIntentBytes, c.MaxMessageBytes)
 	case c.Grace <= 0:
 		return nil, bad("--grace must be positive, got %s", c.Grace)
+	case c.AckWait < time.Second || c.AckWait > 10*time.Minute:
+		return nil, bad("--ack-wait must be 1s..10m, got %s", c.AckWait)
+	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
+		return nil, bad("--stream-replicas must be 1..5, got %d", c.StreamReplicas)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return nil, bad("--log-level %q: want debug, info, warn or error", *logLevel)

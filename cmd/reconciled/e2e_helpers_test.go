@@ -58,17 +58,23 @@ func newWorld(t *testing.T) *world {
 // follow-up period poll (long: tests trigger rounds themselves).
 func (w *world) daemon(name, dir string, poll time.Duration, quiet bool) *daemon {
 	w.t.Helper()
+	return w.daemonWith(name, dir, poll, quiet, nil)
+}
+
+// daemonWith is daemon with an adjustment of every ledger client's config.
+func (w *world) daemonWith(name, dir string, poll time.Duration, quiet bool, cc func(*icrc3.ClientConfig)) *daemon {
+	w.t.Helper()
 	ag, err := w.srv.NewAgent(nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	cfg := &serveConfig{DataDir: dir, Instance: name, SubjectPrefix: "reconcile", PollInterval: poll,
-		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
+		MaxInflight: 32, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
 	var log *zap.Logger
 	if !quiet {
 		log = zaptest.NewLogger(w.t, zaptest.Level(zap.WarnLevel)).Named(name)
 	}
-	d, err := startDaemon(w.ctx, daemonOpts{cfg: cfg, log: log, agent: ag, embedded: w.nats})
+	d, err := startDaemon(w.ctx, daemonOpts{cfg: cfg, log: log, agent: ag, embedded: w.nats, clientConfig: cc})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if e, ok := err.(*errAPI); ok && e.Code == "E_NOT_FOUND" {
 			return fmt.Errorf("no intent %s on %s", id, c.base.Redacted())
 		}
-		return fmt.Errorf("get %s: %w", id, err)
+		return fmt.Errorf("%s: %w", id, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

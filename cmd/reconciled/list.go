@@ -79,7 +79,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	items, err := c.listAll(ctx, q, *limit)
 	if err != nil {
-		return fmt.Errorf("list: %w", err)
+		return err
 	}
 	if *asJSON {
 		if items == nil {

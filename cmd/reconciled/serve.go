@@ -179,6 +179,7 @@ func startDaemon(ctx context.Context, o daemonOpts) (d *daemon, err error) {
 		CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNK,
 		TLS:    queue.TLSConfig{CAFile: cfg.NATSTLSCA, CertFile: cfg.NATSTLSCert, KeyFile: cfg.NATSTLSKey},
 		Prefix: cfg.SubjectPrefix, Logger: log,
+		Streams: queue.StreamsConfig{Replicas: cfg.StreamReplicas},
 	}
 	if cfg.NATSURL == "" {
 		cc.Embedded = o.embedded
@@ -236,7 +237,7 @@ func startDaemon(ctx context.Context, o daemonOpts) (d *daemon, err error) {
 	}()
 
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
-		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes,
+		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
 	}, d.handle)
 	if err != nil {
 		d.stopBG()

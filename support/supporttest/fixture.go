@@ -167,7 +167,7 @@ func Seed(t testing.TB, st *store.Store) {
 
 	PutIntent(t, st, IDUnreadable, Ledger, Caller, Payee, "1", at(3))
 	Append(t, st, reconcile.Verdict{IntentID: IDUnreadable, Seq: 1, Status: reconcile.StatusUnreadable,
-		Reason: &reconcile.Reason{Code: "E_CERTIFICATE", Message: "tip certificate signature does not verify"},
+		Reason:    &reconcile.Reason{Code: "E_CERTIFICATE", Message: "tip certificate signature does not verify"},
 		DecidedAt: decided(4)})
 
 	// Refused by the matcher (no created_at_time), so it carries no
@@ -177,7 +177,7 @@ func Seed(t testing.TB, st *store.Store) {
 	put(t, st, store.IntentRecord{IntentID: IDInvalid, CanisterID: Ledger, Caller: OtherCaller,
 		Method: "icrc1_transfer", Body: bad, CanonicalHash: sha256.Sum256(bad), FirstSeen: at(4)})
 	Append(t, st, reconcile.Verdict{IntentID: IDInvalid, Seq: 1, Status: reconcile.StatusInvalid,
-		Reason: &reconcile.Reason{Code: "E_NO_STAMP", Field: "args.created_at_time", Message: "created_at_time is required"},
+		Reason:    &reconcile.Reason{Code: "E_NO_STAMP", Field: "args.created_at_time", Message: "created_at_time is required"},
 		DecidedAt: decided(5)})
 
 	PutIntent(t, st, IDNone, Ledger, OtherCaller, Payee, "7", at(5))

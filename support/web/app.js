@@ -51,7 +51,8 @@ function statusBadge(st) {
 }
 
 function utc(t) {
-  if (!t) return "—";
+  // The zero time is Go's "unknown" (an intent known only from verdicts).
+  if (!t || String(t).startsWith("0001-")) return "—";
   // Go encodes UTC times with a trailing Z; keep seconds precision for reading.
   return String(t).replace(/\.\d+Z$/, "Z");
 }
@@ -65,13 +66,13 @@ function intentTable(items, extra) {
   const head = el("tr", {}, ...["Intent", "Status", "Method", "Canister", "Caller", "First seen (UTC)", "Updated (UTC)"]
     .concat(extra ? [extra.title] : []).map((h) => el("th", { scope: "col" }, h)));
   const rows = items.map((it, i) => el("tr", {},
-    el("td", { class: "mono" }, intentLink(it.intent_id)),
+    el("td", { class: "mono id" }, intentLink(it.intent_id)),
     el("td", {}, statusBadge(it.status)),
     el("td", {}, it.method || "—"),
     el("td", { class: "mono" }, it.canister_id || "—"),
     el("td", { class: "mono" }, it.caller || "—"),
-    el("td", {}, utc(it.first_seen)),
-    el("td", {}, utc(it.updated_at)),
+    el("td", { class: "nowrap" }, utc(it.first_seen)),
+    el("td", { class: "nowrap" }, utc(it.updated_at)),
     extra ? el("td", {}, extra.cell(i)) : null));
   return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
 }
@@ -147,6 +148,12 @@ function intentValue(intent, field) {
   }
 }
 
+// notCompared: an intent without a fee accepts whatever fee the ledger
+// charged, so the block's fee is not compared with anything.
+function notCompared(intent, field) {
+  return field === "fee" && intent && intent.args && (intent.args.fee === null || intent.args.fee === undefined);
+}
+
 const COMPARED = ["method", "from", "spender", "to", "amount", "expected_allowance", "expires_at", "fee", "memo"];
 
 function nearMissTable(intent, nm) {
@@ -157,7 +164,7 @@ function nearMissTable(intent, nm) {
   const rows = fields.map((f) => el("tr", { class: differs.has(f) ? "differs" : null },
     el("th", { scope: "row" }, f),
     el("td", { class: "mono" }, intentValue(intent, f)),
-    el("td", {}, differs.has(f) ? "differs" : "same")));
+    el("td", {}, differs.has(f) ? "differs" : notCompared(intent, f) ? "not compared" : "same")));
   return el("table", { "aria-label": "Near miss block " + nm.index },
     el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Field"), el("th", { scope: "col" }, "Intent says"),
       el("th", { scope: "col" }, "Block " + nm.index))),

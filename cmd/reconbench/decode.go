@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/candid"
+	"github.com/aviate-labs/agent-go/candid/idl"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/matcher"
+)
+
+// DecodeResult is the per-core cost of the hot path on one captured page:
+// decode the Candid reply, hash every block (the decoder hashes while
+// decoding) and run the matcher on every block.
+type DecodeResult struct {
+	Endpoint     string  `json:"endpoint"`
+	PageBlocks   int     `json:"page_blocks"`
+	PageBytes    int     `json:"page_bytes"`
+	Blocks       uint64  `json:"blocks"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	BlocksPerSec float64 `json:"blocks_per_cpu_second"`
+}
+
+// capturePage fetches the raw reply of one page of the ledger's own
+// (unarchived) blocks, as the client receives it.
+func (sc *scenario) capturePage(ctx context.Context, ag *agent.Agent, ep icrc3.Endpoint, page uint64) ([]byte, error) {
+	n := sc.ledger.Len()
+	start := n - min(n, page)
+	var arg []byte
+	var err error
+	switch ep {
+	case icrc3.EndpointLegacy:
+		type req struct {
+			Start  uint64 `ic:"start"`
+			Length uint64 `ic:"length"`
+		}
+		arg, err = candid.Marshal([]any{req{start, page}})
+	default:
+		type req struct {
+			Start  idl.Nat `ic:"start"`
+			Length idl.Nat `ic:"length"`
+		}
+		arg, err = candid.Marshal([]any{[]req{{idl.NewNat(start), idl.NewNat(page)}}})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("capture %s page: encode: %w", ep, err)
+	}
+	r, err := ag.CreateRawAPIRequest(agent.RequestTypeQuery, sc.ledger.ID(), string(ep), arg)
+	if err != nil {
+		return nil, fmt.Errorf("capture %s page: %w", ep, err)
+	}
+	var out []byte
+	if err := r.QueryWithContext(ctx, &out, true); err != nil {
+		return nil, fmt.Errorf("capture %s page: %w", ep, err)
+	}
+	return out, nil
+}
+
+// decodePage decodes (and hashes) one captured page.
+func decodePage(ep icrc3.Endpoint, raw []byte) ([]icrc3.Block, error) {
+	if ep == icrc3.EndpointLegacy {
+		r, err := icrc3.DecodeLegacyGetBlocks(raw)
+		if err != nil {
+			return nil, err
+		}
+		return r.Blocks, nil
+	}
+	r, err := icrc3.DecodeGetBlocksResult(raw)
+	if err != nil {
+		return nil, err
+	}
+	return r.Blocks, nil
+}
+
+// measureDecode runs decode+hash+match on raw for at least d of wall time
+// on one goroutine and reports blocks per CPU second of the process, so the
+// garbage collector's work (on other threads) is charged to the blocks.
+// Nothing else runs meanwhile.
+func measureDecode(ep icrc3.Endpoint, epName string, raw []byte, in *matcher.Intent, d time.Duration) (DecodeResult, error) {
+	res := DecodeResult{Endpoint: epName, PageBytes: len(raw)}
+	first, err := decodePage(ep, raw)
+	if err != nil {
+		return res, fmt.Errorf("decode %s page: %w", epName, err)
+	}
+	if len(first) == 0 {
+		return res, fmt.Errorf("decode %s page: no blocks", epName)
+	}
+	res.PageBlocks = len(first)
+
+	runtime.GC()
+	c0 := cpuTime()
+	matches := 0
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		blocks, err := decodePage(ep, raw)
+		if err != nil {
+			return res, err
+		}
+		for i := range blocks {
+			if matcher.Match(in, &blocks[i], matcher.LedgerRules{}).Match {
+				matches++
+			}
+		}
+		res.Blocks += uint64(len(blocks))
+	}
+	c1 := cpuTime()
+	if matches != 0 {
+		return res, fmt.Errorf("decode %s page: the benchmark intent matched %d generated blocks", epName, matches)
+	}
+	res.CPUSeconds = (c1 - c0).Seconds()
+	if res.CPUSeconds > 0 {
+		res.BlocksPerSec = float64(res.Blocks) / res.CPUSeconds
+	}
+	return res, nil
+}

@@ -1,0 +1,211 @@
+// Command reconbench measures reconciled's verdicts side by side with a
+// full-sync baseline, all over loopback against the test replica of
+// icrc3/ledgertest with signed-query verification as in production.
+//
+//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-json FILE]
+//
+// It builds one archived ledger whose 24 h intent window holds
+// blocks·24h/span blocks, then reports: cold verdict latency and reads for
+// matches at the window's start, middle and end and for an absent intent,
+// on both endpoint families; the baseline's full sync into SQLite and its
+// time to first answer; many intents through NATS, the service and the
+// store; peak RSS and CPU; and decode+hash+match throughput per core. One
+// table on stdout, the same figures as JSON with -json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	Blocks     int           `json:"blocks"`
+	Span       time.Duration `json:"span_ns"`
+	Runs       int           `json:"runs"`
+	Intents    int           `json:"intents"`
+	Inflight   int           `json:"inflight"`
+	Seed       int64         `json:"seed"`
+	DecodeTime time.Duration `json:"decode_time_ns"`
+	Timeout    time.Duration `json:"-"`
+	// SkipBaseline leaves the full sync out (for quick runs of our side).
+	SkipBaseline bool `json:"skip_baseline"`
+}
+
+func defaultConfig() config {
+	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1,
+		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute}
+}
+
+func main() {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("reconbench", flag.ContinueOnError)
+	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, "blocks on the ledger")
+	fs.DurationVar(&cfg.Span, "span", cfg.Span, "time span of the history; the 24 h window holds blocks·24h/span blocks")
+	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "cold repetitions of each single-intent case")
+	fs.IntVar(&cfg.Intents, "intents", cfg.Intents, "intents published through NATS (0: skip)")
+	fs.IntVar(&cfg.Inflight, "inflight", cfg.Inflight, "intents the service handles at once")
+	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history")
+	fs.DurationVar(&cfg.DecodeTime, "decode-time", cfg.DecodeTime, "wall time of each decode+hash+match measurement")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
+	jsonPath := fs.String("json", "", "also write the figures as JSON to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := mainErr(ctx, cfg, *jsonPath, *cpuProfile); err != nil {
+		fmt.Fprintln(os.Stderr, "reconbench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func mainErr(ctx context.Context, cfg config, jsonPath, cpuProfile string) error {
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := run(ctx, cfg, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := rep.writeTable(os.Stdout); err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		return rep.writeJSON(jsonPath)
+	}
+	return nil
+}
+
+// run builds the scenario and runs every measurement; progress goes to
+// logw.
+func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if cfg.Runs < 1 {
+		return nil, fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	dir, err := os.MkdirTemp("", "reconbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	rep := &Report{Config: cfg, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		LoadStart: loadAvg()}
+	rss0, _, _ := memStatus()
+	logf("building a ledger of %d blocks over %s", cfg.Blocks, cfg.Span)
+	sc, err := buildScenario(cfg.Blocks, cfg.Span, cfg.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("build ledger: %w", err)
+	}
+	defer sc.close()
+	ledgerPhase := startMemPhase()
+	rep.Ledger = LedgerInfo{
+		Blocks: sc.ledger.Len(), Archives: len(sc.ledger.Archives()),
+		WindowFirst: sc.window[0], WindowLast: sc.window[1], WindowBlocks: sc.window[1] - sc.window[0] + 1,
+		Found: sc.found, BuildSeconds: sc.build.Seconds(), RSSBytes: ledgerPhase.start - min(ledgerPhase.start, rss0),
+	}
+	logf("ledger built in %s: %d blocks, %d archives, window [%d, %d]; resident %d MiB",
+		sc.build.Round(time.Millisecond), rep.Ledger.Blocks, rep.Ledger.Archives, sc.window[0], sc.window[1], rep.Ledger.RSSBytes>>20)
+
+	ag, err := sc.srv.NewAgent(nil)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, ep := range endpoints {
+		raw, err := sc.capturePage(ctx, ag, ep.ep, ep.page)
+		if err != nil {
+			return nil, err
+		}
+		d, err := measureDecode(ep.ep, ep.name, raw, sc.cases["absent"], cfg.DecodeTime)
+		if err != nil {
+			return nil, err
+		}
+		rep.Decode = append(rep.Decode, d)
+		logf("decode+hash+match %s: %.0f blocks/s per core", ep.name, d.BlocksPerSec)
+	}
+
+	ours := startMemPhase()
+	for _, ep := range endpoints {
+		for _, name := range caseNames {
+			r, err := sc.runCase(ctx, ag, ep.ep, ep.name, ep.page, name, cfg.Runs)
+			if err != nil {
+				return nil, err
+			}
+			rep.Cases = append(rep.Cases, r)
+			logf("reconciled %s %s: p50 %.1f ms, %.0f queries, %.0f blocks", ep.name, name, r.LatencyMS.P50, r.Queries, r.BlocksClient)
+		}
+	}
+	rep.OursPeakRSS, rep.OursPeakRSSRise = ours.peak()
+
+	if cfg.Intents > 0 {
+		logf("publishing %d intents through NATS", cfg.Intents)
+		m, err := sc.runMany(ctx, ag, dir, cfg.Intents, cfg.Inflight)
+		if err != nil {
+			return nil, err
+		}
+		rep.Many = &m
+		logf("many intents: %.0f intents/s, p99 %.1f ms, %d blocks fetched, one scan %d", m.IntentsPerS, m.LatencyMS.P99, m.BlocksClient, m.OneScan)
+	}
+
+	if !cfg.SkipBaseline {
+		for _, ep := range endpoints {
+			c, err := sc.newClient(ag, ep.ep)
+			if err != nil {
+				return nil, err
+			}
+			logf("baseline %s: full sync of %d blocks", ep.name, sc.ledger.Len())
+			phase := startMemPhase()
+			b, err := sc.runBaseline(ctx, c, dir, ep.name)
+			if err != nil {
+				return nil, err
+			}
+			b.PeakRSS, b.PeakRSSRise = phase.peak()
+			rep.Baseline = append(rep.Baseline, b)
+			logf("baseline %s: first answer after %.1f s", ep.name, b.FirstAnswerS)
+			// A million-block mirror is hundreds of MiB: free it now.
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(filepath.Join(dir, "baseline-"+ep.name+".db"+suffix))
+			}
+		}
+	}
+	rep.LoadEnd = loadAvg()
+	rep.evaluate()
+	return rep, nil
+}
+
+func (r *Report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

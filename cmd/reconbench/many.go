@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
+)
+
+// ManyResult is many intents of one ledger through the daemon's path:
+// JetStream intake, the service, the SQLite store and block cache, verdicts
+// on the verdict stream.
+type ManyResult struct {
+	Intents      int            `json:"intents"`
+	Statuses     map[string]int `json:"statuses"`
+	Seconds      float64        `json:"seconds"` // first publish to last verdict
+	IntentsPerS  float64        `json:"intents_per_second"`
+	LatencyMS    latencyMS      `json:"latency_ms"` // publish → first verdict received
+	Queries      uint64         `json:"queries"`
+	BlocksClient uint64         `json:"blocks_fetched"`
+	OneScan      uint64         `json:"one_scan_blocks"` // a single cold scan of the earliest window
+	ScanRatio    float64        `json:"blocks_vs_one_scan"`
+	CPUSeconds   float64        `json:"cpu_seconds_process"`
+	PeakRSS      uint64         `json:"peak_rss_bytes"`
+	PeakRSSRise  uint64         `json:"peak_rss_rise_bytes"`
+}
+
+type latencyMS struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// runMany starts an embedded NATS server, a store and the service in dir,
+// publishes n intents as a tool layer would and waits for each one's
+// verdict (final, or not_yet while its window is open).
+func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int) (ManyResult, error) {
+	res := ManyResult{Intents: n, Statuses: map[string]int{}}
+	ids, bodies := sc.manyIntents(n)
+	ins := make([]*matcher.Intent, len(bodies))
+	for i, b := range bodies {
+		in, err := matcher.ParseIntent(b)
+		if err != nil {
+			return res, err
+		}
+		ins[i] = in
+	}
+	one, err := sc.oneScan(ctx, ag, ins)
+	if err != nil {
+		return res, fmt.Errorf("many: one scan: %w", err)
+	}
+	res.OneScan = one
+
+	st, err := store.Open(ctx, filepath.Join(dir, "reconciled.db"))
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(dir, "nats"), ServerName: "reconbench"})
+	if err != nil {
+		return res, err
+	}
+	defer emb.Shutdown()
+	conn, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-daemon"})
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	if err := conn.EnsureStreams(ctx); err != nil {
+		return res, err
+	}
+	client, err := sc.newClient(ag, icrc3.EndpointAuto)
+	if err != nil {
+		return res, err
+	}
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{
+		Decider: sc.newEngine(client, st), Store: store.ServiceStore{S: st}, Sink: queue.Sink{C: conn},
+	})
+	if err != nil {
+		return res, err
+	}
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-tool"})
+	if err != nil {
+		return res, err
+	}
+	defer tool.Close()
+
+	// The tool layer's side: one subscription on every verdict subject,
+	// open before the first intent is published.
+	var mu sync.Mutex
+	sent := make(map[string]time.Time, n)
+	got := make(map[string]time.Duration, n)
+	var last time.Time
+	done := make(chan struct{})
+	sub, err := tool.NATS().Subscribe(tool.Subjects().VerdictsFilter(), func(m *nats.Msg) {
+		var v reconcile.Verdict
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		t0, ok := sent[v.IntentID]
+		if _, seen := got[v.IntentID]; !ok || seen {
+			return
+		}
+		got[v.IntentID] = now.Sub(t0)
+		res.Statuses[string(v.Status)]++
+		last = now
+		if len(got) == n {
+			close(done)
+		}
+	})
+	if err != nil {
+		return res, fmt.Errorf("many: subscribe verdicts: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := tool.NATS().Flush(); err != nil {
+		return res, err
+	}
+
+	phase := startMemPhase()
+	cpu0 := cpuTime()
+	intake, err := conn.ConsumeIntents(ctx, queue.IntakeConfig{MaxInFlight: inflight}, func(hctx context.Context, d *queue.Delivery) {
+		o := svc.HandleIntent(hctx, d.Data)
+		switch o.Kind {
+		case reconcile.Ack:
+			_ = d.Ack(context.WithoutCancel(hctx))
+		case reconcile.Term:
+			_ = d.Term(o.Reason)
+		default:
+			_ = d.Nak(o.Delay)
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		intake.Stop()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = intake.Wait(wctx)
+	}()
+
+	start := time.Now()
+	for i, id := range ids {
+		mu.Lock()
+		sent[id] = time.Now()
+		mu.Unlock()
+		if _, err := tool.PublishIntent(ctx, sc.id, id, bodies[i]); err != nil {
+			return res, fmt.Errorf("many: publish %s: %w", id, err)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		k := len(got)
+		mu.Unlock()
+		return res, fmt.Errorf("many: %d of %d verdicts received: %w", k, n, ctx.Err())
+	}
+	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	res.PeakRSS, res.PeakRSSRise = phase.peak()
+
+	mu.Lock()
+	defer mu.Unlock()
+	res.Seconds = last.Sub(start).Seconds()
+	res.IntentsPerS = float64(n) / res.Seconds
+	lat := make([]time.Duration, 0, n)
+	for _, d := range got {
+		lat = append(lat, d)
+	}
+	p50, p99, mx := percentiles(lat)
+	res.LatencyMS = latencyMS{ms(p50), ms(p99), ms(mx)}
+	cs := client.Stats()
+	res.Queries, res.BlocksClient = cs.Total, cs.Blocks
+	if res.OneScan > 0 {
+		res.ScanRatio = float64(res.BlocksClient) / float64(res.OneScan)
+	}
+	// Every intent matching a planted payment must be found, and no
+	// intent of another amount may be: a wrong verdict voids the figures.
+	if want := min(n, len(sc.planted)); res.Statuses[string(reconcile.StatusFound)] != want {
+		return res, fmt.Errorf("many: %d found, want %d (statuses %v)", res.Statuses[string(reconcile.StatusFound)], want, res.Statuses)
+	}
+	if k := res.Statuses[string(reconcile.StatusFound)] + res.Statuses[string(reconcile.StatusAbsent)] + res.Statuses[string(reconcile.StatusNotYet)]; k != n {
+		return res, fmt.Errorf("many: statuses %v, want only found, absent and not_yet", res.Statuses)
+	}
+	return res, nil
+}

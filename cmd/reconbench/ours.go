@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"time"
+
+	"github.com/aviate-labs/agent-go"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// endpoints are the two block endpoint families a DFINITY ledger serves.
+var endpoints = []struct {
+	name string
+	ep   icrc3.Endpoint
+	page uint64
+}{
+	{"legacy2000", icrc3.EndpointLegacy, icrc3.PageLegacy},
+	{"icrc3_100", icrc3.EndpointICRC3, icrc3.PageICRC3},
+}
+
+// CaseResult is one single-intent case on one endpoint family, over runs
+// cold decisions (a fresh client, engine and cache each).
+type CaseResult struct {
+	Endpoint string `json:"endpoint"`
+	Case     string `json:"case"`
+	Status   string `json:"status"`
+	Block    *int64 `json:"block,omitempty"`
+	Runs     int    `json:"runs"`
+	Page     uint64 `json:"page"`
+
+	LatencyMS latencyMS `json:"latency_ms"`
+
+	// Per verdict (the mean over runs; every run reads the same).
+	Queries      float64 `json:"queries"`
+	BlocksClient float64 `json:"blocks_fetched"`      // blocks in pages the client received
+	BlocksServed float64 `json:"blocks_served"`       // blocks the ledger and archives served
+	CPUSeconds   float64 `json:"cpu_seconds_process"` // user+sys of the whole process, replica included
+
+	// Bound is blocks to verify / page + search steps + 2: what an ideal
+	// reader needs; QueryRatio = Queries / Bound.
+	// QueriesByMethod is one run's queries by "ledger:<method>" or
+	// "archive:<method>": where the queries beyond the bound went.
+	QueriesByMethod map[string]uint64 `json:"queries_by_method"`
+
+	BlocksToVerify uint64  `json:"blocks_to_verify"`
+	SearchSteps    uint64  `json:"search_steps"`
+	Bound          float64 `json:"query_bound"`
+	QueryRatio     float64 `json:"query_ratio"`
+}
+
+// newClient is a fresh client for the scenario's ledger: nothing detected,
+// no archive known, so every verdict pays for discovery as a cold one does.
+func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client, error) {
+	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledger.ID(), RootKey: sc.srv.RootKey(), Endpoint: ep})
+}
+
+func (sc *scenario) newEngine(c *icrc3.Client, cache reconcile.BlockCache) *reconcile.Engine {
+	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+		if ledger != sc.id {
+			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+		}
+		return c, reconcile.LedgerConfig{}, nil
+	}, cache, nil)
+}
+
+// check refuses a verdict that is not the scenario's truth: a benchmark of
+// wrong answers measures nothing.
+func (sc *scenario) check(name string, v reconcile.Verdict) error {
+	if name == "absent" {
+		if v.Status != reconcile.StatusAbsent {
+			return fmt.Errorf("case %s: verdict %s (reason %+v), want absent", name, v.Status, v.Reason)
+		}
+		return nil
+	}
+	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != sc.found[name] {
+		return fmt.Errorf("case %s: verdict %s %+v (reason %+v), want found at %d", name, v.Status, v.Block, v.Reason, sc.found[name])
+	}
+	return nil
+}
+
+// runCase decides one case runs times, cold each time.
+func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpoint, epName string, page uint64, name string, runs int) (CaseResult, error) {
+	r := CaseResult{Endpoint: epName, Case: name, Runs: runs, Page: page}
+	in := sc.cases[name]
+	lat := make([]time.Duration, 0, runs)
+	var cpu time.Duration
+	var queries, fetched, served uint64
+	for i := 0; i < runs; i++ {
+		c, err := sc.newClient(ag, ep)
+		if err != nil {
+			return r, err
+		}
+		e := sc.newEngine(c, reconcile.NewMemCache())
+		before := sc.ledger.Counters().BlocksServed
+		cpu0 := cpuTime()
+		t0 := time.Now()
+		v, err := e.Decide(ctx, in)
+		el := time.Since(t0)
+		cpu += cpuTime() - cpu0
+		if err != nil {
+			return r, fmt.Errorf("case %s on %s: %w", name, epName, err)
+		}
+		if err := sc.check(name, v); err != nil {
+			return r, fmt.Errorf("%s: %w", epName, err)
+		}
+		st := c.Stats()
+		lat = append(lat, el)
+		queries += st.Total
+		fetched += st.Blocks
+		served += sc.ledger.Counters().BlocksServed - before
+		r.QueriesByMethod = st.Queries
+		r.Status = string(v.Status)
+		if v.Block != nil {
+			b := int64(v.Block.Index)
+			r.Block = &b
+		}
+	}
+	p50, p99, mx := percentiles(lat)
+	r.LatencyMS = latencyMS{ms(p50), ms(p99), ms(mx)}
+	n := float64(runs)
+	r.Queries, r.BlocksClient, r.BlocksServed = float64(queries)/n, float64(fetched)/n, float64(served)/n
+	r.CPUSeconds = cpu.Seconds() / n
+
+	// What must be read: from the tip down to the match, or for absent to
+	// the block below the window (its ts proves the window is covered).
+	tip := sc.ledger.Len() - 1
+	low := sc.window[0] - min(sc.window[0], 1)
+	if name != "absent" {
+		low = sc.found[name]
+	}
+	r.BlocksToVerify = tip - low + 1
+	r.SearchSteps = searchSteps(tip+1-low, page)
+	r.Bound = math.Ceil(float64(r.BlocksToVerify)/float64(page)) + float64(r.SearchSteps) + 2
+	r.QueryRatio = r.Queries / r.Bound
+	return r, nil
+}
+
+// searchSteps is the probes of a galloping search over distance blocks in
+// page-sized steps followed by a bisection to page precision: with
+// k = ceil(log2(distance/page)), k+1 probes to overshoot and k-1 halvings
+// back. Within one page there is nothing to search.
+func searchSteps(distance, page uint64) uint64 {
+	if distance <= page {
+		return 0
+	}
+	k := uint64(bits.Len64((distance - 1) / page))
+	return 2 * k
+}
+
+func percentiles(d []time.Duration) (p50, p99, mx time.Duration) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration {
+		i := int(math.Ceil(q*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return at(0.50), at(0.99), s[len(s)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// oneScan is the blocks a single cold decision of the earliest window in
+// ins reads: the reference for what many intents should cost together.
+func (sc *scenario) oneScan(ctx context.Context, ag *agent.Agent, ins []*matcher.Intent) (uint64, error) {
+	earliest := ins[0]
+	for _, in := range ins {
+		if in.Stamp() < earliest.Stamp() {
+			earliest = in
+		}
+	}
+	// An intent with the earliest stamp that matches nothing reads its
+	// whole window and everything above it.
+	probe, err := matcher.ParseIntent(transferIntentJSON("one-scan", sc.id, earliest.Stamp(), 7, []byte("never-sent"), carol))
+	if err != nil {
+		return 0, err
+	}
+	c, err := sc.newClient(ag, icrc3.EndpointAuto)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := sc.newEngine(c, reconcile.NewMemCache()).Decide(ctx, probe); err != nil {
+		return 0, err
+	}
+	return c.Stats().Blocks, nil
+}

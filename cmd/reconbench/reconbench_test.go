@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smokeConfig is the whole pipeline at a size CI affords: 20,000 blocks
+// over ten days put 2,000 in the window.
+func smokeConfig() config {
+	cfg := defaultConfig()
+	cfg.Blocks, cfg.Runs, cfg.Intents = 20_000, 2, 150
+	cfg.DecodeTime = 100 * time.Millisecond
+	cfg.Timeout = 10 * time.Minute
+	return cfg
+}
+
+// TestSmoke runs every phase at small size and checks that the figures
+// are produced and sane. It asserts no timing: only counts that follow from
+// the design (a verdict reads less than a full sync; many intents share one
+// scan) and the shape of the table and JSON.
+func TestSmoke(t *testing.T) {
+	var log bytes.Buffer
+	rep, err := run(context.Background(), smokeConfig(), &log)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if rep.Ledger.Blocks != 20_000 {
+		t.Errorf("ledger holds %d blocks, want 20000", rep.Ledger.Blocks)
+	}
+	if w := rep.Ledger.WindowBlocks; w < 1_800 || w > 2_600 {
+		t.Errorf("window holds %d blocks, want about 2000", w)
+	}
+	if len(rep.Cases) != len(endpoints)*len(caseNames) {
+		t.Fatalf("%d cases, want %d", len(rep.Cases), len(endpoints)*len(caseNames))
+	}
+	for _, c := range rep.Cases {
+		b := rep.baseline(c.Endpoint)
+		if b == nil {
+			t.Fatalf("no baseline for %s", c.Endpoint)
+		}
+		if b.Blocks != rep.Ledger.Blocks || b.BlocksClient < rep.Ledger.Blocks {
+			t.Errorf("baseline %s synced %d blocks (fetched %d), want all %d", b.Endpoint, b.Blocks, b.BlocksClient, rep.Ledger.Blocks)
+		}
+		if c.BlocksClient <= 0 || c.BlocksClient >= float64(b.BlocksClient) {
+			t.Errorf("%s %s fetched %.0f blocks, baseline %d: want fewer but some", c.Endpoint, c.Case, c.BlocksClient, b.BlocksClient)
+		}
+		if c.BlocksClient < float64(c.BlocksToVerify) {
+			t.Errorf("%s %s fetched %.0f blocks, fewer than the %d it must verify", c.Endpoint, c.Case, c.BlocksClient, c.BlocksToVerify)
+		}
+		if c.Queries <= 0 || c.Queries >= float64(b.Queries) {
+			t.Errorf("%s %s made %.0f queries, baseline %d", c.Endpoint, c.Case, c.Queries, b.Queries)
+		}
+		// Fewer queries than pages of what must be verified means the
+		// count (or the verdict) is wrong.
+		if pages := (c.BlocksToVerify + c.Page - 1) / c.Page; c.Queries < float64(pages) {
+			t.Errorf("%s %s made %.0f queries for %d blocks to verify in pages of %d", c.Endpoint, c.Case, c.Queries, c.BlocksToVerify, c.Page)
+		}
+		if c.LatencyMS.P50 <= 0 || c.LatencyMS.P50 > c.LatencyMS.Max {
+			t.Errorf("%s %s latency %+v", c.Endpoint, c.Case, c.LatencyMS)
+		}
+	}
+	if rep.Many == nil {
+		t.Fatal("no many-intents result")
+	}
+	if m := rep.Many; m.OneScan == 0 || m.ScanRatio <= 0 || m.ScanRatio > 1.2 {
+		t.Errorf("%d intents fetched %d blocks, one scan %d (ratio %.2f): want at most 1.2 scans", m.Intents, m.BlocksClient, m.OneScan, m.ScanRatio)
+	}
+	for _, d := range rep.Decode {
+		if d.Blocks == 0 || d.BlocksPerSec <= 0 || d.PageBlocks == 0 {
+			t.Errorf("decode %s: %+v", d.Endpoint, d)
+		}
+	}
+	if len(rep.Goals) != 5 {
+		t.Errorf("%d goals evaluated, want 5", len(rep.Goals))
+	}
+
+	var table bytes.Buffer
+	if err := rep.writeTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RECONCILED", "BASELINE", "legacy2000 absent", "icrc3_100 start", "one scan", "goals:"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "bench.json")
+	if err := rep.writeJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatalf("JSON does not read back: %v", err)
+	}
+	if len(back.Cases) != len(rep.Cases) || len(back.Baseline) != len(rep.Baseline) || back.Many == nil ||
+		back.Cases[0].BlocksClient != rep.Cases[0].BlocksClient {
+		t.Errorf("JSON lost figures: %d cases, %d baselines", len(back.Cases), len(back.Baseline))
+	}
+}
+
+// TestSearchSteps pins the search-step count of the query bound.
+func TestSearchSteps(t *testing.T) {
+	for _, c := range []struct{ distance, page, want uint64 }{
+		{50, 100, 0}, {100, 100, 0}, {101, 100, 2}, {200, 100, 2}, {201, 100, 4}, {400, 100, 4}, {401, 100, 6},
+		{100_000, 2000, 12}, {100_000, 100, 20},
+	} {
+		if got := searchSteps(c.distance, c.page); got != c.want {
+			t.Errorf("searchSteps(%d, %d) = %d, want %d", c.distance, c.page, got, c.want)
+		}
+	}
+}
+
+// BenchmarkPipeline is the smoke size as a benchmark, reporting the
+// figures the goals are stated in (go test -bench Pipeline -benchtime 1x).
+func BenchmarkPipeline(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		rep, err := run(context.Background(), smokeConfig(), &bytes.Buffer{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, g := range rep.Goals {
+			switch {
+			case strings.HasPrefix(g.Name, "verdict vs"):
+				b.ReportMetric(g.Achieved, "x-faster-than-full-sync")
+			case strings.HasPrefix(g.Name, "queries per"):
+				b.ReportMetric(g.Achieved, "queries/bound")
+			case strings.Contains(g.Name, "one scan"):
+				b.ReportMetric(g.Achieved, "scans/intents")
+			case strings.HasPrefix(g.Name, "decode"):
+				b.ReportMetric(g.Achieved, "blocks/s/core")
+			case strings.HasPrefix(g.Name, "peak RSS"):
+				b.ReportMetric(g.Achieved, "MiB-peak-rise")
+			}
+		}
+	}
+}

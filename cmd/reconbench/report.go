@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+)
+
+// Report is everything one run measured; it is written as JSON so runs can
+// be compared.
+type Report struct {
+	Config     config `json:"config"`
+	GoVersion  string `json:"go_version"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	// LoadStart and LoadEnd are the machine's 1-minute load average.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
+
+	Ledger   LedgerInfo       `json:"ledger"`
+	Cases    []CaseResult     `json:"cases"`
+	Baseline []BaselineResult `json:"baseline,omitempty"`
+	Many     *ManyResult      `json:"many,omitempty"`
+	Decode   []DecodeResult   `json:"decode"`
+
+	// Peak RSS while our single-intent cases ran, and its rise above what
+	// was resident before (the replica and its ledger).
+	OursPeakRSS     uint64 `json:"ours_peak_rss_bytes"`
+	OursPeakRSSRise uint64 `json:"ours_peak_rss_rise_bytes"`
+
+	Goals []Goal `json:"goals"`
+}
+
+// LedgerInfo describes the scenario's ledger. RSSBytes is the resident
+// memory the in-process replica and ledger added (measured after building
+// it, garbage collected): it is in every later RSS figure.
+type LedgerInfo struct {
+	Blocks       uint64            `json:"blocks"`
+	Archives     int               `json:"archives"`
+	WindowFirst  uint64            `json:"window_first"`
+	WindowLast   uint64            `json:"window_last"`
+	WindowBlocks uint64            `json:"window_blocks"`
+	Found        map[string]uint64 `json:"found_at"`
+	BuildSeconds float64           `json:"build_seconds"`
+	RSSBytes     uint64            `json:"rss_bytes"`
+}
+
+// Goal is one of the project's speed goals with what this run achieved.
+type Goal struct {
+	Name     string  `json:"name"`
+	Target   string  `json:"target"`
+	Achieved float64 `json:"achieved"`
+	Met      bool    `json:"met"`
+	Note     string  `json:"note,omitempty"`
+}
+
+func (r *Report) baseline(ep string) *BaselineResult {
+	for i := range r.Baseline {
+		if r.Baseline[i].Endpoint == ep {
+			return &r.Baseline[i]
+		}
+	}
+	return nil
+}
+
+const mib = 1 << 20
+
+// evaluate states each goal against the figures.
+func (r *Report) evaluate() {
+	r.Goals = nil
+	if len(r.Baseline) > 0 {
+		worst, worstAt := math.Inf(1), ""
+		for _, c := range r.Cases {
+			b := r.baseline(c.Endpoint)
+			if b == nil || c.LatencyMS.P50 <= 0 {
+				continue
+			}
+			if ratio := b.FirstAnswerS * 1000 / c.LatencyMS.P50; ratio < worst {
+				worst, worstAt = ratio, c.Endpoint+"/"+c.Case
+			}
+		}
+		r.Goals = append(r.Goals, Goal{Name: "verdict vs baseline first answer", Target: ">= 100x",
+			Achieved: worst, Met: worst >= 100,
+			Note: fmt.Sprintf("worst case %s (p50); the cold verdict reads tip..window start, the baseline the whole chain", worstAt)})
+	}
+	worstQ, worstAt := 0.0, ""
+	for _, c := range r.Cases {
+		if c.QueryRatio > worstQ {
+			worstQ, worstAt = c.QueryRatio, c.Endpoint+"/"+c.Case
+		}
+	}
+	r.Goals = append(r.Goals, Goal{Name: "queries per verdict vs blocks/page + search + 2", Target: "<= 1.1x",
+		Achieved: worstQ, Met: worstQ <= 1.1, Note: "worst case " + worstAt})
+	if r.Many != nil {
+		r.Goals = append(r.Goals, Goal{Name: fmt.Sprintf("%d intents: blocks fetched vs one scan", r.Many.Intents), Target: "<= 1.2x",
+			Achieved: r.Many.ScanRatio, Met: r.Many.ScanRatio <= 1.2})
+	}
+	minDec := math.Inf(1)
+	for _, d := range r.Decode {
+		minDec = min(minDec, d.BlocksPerSec)
+	}
+	r.Goals = append(r.Goals, Goal{Name: "decode+hash+match per core", Target: ">= 200000 blocks/s",
+		Achieved: minDec, Met: minDec >= 200_000, Note: "slowest endpoint family"})
+	ours := r.OursPeakRSSRise
+	if r.Many != nil {
+		ours = max(ours, r.Many.PeakRSSRise)
+	}
+	r.Goals = append(r.Goals, Goal{Name: "peak RSS of reconciled (above the in-process ledger)", Target: "< 200 MiB",
+		Achieved: float64(ours) / mib, Met: ours < 200*mib,
+		Note: fmt.Sprintf("the in-process replica+ledger holds %d MiB; process peak %d MiB", r.Ledger.RSSBytes/mib, max(r.OursPeakRSS, r.manyPeak())/mib)})
+}
+
+func (r *Report) manyPeak() uint64 {
+	if r.Many == nil {
+		return 0
+	}
+	return r.Many.PeakRSS
+}
+
+// writeTable prints one table: our figures, the baseline's, and the ratio
+// baseline/ours (how many times better we are; for the bounds, measured /
+// bound).
+func (r *Report) writeTable(w io.Writer) error {
+	fmt.Fprintf(w, "ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %.1f s; %s, %d CPUs, load %.1f -> %.1f\n\n",
+		r.Ledger.Blocks, r.Ledger.Archives, r.Ledger.WindowBlocks, r.Ledger.WindowFirst, r.Ledger.WindowLast, r.Ledger.BuildSeconds,
+		r.GoVersion, r.CPUs, r.LoadStart, r.LoadEnd)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(metric, ours, base, ratio string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", metric, ours, base, ratio)
+	}
+	row("METRIC", "RECONCILED", "BASELINE", "RATIO")
+	for _, c := range r.Cases {
+		b := r.baseline(c.Endpoint)
+		tag := c.Endpoint + " " + c.Case
+		base, ratio := "-", "-"
+		if b != nil {
+			base = fmt.Sprintf("%.0f ms", b.FirstAnswerS*1000)
+			ratio = fmt.Sprintf("%.0fx", b.FirstAnswerS*1000/c.LatencyMS.P50)
+		}
+		row(tag+": latency p50/p99/max vs first answer",
+			fmt.Sprintf("%.1f/%.1f/%.1f ms", c.LatencyMS.P50, c.LatencyMS.P99, c.LatencyMS.Max), base, ratio)
+		bq, bb, rq, rb, bc, rc := "-", "-", "-", "-", "-", "-"
+		if b != nil {
+			bq, bb = fmt.Sprint(b.Queries), fmt.Sprint(b.BlocksClient)
+			rq, rb = fmt.Sprintf("%.0fx", float64(b.Queries)/c.Queries), fmt.Sprintf("%.0fx", float64(b.BlocksClient)/c.BlocksClient)
+			bc, rc = fmt.Sprintf("%.2f s", b.CPUSeconds), fmt.Sprintf("%.0fx", b.CPUSeconds/c.CPUSeconds)
+		}
+		row(tag+": queries (bound, measured/bound)", fmt.Sprintf("%.0f (%.0f, %.2fx)", c.Queries, c.Bound, c.QueryRatio), bq, rq)
+		row(tag+": blocks fetched (to verify)", fmt.Sprintf("%.0f (%d)", c.BlocksClient, c.BlocksToVerify), bb, rb)
+		row(tag+": CPU per verdict (process)", fmt.Sprintf("%.3f s", c.CPUSeconds), bc, rc)
+	}
+	for _, b := range r.Baseline {
+		row("baseline "+b.Endpoint+": sync (index) / search", "-",
+			fmt.Sprintf("%.1f s (%.1f s) / %.1f ms", b.SyncSeconds, b.IndexSeconds, b.SearchMS), "-")
+		row("baseline "+b.Endpoint+": SQLite size, peak RSS rise", "-",
+			fmt.Sprintf("%d MiB, %d MiB", b.DBBytes/mib, b.PeakRSSRise/mib), "-")
+	}
+	if len(r.Baseline) > 0 {
+		row("peak RSS rise: single verdicts vs baseline", fmt.Sprintf("%d MiB", r.OursPeakRSSRise/mib),
+			fmt.Sprintf("%d MiB", r.Baseline[0].PeakRSSRise/mib), fmt.Sprintf("%.1fx", float64(r.Baseline[0].PeakRSSRise)/float64(max(r.OursPeakRSSRise, 1))))
+	}
+	if m := r.Many; m != nil {
+		row(fmt.Sprintf("%d intents via NATS: blocks fetched vs one scan", m.Intents),
+			fmt.Sprintf("%d", m.BlocksClient), fmt.Sprintf("%d (one scan)", m.OneScan), fmt.Sprintf("%.2fx", m.ScanRatio))
+		row("  intents/s, queries", fmt.Sprintf("%.0f/s, %d", m.IntentsPerS, m.Queries), "-", "-")
+		row("  publish->verdict p50/p99/max", fmt.Sprintf("%.0f/%.0f/%.0f ms", m.LatencyMS.P50, m.LatencyMS.P99, m.LatencyMS.Max), "-", "-")
+		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
+		row("  CPU, peak RSS rise", fmt.Sprintf("%.1f s, %d MiB", m.CPUSeconds, m.PeakRSSRise/mib), "-", "-")
+	}
+	for _, d := range r.Decode {
+		row("decode+hash+match "+d.Endpoint+" per core", fmt.Sprintf("%.0f blocks/s", d.BlocksPerSec), "-", "-")
+	}
+	row("in-process replica+ledger resident", fmt.Sprintf("%d MiB", r.Ledger.RSSBytes/mib), "-", "-")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\ngoals:")
+	for _, g := range r.Goals {
+		mark := "MET"
+		if !g.Met {
+			mark = "NOT MET"
+		}
+		fmt.Fprintf(w, "  %-7s %s: %.3g (target %s) %s\n", mark, g.Name, g.Achieved, g.Target, g.Note)
+	}
+	return nil
+}

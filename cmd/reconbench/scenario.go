@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
+)
+
+// The scenario is one big ledger whose history is built chronologically
+// (the ledger clock only moves forward): everything before the window, then
+// one intent window of 24 h holding blocks·24h/span blocks, with transfers
+// planted at chosen ledger times, then the window's closure and a short
+// tail. Three intents stamped S executed at the window's start, middle and
+// end; a fourth with the same stamp never executed. Every step of the
+// window also plants one payment with its own stamp, for the many-intents
+// run.
+
+const (
+	// planSteps is how many slices the window is generated in; each slice
+	// plants one payment.
+	planSteps = 100
+	// tw is the ledger's transaction window; the engine's default window
+	// (TW + 2 min drift either side) covers it.
+	tw = 24 * time.Hour
+)
+
+// caseNames are the single-intent cases, in the order they are reported.
+var caseNames = []string{"start", "middle", "end", "absent"}
+
+type scenario struct {
+	srv    *ledgertest.Server
+	ledger *ledgertest.Ledger
+	id     string // textual ledger id
+
+	stamp  uint64                     // S, the stamp of the four cases
+	cases  map[string]*matcher.Intent // start, middle, end, absent
+	found  map[string]uint64          // where start, middle and end executed
+	window [2]uint64                  // first and last block of the cases' window
+
+	planted []planted // one payment per window step
+	build   time.Duration
+}
+
+type planted struct {
+	stamp, amount uint64
+	memo          []byte
+	index         uint64
+}
+
+// principalN is a deterministic principal distinct from the generated
+// history's accounts.
+func principalN(n byte) principal.Principal {
+	return principal.Principal{Raw: []byte{0xbe, 0x7c, n, 0x01}}
+}
+
+var (
+	alice = principalN(1)
+	bob   = principalN(2)
+	carol = principalN(3)
+)
+
+// buildScenario builds the ledger. span is the whole history's time span;
+// the 24 h window holds blocks·24h/span of the blocks.
+func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error) {
+	t0 := time.Now()
+	if span < 2*tw {
+		return nil, fmt.Errorf("span %s: want at least %s", span, 2*tw)
+	}
+	window := int(float64(blocks) * float64(tw) / float64(span))
+	tail := min(1000, blocks/100)
+	before := blocks - window - tail - 1 /* funding */ - 3 /* cases */
+	if window < 2*planSteps || before < 1 {
+		return nil, fmt.Errorf("%d blocks over %s: want at least %d blocks in the window", blocks, span, 2*planSteps)
+	}
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(seed))
+	if err != nil {
+		return nil, err
+	}
+	sc := &scenario{srv: srv, cases: map[string]*matcher.Intent{}, found: map[string]uint64{}}
+	fail := func(err error) (*scenario, error) {
+		srv.Close()
+		return nil, err
+	}
+	// DFINITY-like archiving: at most 2000 blocks on the ledger, archives of
+	// ~200k blocks each.
+	l, err := srv.NewLedger(ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000, ArchiveCapacity: 200_000})
+	if err != nil {
+		return fail(err)
+	}
+	sc.ledger, sc.id = l, l.ID().Encode()
+
+	// Everything before the window, ending at the ledger's current time.
+	if err := l.GenerateHistory(before-planSteps, seed, span-tw); err != nil {
+		return fail(err)
+	}
+	mint := l.MintingAccount()
+	if _, err := l.Transfer(mint.Owner, icrc3.TransferArg{To: icrc3.Account{Owner: alice}.ToCandid(),
+		Amount: icrc3.IDLNat(icrc3.NatFromUint64(1_000_000_000_000))}); err != nil {
+		return fail(fmt.Errorf("fund payer: %w", err))
+	}
+	// Keep the window clear of the pre-window history's last blocks.
+	srv.Advance(3 * time.Minute)
+	sc.stamp = srv.Now()
+	for k, name := range caseNames {
+		in, err := matcher.ParseIntent(transferIntentJSON("case-"+name, sc.id, sc.stamp, uint64(k+1), []byte{byte(k + 1)}, bob))
+		if err != nil {
+			return fail(err)
+		}
+		sc.cases[name] = in
+	}
+	pay := func(stamp, amount uint64, memo []byte, to principal.Principal) (uint64, error) {
+		return l.Transfer(alice, icrc3.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(),
+			Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp})
+	}
+	if sc.found["start"], err = pay(sc.stamp, 1, []byte{1}, bob); err != nil {
+		return fail(fmt.Errorf("plant start: %w", err))
+	}
+	step := tw / planSteps
+	perStep := (window + planSteps) / planSteps // the pre-window blocks moved here cover the plants
+	for i := 0; i < planSteps; i++ {
+		d := step
+		if i == planSteps-1 {
+			// The end payment must stay inside the ledger's 24 h window,
+			// with room for the wall clock the ledger clock follows.
+			d -= 5 * time.Minute
+		}
+		srv.Advance(d)
+		if err := l.GenerateHistory(perStep-1, seed+int64(1+i), d); err != nil {
+			return fail(err)
+		}
+		p := planted{stamp: srv.Now(), amount: 1000 + uint64(i), memo: []byte(fmt.Sprintf("plant-%d", i))}
+		if p.index, err = pay(p.stamp, p.amount, p.memo, carol); err != nil {
+			return fail(fmt.Errorf("plant payment %d: %w", i, err))
+		}
+		sc.planted = append(sc.planted, p)
+		if i == planSteps/2-1 {
+			if sc.found["middle"], err = pay(sc.stamp, 2, []byte{2}, bob); err != nil {
+				return fail(fmt.Errorf("plant middle: %w", err))
+			}
+		}
+	}
+	if sc.found["end"], err = pay(sc.stamp, 3, []byte{3}, bob); err != nil {
+		return fail(fmt.Errorf("plant end: %w", err))
+	}
+	// Close the cases' window in ledger time, then a little more history.
+	if end := sc.stamp + uint64(tw+3*time.Minute); end > srv.Now() {
+		srv.Advance(time.Duration(end - srv.Now()))
+	}
+	if rest := blocks - int(l.Len()); rest > 0 {
+		if err := l.GenerateHistory(rest, seed+1_000, 3*time.Minute); err != nil {
+			return fail(err)
+		}
+	}
+	w := sc.cases["absent"].Window(matcher.LedgerRules{})
+	sc.window[0], sc.window[1] = sc.blocksIn(w.From, w.To)
+	sc.build = time.Since(t0)
+	return sc, nil
+}
+
+func (sc *scenario) close() { sc.srv.Close() }
+
+// blocksIn finds the first and last block with from <= ts <= to.
+func (sc *scenario) blocksIn(from, to uint64) (first, last uint64) {
+	n := int(sc.ledger.Len())
+	tsAt := func(i int) uint64 {
+		v, _ := sc.ledger.Block(uint64(i))
+		return blockTS(v)
+	}
+	first = uint64(sort.Search(n, func(i int) bool { return tsAt(i) >= from }))
+	last = uint64(sort.Search(n, func(i int) bool { return tsAt(i) > to })) - 1
+	return first, last
+}
+
+// blockTS reads a block Value's top-level ts.
+func blockTS(v icrc3.Value) uint64 {
+	for _, f := range v.Map {
+		if f.Key == "ts" {
+			ts, _ := f.Value.Nat.Uint64()
+			return ts
+		}
+	}
+	return 0
+}
+
+// manyIntents returns n intent bodies with overlapping windows: one
+// matching each planted payment, the rest with a planted stamp and another
+// amount (near misses: absent once their window closes, not_yet before).
+func (sc *scenario) manyIntents(n int) (ids []string, bodies [][]byte) {
+	for k := 0; k < n; k++ {
+		p := sc.planted[k%len(sc.planted)]
+		amount, memo := p.amount, p.memo
+		if k >= len(sc.planted) {
+			amount = 1_000_000 + uint64(k)
+		}
+		id := "many-" + strconv.Itoa(k)
+		ids = append(ids, id)
+		bodies = append(bodies, transferIntentJSON(id, sc.id, p.stamp, amount, memo, carol))
+	}
+	return ids, bodies
+}
+
+// transferIntentJSON is the intent of an icrc1_transfer by alice.
+func transferIntentJSON(id, canister string, stamp, amount uint64, memo []byte, to principal.Principal) []byte {
+	body := map[string]any{
+		"intent_id": id, "canister_id": canister, "method": "icrc1_transfer",
+		"caller": alice.Encode(), "after": "Err.TooOld",
+		"args": map[string]any{
+			"from_subaccount": nil, "to": icrc3.Account{Owner: to}.String(), "amount": strconv.FormatUint(amount, 10),
+			"fee": nil, "memo": hex.EncodeToString(memo), "created_at_time": strconv.FormatUint(stamp, 10),
+		},
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(err) // maps of strings always marshal
+	}
+	return b
+}

@@ -1,0 +1,246 @@
+package main
+
+// Tests that hold the README and the deployment examples to the code: the
+// configuration table lists exactly the serve flags, with their environment
+// variables and defaults; the example ledgers file loads; the NATS example
+// runs as written against the daemon.
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	readmePath         = "../../README.md"
+	ledgersExamplePath = "../../deploy/ledgers.example.json"
+)
+
+func readReadme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatalf("README: %v", err)
+	}
+	return string(b)
+}
+
+// codeFlag is one serve flag as the code defines it.
+type codeFlag struct {
+	name, typ, usage string
+	def              string
+	hasDef           bool // flag.PrintDefaults omits zero defaults
+}
+
+var defaultRE = regexp.MustCompile(`\(default (.*)\)$`)
+
+// serveFlags reads the serve flags from `serve --help`, the FlagSet's own
+// PrintDefaults, so the test follows the code without a hand-kept list.
+func serveFlags(t *testing.T) []codeFlag {
+	t.Helper()
+	var help bytes.Buffer
+	_, err := parseServeConfig([]string{"--help"}, func(string) string { return "" }, &help)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve --help: got %v, want flag.ErrHelp", err)
+	}
+	var flags []codeFlag
+	for _, line := range strings.Split(help.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  -"):
+			f := strings.Fields(strings.TrimPrefix(line, "  -"))
+			cf := codeFlag{name: f[0]}
+			if len(f) > 1 {
+				cf.typ = f[1]
+			}
+			flags = append(flags, cf)
+		case strings.HasPrefix(line, "    \t") && len(flags) > 0:
+			cf := &flags[len(flags)-1]
+			cf.usage = strings.TrimSpace(cf.usage + " " + strings.TrimSpace(line))
+		}
+	}
+	if len(flags) < 10 {
+		t.Fatalf("serve --help listed %d flags; the parser no longer understands it:\n%s", len(flags), help.String())
+	}
+	for i := range flags {
+		cf := &flags[i]
+		m := defaultRE.FindStringSubmatch(cf.usage)
+		if m == nil {
+			continue
+		}
+		cf.hasDef, cf.def = true, m[1]
+		cf.usage = strings.TrimSpace(strings.TrimSuffix(cf.usage, m[0]))
+		if cf.typ == "string" {
+			if s, err := strconv.Unquote(m[1]); err == nil {
+				cf.def = s
+			}
+		}
+	}
+	return flags
+}
+
+// tableRow is one row of the README's configuration reference.
+type tableRow struct {
+	flag, env, def, meaning string
+}
+
+const configTableHeader = "| flag | env var | default | meaning |"
+
+func readmeConfigTable(t *testing.T, readme string) []tableRow {
+	t.Helper()
+	lines := strings.Split(readme, "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) == configTableHeader {
+			if start >= 0 {
+				t.Fatalf("README has two configuration tables (%q)", configTableHeader)
+			}
+			start = i
+		}
+	}
+	if start < 0 {
+		t.Fatalf("README has no configuration table with the header %q", configTableHeader)
+	}
+	var rows []tableRow
+	for _, l := range lines[start+2:] {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		cells := splitRow(l)
+		if len(cells) != 4 {
+			t.Fatalf("README configuration row has %d cells, want 4: %s", len(cells), l)
+		}
+		rows = append(rows, tableRow{flag: unquoteCell(cells[0]), env: unquoteCell(cells[1]),
+			def: unquoteCell(cells[2]), meaning: cells[3]})
+	}
+	return rows
+}
+
+// splitRow splits a Markdown table row on the '|' not escaped as '\|'.
+func splitRow(l string) []string {
+	l = strings.TrimSuffix(strings.TrimPrefix(l, "|"), "|")
+	var cells []string
+	var cur strings.Builder
+	for i := 0; i < len(l); i++ {
+		switch {
+		case l[i] == '\\' && i+1 < len(l) && l[i+1] == '|':
+			cur.WriteByte('|')
+			i++
+		case l[i] == '|':
+			cells = append(cells, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(l[i])
+		}
+	}
+	return append(cells, strings.TrimSpace(cur.String()))
+}
+
+func unquoteCell(c string) string {
+	if len(c) >= 2 && strings.HasPrefix(c, "`") && strings.HasSuffix(c, "`") {
+		return c[1 : len(c)-1]
+	}
+	return c
+}
+
+// noDefault is how the table writes a flag without a default.
+const noDefault = "—"
+
+func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
+	flags := serveFlags(t)
+	rows := readmeConfigTable(t, readReadme(t))
+
+	// The environment variables parseServeConfig really consults.
+	consulted := map[string]bool{}
+	if _, err := parseServeConfig(nil, func(k string) string { consulted[k] = true; return "" }, io.Discard); err != nil {
+		t.Fatalf("serve with no flags and no environment: %v", err)
+	}
+
+	byFlag := map[string]tableRow{}
+	for _, r := range rows {
+		if _, dup := byFlag[r.flag]; dup {
+			t.Errorf("README lists %s twice", r.flag)
+		}
+		byFlag[r.flag] = r
+	}
+	var expected strings.Builder
+	failed := false
+	for _, f := range flags {
+		env := envName(f.name)
+		def := noDefault
+		if f.hasDef {
+			def = "`" + f.def + "`"
+		}
+		fmt.Fprintf(&expected, "| `--%s` | `%s` | %s | %s |\n", f.name, env, def, strings.ReplaceAll(f.usage, "|", `\|`))
+		if !consulted[env] {
+			t.Errorf("--%s: serve does not read %s", f.name, env)
+		}
+		r, ok := byFlag["--"+f.name]
+		if !ok {
+			t.Errorf("README configuration table lacks --%s", f.name)
+			failed = true
+			continue
+		}
+		delete(byFlag, "--"+f.name)
+		if r.env != env {
+			t.Errorf("--%s: README says env %q, the code reads %q", f.name, r.env, env)
+			failed = true
+		}
+		switch {
+		case f.hasDef && r.def != f.def:
+			t.Errorf("--%s: README says default %q, the code has %q", f.name, r.def, f.def)
+			failed = true
+		case !f.hasDef && r.def != noDefault && !(f.typ == "" && r.def == "false"):
+			t.Errorf("--%s: README says default %q, the code has none (want %q)", f.name, r.def, noDefault)
+			failed = true
+		}
+		if strings.TrimSpace(r.meaning) == "" {
+			t.Errorf("--%s: README gives no meaning", f.name)
+		}
+	}
+	extra := make([]string, 0, len(byFlag))
+	for name := range byFlag {
+		extra = append(extra, name)
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		t.Errorf("README configuration table lists %s, which serve does not have", name)
+		failed = true
+	}
+	if failed {
+		t.Logf("the rows the code implies (meanings from the flag usage; edit freely):\n%s", expected.String())
+	}
+}
+
+func TestLedgersExampleLoads(t *testing.T) {
+	into := map[string]ledgerSpec{}
+	if err := readLedgersFile(ledgersExamplePath, into); err != nil {
+		t.Fatal(err)
+	}
+	// The ids of the README and the Kubernetes ConfigMap: ckBTC, ckETH and
+	// the OpenChat SNS ledger.
+	for _, id := range []string{"mxzaz-hqaaa-aaaar-qaada-cai", "ss2fx-dyaaa-aaaar-qacoq-cai", "2ouva-viaaa-aaaaq-aaamq-cai"} {
+		sp, ok := into[id]
+		if !ok {
+			t.Errorf("%s: not in %s", id, ledgersExamplePath)
+			continue
+		}
+		// Mainnet ICRC ledgers have TW 24h and drift 60s: the configured
+		// window must not be narrower, or a late execution would be missed.
+		if sp.Rules.TW < 24*time.Hour || sp.Rules.Drift < time.Minute {
+			t.Errorf("%s: tw %s / drift %s narrower than the ledger's 24h / 60s", id, sp.Rules.TW, sp.Rules.Drift)
+		}
+	}
+	if len(into) != 3 {
+		t.Errorf("%s has %d ledgers, want the 3 the docs describe", ledgersExamplePath, len(into))
+	}
+}

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aviate-labs/agent-go/principal"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// natsExample is the README's `nats` CLI example, taken apart.
+type natsExample struct {
+	intent         []byte // the heredoc written to intent.json
+	reqSubject     string // nats req <subject>
+	msgID          string // --header Nats-Msg-Id:<id>
+	getStream      string // nats stream get <stream>
+	getLastFor     string // --last-for <subject>
+	subVerdicts    string // nats sub reconcile.verdicts.…
+	subRejects     string // nats sub reconcile.rejects.…
+	verdictExample []byte // the ```json block under "### Verdict"
+}
+
+var (
+	reqRE     = regexp.MustCompile(`(?m)^nats req (\S+) --header Nats-Msg-Id:(\S+) "\$\(cat intent\.json\)"$`)
+	getRE     = regexp.MustCompile(`(?m)^nats stream get (\S+) --last-for (\S+)$`)
+	subRE     = regexp.MustCompile(`(?m)^nats sub (\S+) &$`)
+	heredocRE = regexp.MustCompile(`(?s)cat > intent\.json <<'EOF'\n(.*?)\nEOF\n`)
+)
+
+func parseNATSExample(t *testing.T, readme string) natsExample {
+	t.Helper()
+	var ex natsExample
+	m := heredocRE.FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal("README: no `cat > intent.json <<'EOF'` heredoc")
+	}
+	ex.intent = []byte(m[1])
+	if m = reqRE.FindStringSubmatch(readme); m == nil {
+		t.Fatal("README: no `nats req <subject> --header Nats-Msg-Id:<id> \"$(cat intent.json)\"` line")
+	}
+	ex.reqSubject, ex.msgID = m[1], m[2]
+	if m = getRE.FindStringSubmatch(readme); m == nil {
+		t.Fatal("README: no `nats stream get <stream> --last-for <subject>` line")
+	}
+	ex.getStream, ex.getLastFor = m[1], m[2]
+	for _, s := range subRE.FindAllStringSubmatch(readme, -1) {
+		switch {
+		case strings.Contains(s[1], ".verdicts."):
+			ex.subVerdicts = s[1]
+		case strings.Contains(s[1], ".rejects."):
+			ex.subRejects = s[1]
+		}
+	}
+	if ex.subVerdicts == "" || ex.subRejects == "" {
+		t.Fatal("README: want `nats sub` lines for the verdicts and the rejects subject")
+	}
+	_, after, ok := strings.Cut(readme, "\n### Verdict\n")
+	if !ok {
+		t.Fatal("README: no ### Verdict section")
+	}
+	_, block, ok := strings.Cut(after, "```json\n")
+	if !ok {
+		t.Fatal("README: no json block under ### Verdict")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	ex.verdictExample = []byte(block)
+	return ex
+}
+
+// decodeStrict decodes one JSON document into v, refusing unknown fields.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// TestReadmeNATSExample runs the README's NATS example as written: the
+// documented intent JSON, published to the documented subject with the
+// documented header, answered by a daemon configured with the example
+// ledgers file against a test replica that hosts a ledger under the
+// example's canister id; the verdict is read as the README reads it.
+func TestReadmeNATSExample(t *testing.T) {
+	readme := readReadme(t)
+	ex := parseNATSExample(t, readme)
+
+	// The example agrees with itself and with the contract.
+	in, err := matcher.ParseIntent(ex.intent)
+	if err != nil {
+		t.Fatalf("README intent does not parse: %v", err)
+	}
+	var doc struct {
+		IntentID   string `json:"intent_id"`
+		CanisterID string `json:"canister_id"`
+		Args       struct {
+			CreatedAtTime string `json:"created_at_time"`
+		} `json:"args"`
+	}
+	if err := json.Unmarshal(ex.intent, &doc); err != nil {
+		t.Fatal(err)
+	}
+	subj, err := queue.NewSubjects(queue.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIntentSubj, _ := subj.Intent(doc.CanisterID)
+	wantVerdictSubj, _ := subj.Verdict(doc.IntentID)
+	wantRejectSubj, _ := subj.Reject(doc.IntentID)
+	for _, c := range []struct{ what, got, want string }{
+		{"nats req subject", ex.reqSubject, wantIntentSubj},
+		{"Nats-Msg-Id", ex.msgID, doc.IntentID},
+		{"nats stream get stream", ex.getStream, queue.VerdictsStream},
+		{"--last-for subject", ex.getLastFor, wantVerdictSubj},
+		{"nats sub verdicts subject", ex.subVerdicts, wantVerdictSubj},
+		{"nats sub rejects subject", ex.subRejects, wantRejectSubj},
+	} {
+		if c.got != c.want {
+			t.Errorf("README %s is %q, want %q", c.what, c.got, c.want)
+		}
+	}
+	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
+		t.Error("README: the ### Intent block and the intent.json heredoc differ")
+	}
+	var documented reconcile.Verdict
+	if err := decodeStrict(ex.verdictExample, &documented); err != nil {
+		t.Errorf("README verdict example does not decode as a verdict: %v", err)
+	}
+	stamp, err := strconv.ParseUint(doc.Args.CreatedAtTime, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// A root-subnet replica (no delegation, like the NNS subnet) certifies
+	// any canister id, so the ledger can carry the example's mainnet id.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(5), ledgertest.WithRootSubnet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ledgerID, err := principal.Decode(doc.CanisterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := in.Caller
+	ledger, err := srv.NewLedger(ledgertest.LedgerConfig{ID: ledgerID,
+		InitialBalances: []ledgertest.Balance{{Account: icrc3.Account{Owner: caller}, Amount: icrc3.NatFromUint64(1_000_000_000)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Today's payment by the same caller: history the scan must read past.
+	now := srv.Now()
+	if _, err := ledger.Transfer(caller, icrc3.TransferArg{To: icrc3.Account{Owner: principal.AnonymousID}.ToCandid(),
+		Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000_000)), CreatedAtTime: &now}); err != nil {
+		t.Fatal(err)
+	}
+	if now < stamp+uint64(24*time.Hour+2*time.Minute) {
+		t.Fatalf("the README's stamp %d is not older than a day: the example's window would still be open", stamp)
+	}
+
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "root.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(srv.RootKey())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseServeConfig([]string{
+		"--data", filepath.Join(dir, "data"), "--instance", "readme", "--http", "127.0.0.1:0",
+		"--ic-url", srv.URL(), "--root-key-file", keyFile,
+		"--ledgers-file", ledgersExamplePath, "--strict-ledgers",
+	}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := srv.NewAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, agent: ag,
+		log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		d.shutdown(sctx)
+	}()
+
+	// What the `nats` CLI does, with nats.go on a plain connection.
+	nc, err := nats.Connect("", nats.InProcessServer(d.ownEmb.Server()), nats.Name("readme-cli"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	verdicts, err := nc.SubscribeSync(ex.subVerdicts) // nats sub …verdicts…
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejects, err := nc.SubscribeSync(ex.subRejects) // nats sub …rejects…
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	req := func() (ack struct {
+		Stream    string `json:"stream"`
+		Seq       uint64 `json:"seq"`
+		Duplicate bool   `json:"duplicate"`
+	}) {
+		t.Helper()
+		msg := nats.NewMsg(ex.reqSubject) // nats req <subject> --header Nats-Msg-Id:<id> "$(cat intent.json)"
+		msg.Header.Set("Nats-Msg-Id", ex.msgID)
+		msg.Data = ex.intent
+		reply, err := nc.RequestMsgWithContext(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(reply.Data, &ack); err != nil {
+			t.Fatalf("acknowledgement %q: %v", reply.Data, err)
+		}
+		return ack
+	}
+	ack := req()
+	if ack.Stream != queue.IntentsStream || ack.Seq == 0 || ack.Duplicate {
+		t.Fatalf("first publication acknowledged as %+v", ack)
+	}
+
+	m, err := verdicts.NextMsgWithContext(ctx)
+	if err != nil {
+		t.Fatalf("no verdict on %s: %v", ex.subVerdicts, err)
+	}
+	var v reconcile.Verdict
+	if err := decodeStrict(m.Data, &v); err != nil {
+		t.Fatalf("verdict %s: %v", m.Data, err)
+	}
+	t.Logf("verdict on %s: %s", m.Subject, m.Data)
+	// The example's stamp lies more than TW+D (24h+2m, from the example
+	// ledgers file) before the ledger's certified time, and no block
+	// matches: a final absent, the only verdict that allows a re-stamp.
+	if v.IntentID != doc.IntentID || v.Seq != 1 || v.Status != reconcile.StatusAbsent || !v.Final || v.Block != nil {
+		t.Fatalf("verdict %s", m.Data)
+	}
+	if v.Window == nil || uint64(v.Window.FromTS) != stamp-uint64(2*time.Minute) ||
+		uint64(v.Window.ToTS) != stamp+uint64(24*time.Hour+2*time.Minute) {
+		t.Fatalf("window %+v, want [stamp-2m, stamp+24h+2m] from the example ledgers file", v.Window)
+	}
+	if v.Evidence == nil || v.Evidence.Verified != "certificate+chain" || v.Evidence.CertifiedTime == nil ||
+		uint64(*v.Evidence.CertifiedTime) <= uint64(v.Window.ToTS) {
+		t.Fatalf("evidence %+v: want a certified time past the window", v.Evidence)
+	}
+	// The README's verdict example shows this decision.
+	if documented.Status != v.Status || documented.Final != v.Final || documented.IntentID != v.IntentID ||
+		documented.Window == nil || documented.Window.FromTS != v.Window.FromTS || documented.Window.ToTS != v.Window.ToTS {
+		t.Errorf("README verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
+			documented.Status, documented.Window, m.Data)
+	}
+
+	// nats stream get RECONCILE_VERDICTS --last-for reconcile.verdicts.<id>
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, ex.getStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, ex.getLastFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(last.Data, m.Data) {
+		t.Fatalf("stream get --last-for returned %s, the subscription %s", last.Data, m.Data)
+	}
+
+	// Publishing the same intent again within the dedup window is
+	// acknowledged as a duplicate and changes nothing.
+	if again := req(); !again.Duplicate || again.Seq != ack.Seq {
+		t.Fatalf("re-publication acknowledged as %+v, want a duplicate of seq %d", again, ack.Seq)
+	}
+	if r, err := rejects.NextMsg(0); err == nil {
+		t.Fatalf("unexpected reject %s", r.Data)
+	}
+
+	checkReadmeMetrics(t, ctx, readme, d)
+}
+
+var metricRowRE = regexp.MustCompile("(?m)^\\| `(reconciled_[a-z_]+)` \\| (counter|gauge) \\|")
+
+// checkReadmeMetrics holds the README's metrics table to what the daemon
+// exposes: every counter the service defines plus what /metrics renders
+// once a ledger has been read.
+func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *daemon) {
+	t.Helper()
+	var out strings.Builder
+	if err := d.writeMetrics(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	code := map[string]string{}
+	for name := range reconcile.MetricHelp {
+		code[name] = "counter"
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			code[f[2]] = f[3]
+		}
+	}
+	documented := map[string]string{}
+	for _, m := range metricRowRE.FindAllStringSubmatch(readme, -1) {
+		documented[m[1]] = m[2]
+	}
+	names := make([]string, 0, len(code))
+	for n := range code {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if documented[n] != code[n] {
+			t.Errorf("metric %s (%s) is documented as %q", n, code[n], documented[n])
+		}
+		delete(documented, n)
+	}
+	for n := range documented {
+		t.Errorf("README documents metric %s, which the daemon does not expose", n)
+	}
+}

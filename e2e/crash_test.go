@@ -1,0 +1,224 @@
+package e2e_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+)
+
+// settleTimeout bounds the wait for the last verdicts. A delivery that was
+// in flight when its daemon died comes back only after the intake
+// consumer's ack wait (testAckWait), and the follow-up backs off on
+// unreadable history; this is far above both.
+const settleTimeout = 60 * time.Second
+
+// testAckWait shortens the redelivery of intents a killed daemon held, so
+// a test does not wait the default 30 s for each.
+const testAckWait = 2 * time.Second
+
+// The daemon is killed with SIGKILL at random points (seeded) while a
+// stream of intents of every kind arrives, and restarted each time on the
+// same data dir. After a last run to completion, every intent has exactly
+// one final verdict and it is the truth, seqs run 1..n without gaps or
+// repeats, and the SQLite store and the verdict stream agree.
+func TestCrashLoopLosesNothing(t *testing.T) {
+	kills, perKill := 10, 4
+	if *longRuns {
+		kills = 50
+	}
+	started := time.Now()
+	rng := rand.New(rand.NewPCG(*seedFlag, 0xc7a5))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*3*time.Second+3*time.Minute)
+	defer cancel()
+
+	env := newLedgerEnv(t, int64(*seedFlag), 5)
+	nn := startNATSNode(t, natsNodeConfig{Name: "crash-nats", StoreDir: t.TempDir()})
+	tool := connectTool(t, ctx, nn.URL(), 1)
+	feed := followVerdicts(t, ctx, tool.JetStream())
+
+	plan := env.planMix("crash", kills*perKill, rng.Shuffle)
+	// A late intent is executed at a random later iteration, or in the
+	// last run when that iteration does not exist.
+	lateAt := map[int][]*plannedIntent{}
+	dir := t.TempDir()
+	logPath := daemonLogPath(t, "daemon")
+	args := daemonArgs{NATSURL: nn.URL(), ICURL: env.srv.URL(), DataDir: dir, Instance: "crash", AckWait: testAckWait}
+
+	var early, byTime, byCount int
+	for i := range kills {
+		batch := plan[i*perKill : (i+1)*perKill]
+		for _, p := range batch {
+			switch p.Class {
+			case classFound:
+				env.execute(t, p)
+			case classLate:
+				at := i + rng.IntN(3)
+				lateAt[at] = append(lateAt[at], p)
+			}
+		}
+		publishAll(t, ctx, tool, batch)
+		for _, p := range lateAt[i] {
+			env.execute(t, p)
+		}
+		delete(lateAt, i)
+
+		// Kill after a random time up to 1 s, or sooner once a random
+		// number of new verdicts (1..4) appeared: both kinds of point, in
+		// the middle of deciding and right after publishing.
+		before := feed.count()
+		d := startDaemonProc(t, args, logPath)
+		delay := time.Duration(rng.Int64N(int64(time.Second)))
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+			byTime++
+		case <-feed.atLeast(before + 1 + rng.IntN(4)):
+			byCount++
+		case <-d.exited():
+			t.Fatalf("iteration %d: daemon exited by itself: %v\n%s", i, d.waitErr, logTail(logPath, 40))
+		}
+		timer.Stop()
+		if feed.count() == before {
+			early++
+		}
+		d.kill()
+	}
+
+	loopDone := time.Since(started)
+	d := startDaemonProc(t, args, logPath)
+	for at, ps := range lateAt {
+		for _, p := range ps {
+			env.execute(t, p)
+		}
+		delete(lateAt, at)
+	}
+	diag := func() string { return logTail(logPath, 30) }
+	feed.waitSettled(t, plan, func(p *plannedIntent) bool { return p.Class != classAbsent }, settleTimeout, diag)
+	settled := time.Since(started)
+	env.closeWindows()
+	feed.waitSettled(t, plan, func(*plannedIntent) bool { return true }, settleTimeout, diag)
+	d.terminate(15 * time.Second)
+	t.Logf("kill loop %s, non-absent settled at %s, all at %s", loopDone.Round(time.Millisecond), settled.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+
+	checkAllPlaces(t, ctx, tool.JetStream(), feed, plan, dir)
+	if n := pendingIntents(t, ctx, tool.JetStream()); n != 0 {
+		t.Errorf("%d intents still in the work queue", n)
+	}
+	t.Logf("crash loop: seed %d, %d SIGKILLs (%d by timer, %d after new verdicts, %d before any new verdict), %d intents (%s), %d verdicts, %d re-published after a crash, %s",
+		*seedFlag, kills, byTime, byCount, early, len(plan), classCounts(plan), feed.count(),
+		logLines(logPath, "stored verdict re-published"), time.Since(started).Round(time.Millisecond))
+	if t.Failed() {
+		t.Log(logTail(logPath, 60))
+	}
+}
+
+// checkAllPlaces checks the verdict stream (read afresh), the feed the test
+// followed, and the stopped daemon's store against the plan and each other.
+func checkAllPlaces(t *testing.T, ctx context.Context, js jetstream.JetStream, feed *verdictFeed, plan []*plannedIntent, dataDirs ...string) {
+	t.Helper()
+	if bad := feed.problems(); len(bad) > 0 {
+		t.Errorf("verdict stream messages: %v", bad)
+	}
+	stream, n, err := readVerdictStream(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHistories(t, "stream", stream, plan)
+	for _, dir := range dataDirs {
+		where := "store " + filepath.Base(dir)
+		stored, watched, report := storeSnapshot(t, ctx, dir, plan)
+		if report != "ok" {
+			t.Errorf("%s: integrity_check: %s", where, report)
+		}
+		if watched != 0 {
+			t.Errorf("%s: %d intents still watched after every final verdict", where, watched)
+		}
+		checkHistories(t, where, stored, plan)
+		sameHistories(t, "stream", stream, where, stored)
+		total, err := storeVerdictCount(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != n {
+			t.Errorf("%s holds %d verdicts, the stream %d", where, total, n)
+		}
+	}
+}
+
+// A NATS server restart while intents are in flight loses nothing: the
+// server is shut down and started again on the same port and store, the
+// daemon reconnects, and every intent still settles exactly once.
+func TestNATSRestartMidRun(t *testing.T) {
+	started := time.Now()
+	rng := rand.New(rand.NewPCG(*seedFlag, 0x7e57a7))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	env := newLedgerEnv(t, int64(*seedFlag)+1, 4)
+	// Every reply takes a while, so several intents are mid-decision when
+	// the server goes away.
+	env.srv.SetFaults(env.ledger.ID(), ledgertest.Faults{Latency: 15 * time.Millisecond})
+	nn := startNATSNode(t, natsNodeConfig{Name: "restart-nats", StoreDir: t.TempDir()})
+	tool := connectTool(t, ctx, nn.URL(), 1)
+	feed := followVerdicts(t, ctx, tool.JetStream())
+
+	plan := env.planMix("restart", 32, rng.Shuffle)
+	first, second := plan[:24], plan[24:]
+	for _, p := range plan {
+		if p.Class == classFound {
+			env.execute(t, p)
+		}
+	}
+	dir := t.TempDir()
+	logPath := daemonLogPath(t, "daemon")
+	d := startDaemonProc(t, daemonArgs{NATSURL: nn.URL(), ICURL: env.srv.URL(), DataDir: dir, Instance: "restart", AckWait: testAckWait}, logPath)
+	publishAll(t, ctx, tool, first)
+
+	select {
+	case <-feed.atLeast(4):
+	case <-d.exited():
+		t.Fatalf("daemon exited: %v\n%s", d.waitErr, logTail(logPath, 40))
+	case <-ctx.Done():
+		t.Fatal("no verdicts before the restart")
+	}
+	nn.shutdown()
+	atShutdown := feed.count()
+	nn.start()
+
+	publishAll(t, ctx, tool, second)
+	for _, p := range plan {
+		if p.Class == classLate {
+			env.execute(t, p)
+		}
+	}
+	diag := func() string { return logTail(logPath, 30) }
+	feed.waitSettled(t, plan, func(p *plannedIntent) bool { return p.Class != classAbsent }, settleTimeout, diag)
+	env.closeWindows()
+	feed.waitSettled(t, plan, func(*plannedIntent) bool { return true }, settleTimeout, diag)
+	select {
+	case <-d.exited():
+		t.Fatalf("daemon exited during the restart: %v\n%s", d.waitErr, logTail(logPath, 40))
+	default:
+	}
+	d.terminate(15 * time.Second)
+
+	checkAllPlaces(t, ctx, tool.JetStream(), feed, plan, dir)
+	if n := pendingIntents(t, ctx, tool.JetStream()); n != 0 {
+		t.Errorf("%d intents still in the work queue", n)
+	}
+	if atShutdown >= len(first) {
+		t.Errorf("every first-batch intent was decided before the restart (%d verdicts): nothing was in flight", atShutdown)
+	}
+	t.Logf("nats restart: %d intents (%s), %d verdicts before the shutdown, %d in all, %d reconnects logged, %s",
+		len(plan), classCounts(plan), atShutdown, feed.count(), logLines(logPath, "nats reconnected"),
+		time.Since(started).Round(time.Millisecond))
+	if t.Failed() {
+		t.Log(logTail(logPath, 60))
+	}
+}
