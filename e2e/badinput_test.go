@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ const (
 	expectInvalid  expectKind = iota + 1 // an invalid verdict (seq 1, final) with code
 	expectTerm                           // terminated: no usable id, or over the size limit
 	expectConflict                       // E_INTENT_CONFLICT on the rejects subject; nothing stored changes
+	expectOpen                           // well-formed but far-fetched: not_yet, its window open
 )
 
 type badInput struct {
@@ -141,6 +143,9 @@ func badInputs(ledger string) []badInput {
 	inv("stamp-over-nat64", "E_BAD_STAMP", arg("created_at_time", "18446744073709551616"))
 	inv("stamp-negative", "E_BAD_STAMP", arg("created_at_time", "-1791547201000000000"))
 	inv("stamp-number", "E_BAD_STAMP", arg("created_at_time", 1791547201000000000))
+	// A stamp ten years ahead is well-formed: the ledger would take such a
+	// call only then, so the window stays open (not_yet), never absent.
+	raw("stamp-ten-years-ahead", "bad-future", validIntent("bad-future", ledger, arg("created_at_time", "2106000000000000000")), expectOpen, "")
 	inv("after-number", "E_BAD_AFTER", set("after", 3))
 	inv("expiry-garbage", "E_BAD_EXPIRY", set("ingress_expiry", "soon"))
 	inv("arg-hex-not-hex", "E_BAD_ARG_HEX", set("arg_hex", "4449444czz"))
@@ -293,6 +298,11 @@ func TestBadInputTable(t *testing.T) {
 			}
 		case expectConflict:
 			conflicts++
+		case expectOpen:
+			v := r.wait(c.id, verdictAny)
+			if v.Status != reconcile.StatusNotYet || v.Final || v.Window == nil {
+				t.Errorf("%s: verdict %s final=%v, want not_yet", c.name, v.Status, v.Final)
+			}
 		}
 	}
 	for range conflicts {
@@ -353,4 +363,44 @@ func TestBadInputTable(t *testing.T) {
 		}
 		return info.State.Msgs == 0, fmt.Sprint(info.State.Msgs, " messages left")
 	})
+}
+
+// A stamp near the top of nat64 is well-formed JSON and a valid nat64, so
+// it must get an answer like any other intent (an invalid verdict, or
+// not_yet with its window open) — not silence while the message is
+// redelivered until the server gives up on it.
+func TestBadInputStampNearNat64Max(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	l := r.archivedLedger(ledgertest.LedgerConfig{})
+	ledger := l.ID().Encode()
+	for _, stamp := range []string{"18446744073709551615", "9223372036854775807"} {
+		id := "stamp-" + stamp
+		r.publish(ledger, id, validIntent(id, ledger, func(_, a map[string]any) { a["created_at_time"] = stamp }))
+		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+		var got *reconcile.Verdict
+		err := r.tool.WatchIntent(ctx, id, func(v reconcile.Verdict) error { got = &v; return queue.ErrStop })
+		cancel()
+		if err != nil || got == nil {
+			t.Errorf("stamp %s: no verdict within 10 s (%v); daemon log:\n%s", stamp, err, lastLines(r.logs.String(), id, 3))
+			continue
+		}
+		if (got.Status != reconcile.StatusInvalid || got.Reason == nil || got.Reason.Code != "E_BAD_STAMP") &&
+			(got.Status != reconcile.StatusNotYet) {
+			t.Errorf("stamp %s: %s %+v, want invalid E_BAD_STAMP or not_yet", stamp, got.Status, got.Reason)
+		}
+	}
+}
+
+// lastLines returns the last n log lines that mention word.
+func lastLines(log, word string, n int) string {
+	var hits []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, word) {
+			hits = append(hits, line)
+		}
+	}
+	if len(hits) > n {
+		hits = hits[len(hits)-n:]
+	}
+	return strings.Join(hits, "\n")
 }

@@ -78,7 +78,8 @@ func setUp(r *rig, cfg ledgertest.LedgerConfig, executed, closed bool, seed int6
 	return s
 }
 
-// truth is the final verdict the case must end in.
+// checkFinal checks that v is the truth of the scenario: found at the
+// payment's block, or absent when it never executed.
 func (s scenario) checkFinal(t *testing.T, v reconcile.Verdict) {
 	t.Helper()
 	if !v.Final {
@@ -258,7 +259,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 		t.Fatalf("under latency: %s (%+v), want unreadable/E_TRANSPORT", got, v.Reason)
 	}
 	if !strings.Contains(v.Reason.Message, "Timeout") && !strings.Contains(v.Reason.Message, "deadline") {
-		t.Logf("reason does not name the timeout: %s", v.Reason.Message)
+		t.Fatalf("the reason does not name the timeout: %s", v.Reason.Message)
 	}
 	lift(r, s)
 	s.checkFinal(t, r.settle(id, verdictFinal))

@@ -49,6 +49,9 @@ type rig struct {
 	trigger chan struct{}
 	logs    *lockedBuffer
 
+	// handlers records how many intake handlers ran at once.
+	handlers readGauge
+
 	mu      sync.Mutex
 	clients map[string]*icrc3.Client
 	gauges  map[string]*readGauge
@@ -73,7 +76,7 @@ type rigOpts struct {
 // run's principals the same.
 var (
 	payer = principal.NewSelfAuthenticating(bytes.Repeat([]byte{0xa1}, 44))
-	payee   = principal.NewSelfAuthenticating(bytes.Repeat([]byte{0xb0}, 44))
+	payee = principal.NewSelfAuthenticating(bytes.Repeat([]byte{0xb0}, 44))
 )
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -193,6 +196,7 @@ func (r *rig) start(o rigOpts) {
 	}()
 	r.intake, err = r.conn.ConsumeIntents(r.ctx, queue.IntakeConfig{MaxInFlight: o.MaxInflight, MaxMsgBytes: o.MaxMsgBytes},
 		func(ctx context.Context, dl *queue.Delivery) {
+			defer r.handlers.enter()()
 			out := r.svc.HandleIntent(ctx, dl.Data)
 			var err error
 			switch out.Kind {
@@ -310,11 +314,12 @@ func (r *rig) settle(id string, until func(reconcile.Verdict) bool) reconcile.Ve
 	return r.wait(id, until)
 }
 
-func verdictAny(reconcile.Verdict) bool { return true }
-func verdictFinal(v reconcile.Verdict) bool  { return v.Final }
+func verdictAny(reconcile.Verdict) bool     { return true }
+func verdictFinal(v reconcile.Verdict) bool { return v.Final }
 
-// ledger makes a ledger whose older blocks sit in archives: history
-// records generated an hour apart from the intents' own blocks.
+// archivedLedger makes a ledger that funds the payer and archives early
+// (300 blocks on the ledger, archives of 400), so a history of a few
+// hundred blocks already spans several archives.
 func (r *rig) archivedLedger(cfg ledgertest.LedgerConfig) *ledgertest.Ledger {
 	r.t.Helper()
 	cfg.InitialBalances = append(cfg.InitialBalances,

@@ -5,11 +5,14 @@
 package e2e_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -47,7 +50,12 @@ func daemonLogPath(t testing.TB, name string) string {
 	if err := os.MkdirAll(*logDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(*logDir, t.Name()+"-"+name+".log")
+	path := filepath.Join(*logDir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log")
+	// A kept log tells one run's story, not the previous run's too.
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return path
 }
 
 var (

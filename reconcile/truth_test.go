@@ -67,9 +67,33 @@ func TestTruth(t *testing.T) {
 	if tl.scenarios == 0 {
 		t.Fatal("no scenario ran")
 	}
-	if *truthWorld < 0 && tl.finals < tl.scenarios {
+	if *truthWorld >= 0 {
+		return
+	}
+	if tl.finals < tl.scenarios {
 		t.Fatalf("only %d final verdicts were checked for %d scenarios", tl.finals, tl.scenarios)
 	}
+	// A generator that silently stopped producing a kind of scenario would
+	// leave the checks above vacuous for it.
+	want := []string{"http", "archived", "var:none:absent"}
+	for o := opKind(0); o < nOps; o++ {
+		want = append(want, "op:"+o.String())
+	}
+	for o := outcome(0); o < nOutcomes; o++ {
+		want = append(want, "out:"+o.String())
+	}
+	for v := variation(0); v < nVariations; v++ {
+		want = append(want, "var:"+v.String()+":found")
+	}
+	for _, v := range []variation{varCaller, varMemo, varAmount, varTo, varSubaccount, varFee} {
+		want = append(want, "var:"+v.String()+":absent")
+	}
+	for _, k := range want {
+		if tl.cover[k] == 0 {
+			t.Errorf("no scenario covered %q (coverage: %v)", k, tl.cover)
+		}
+	}
+	t.Logf("coverage: %v", tl.cover)
 }
 
 // tally counts what a run checked.
@@ -82,6 +106,16 @@ type tally struct {
 	executed  int // scenarios whose intent the ledger really executed
 	underF    int // verdicts decided while a fault was active
 	wrong     int
+	// cover counts what the scenarios exercised: "op:<op>", "out:<outcome>",
+	// "var:<variation>:<final status>", "http", "archived".
+	cover map[string]int
+}
+
+func (t *tally) covered(k string) {
+	if t.cover == nil {
+		t.cover = map[string]int{}
+	}
+	t.cover[k]++
 }
 
 func (t *tally) count(s reconcile.Status) {
@@ -105,6 +139,12 @@ func (t *tally) add(o *tally) {
 	}
 	for k, v := range o.verdicts {
 		t.verdicts[k] += v
+	}
+	for k, v := range o.cover {
+		if t.cover == nil {
+			t.cover = map[string]int{}
+		}
+		t.cover[k] += v
 	}
 }
 
@@ -547,8 +587,19 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 				w.tally.finals++
 			}
 		}
-		if isFinal && name == "final-cold" && len(w.matching(s, execs)) > 0 {
-			w.tally.executed++
+		if name == "final-cold" {
+			if len(w.matching(s, execs)) > 0 {
+				w.tally.executed++
+			}
+			w.tally.covered("op:" + s.op.String())
+			w.tally.covered("out:" + s.out.String())
+			w.tally.covered("var:" + s.vary.String() + ":" + string(v.Status))
+			if s.http {
+				w.tally.covered("http")
+			}
+			if v.Status == reconcile.StatusFound && len(w.l.Archives()) > 0 && uint64(v.Block.Index) <= w.l.Archives()[len(w.l.Archives())-1].End {
+				w.tally.covered("archived")
+			}
 		}
 		if p != "" {
 			w.tally.wrong++

@@ -39,11 +39,14 @@ type config struct {
 	Timeout    time.Duration `json:"-"`
 	// SkipBaseline leaves the full sync out (for quick runs of our side).
 	SkipBaseline bool `json:"skip_baseline"`
+	// Ledger is where the test ledger runs: "child" (a child process, so
+	// RSS and CPU figures are ours alone) or "inproc".
+	Ledger string `json:"ledger_host"`
 }
 
 func defaultConfig() config {
 	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1,
-		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute}
+		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child"}
 }
 
 func main() {
@@ -58,10 +61,19 @@ func main() {
 	fs.DurationVar(&cfg.DecodeTime, "decode-time", cfg.DecodeTime, "wall time of each decode+hash+match measurement")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
+	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "where the test ledger runs: child (a child process) or inproc")
+	serve := fs.Bool("serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
 	jsonPath := fs.String("json", "", "also write the figures as JSON to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *serve {
+		if err := serveLedger(cfg, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "reconbench ledger:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -117,22 +129,35 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	rep := &Report{Config: cfg, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		LoadStart: loadAvg()}
 	rss0, _, _ := memStatus()
-	logf("building a ledger of %d blocks over %s", cfg.Blocks, cfg.Span)
-	sc, err := buildScenario(cfg.Blocks, cfg.Span, cfg.Seed)
+	logf("building a ledger of %d blocks over %s (%s)", cfg.Blocks, cfg.Span, cfg.Ledger)
+	var sc *scenario
+	switch cfg.Ledger {
+	case "child":
+		sc, err = startLedgerChild(cfg, logw)
+	case "inproc":
+		sc, err = buildScenario(cfg.Blocks, cfg.Span, cfg.Seed)
+	default:
+		err = fmt.Errorf("-ledger %q: want child or inproc", cfg.Ledger)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("build ledger: %w", err)
 	}
 	defer sc.close()
 	ledgerPhase := startMemPhase()
 	rep.Ledger = LedgerInfo{
-		Blocks: sc.ledger.Len(), Archives: len(sc.ledger.Archives()),
-		WindowFirst: sc.window[0], WindowLast: sc.window[1], WindowBlocks: sc.window[1] - sc.window[0] + 1,
-		Found: sc.found, BuildSeconds: sc.build.Seconds(), RSSBytes: ledgerPhase.start - min(ledgerPhase.start, rss0),
+		Host: cfg.Ledger, Blocks: sc.Blocks, Archives: sc.Archives,
+		WindowFirst: sc.Window[0], WindowLast: sc.Window[1], WindowBlocks: sc.Window[1] - sc.Window[0] + 1,
+		Found: sc.Found, BuildSeconds: sc.BuildSeconds,
 	}
-	logf("ledger built in %s: %d blocks, %d archives, window [%d, %d]; resident %d MiB",
-		sc.build.Round(time.Millisecond), rep.Ledger.Blocks, rep.Ledger.Archives, sc.window[0], sc.window[1], rep.Ledger.RSSBytes>>20)
+	if sc.child != nil {
+		rep.Ledger.RSSBytes = sc.child.rss()
+	} else {
+		rep.Ledger.RSSBytes = ledgerPhase.start - min(ledgerPhase.start, rss0)
+	}
+	logf("ledger built in %.1f s: %d blocks, %d archives, window [%d, %d]; ledger resident %d MiB",
+		sc.BuildSeconds, sc.Blocks, sc.Archives, sc.Window[0], sc.Window[1], rep.Ledger.RSSBytes>>20)
 
-	ag, err := sc.srv.NewAgent(nil)
+	ag, err := sc.newAgent()
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +204,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
-			logf("baseline %s: full sync of %d blocks", ep.name, sc.ledger.Len())
+			logf("baseline %s: full sync of %d blocks", ep.name, sc.Blocks)
 			phase := startMemPhase()
 			b, err := sc.runBaseline(ctx, c, dir, ep.name)
 			if err != nil {

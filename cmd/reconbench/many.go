@@ -101,6 +101,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	var mu sync.Mutex
 	sent := make(map[string]time.Time, n)
 	got := make(map[string]time.Duration, n)
+	foundAt := make(map[string]uint64, n)
 	var last time.Time
 	done := make(chan struct{})
 	sub, err := tool.NATS().Subscribe(tool.Subjects().VerdictsFilter(), func(m *nats.Msg) {
@@ -117,6 +118,9 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		}
 		got[v.IntentID] = now.Sub(t0)
 		res.Statuses[string(v.Status)]++
+		if v.Status == reconcile.StatusFound && v.Block != nil {
+			foundAt[v.IntentID] = uint64(v.Block.Index)
+		}
 		last = now
 		if len(got) == n {
 			close(done)
@@ -158,7 +162,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		mu.Lock()
 		sent[id] = time.Now()
 		mu.Unlock()
-		if _, err := tool.PublishIntent(ctx, sc.id, id, bodies[i]); err != nil {
+		if _, err := tool.PublishIntent(ctx, sc.Ledger, id, bodies[i]); err != nil {
 			return res, fmt.Errorf("many: publish %s: %w", id, err)
 		}
 	}
@@ -188,10 +192,16 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	if res.OneScan > 0 {
 		res.ScanRatio = float64(res.BlocksClient) / float64(res.OneScan)
 	}
-	// Every intent matching a planted payment must be found, and no
-	// intent of another amount may be: a wrong verdict voids the figures.
-	if want := min(n, len(sc.planted)); res.Statuses[string(reconcile.StatusFound)] != want {
-		return res, fmt.Errorf("many: %d found, want %d (statuses %v)", res.Statuses[string(reconcile.StatusFound)], want, res.Statuses)
+	// Every intent matching a planted payment must be found at its block,
+	// and no intent of another amount may be: a wrong verdict voids the
+	// figures.
+	if want := min(n, len(sc.Planted)); len(foundAt) != want {
+		return res, fmt.Errorf("many: %d found, want %d (statuses %v)", len(foundAt), want, res.Statuses)
+	}
+	for k := 0; k < min(n, len(sc.Planted)); k++ {
+		if at, ok := foundAt[ids[k]]; !ok || at != sc.Planted[k].Index {
+			return res, fmt.Errorf("many: %s found at %d (%t), planted at %d", ids[k], at, ok, sc.Planted[k].Index)
+		}
 	}
 	if k := res.Statuses[string(reconcile.StatusFound)] + res.Statuses[string(reconcile.StatusAbsent)] + res.Statuses[string(reconcile.StatusNotYet)]; k != n {
 		return res, fmt.Errorf("many: statuses %v, want only found, absent and not_yet", res.Statuses)

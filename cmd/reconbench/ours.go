@@ -39,9 +39,9 @@ type CaseResult struct {
 
 	// Per verdict (the mean over runs; every run reads the same).
 	Queries      float64 `json:"queries"`
-	BlocksClient float64 `json:"blocks_fetched"`      // blocks in pages the client received
-	BlocksServed float64 `json:"blocks_served"`       // blocks the ledger and archives served
-	CPUSeconds   float64 `json:"cpu_seconds_process"` // user+sys of the whole process, replica included
+	BlocksClient float64 `json:"blocks_fetched"`          // blocks in pages the client received
+	BlocksServed float64 `json:"blocks_served,omitempty"` // blocks the ledger and archives served (in-process ledger only)
+	CPUSeconds   float64 `json:"cpu_seconds_process"`     // user+sys of the whole process, replica included
 
 	// Bound is blocks to verify / page + search steps + 2: what an ideal
 	// reader needs; QueryRatio = Queries / Bound.
@@ -58,12 +58,12 @@ type CaseResult struct {
 // newClient is a fresh client for the scenario's ledger: nothing detected,
 // no archive known, so every verdict pays for discovery as a cold one does.
 func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client, error) {
-	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledger.ID(), RootKey: sc.srv.RootKey(), Endpoint: ep})
+	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep})
 }
 
 func (sc *scenario) newEngine(c *icrc3.Client, cache reconcile.BlockCache) *reconcile.Engine {
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
-		if ledger != sc.id {
+		if ledger != sc.Ledger {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
 		return c, reconcile.LedgerConfig{}, nil
@@ -79,8 +79,8 @@ func (sc *scenario) check(name string, v reconcile.Verdict) error {
 		}
 		return nil
 	}
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != sc.found[name] {
-		return fmt.Errorf("case %s: verdict %s %+v (reason %+v), want found at %d", name, v.Status, v.Block, v.Reason, sc.found[name])
+	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != sc.Found[name] {
+		return fmt.Errorf("case %s: verdict %s %+v (reason %+v), want found at %d", name, v.Status, v.Block, v.Reason, sc.Found[name])
 	}
 	return nil
 }
@@ -98,7 +98,7 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 			return r, err
 		}
 		e := sc.newEngine(c, reconcile.NewMemCache())
-		before := sc.ledger.Counters().BlocksServed
+		before := sc.blocksServed()
 		cpu0 := cpuTime()
 		t0 := time.Now()
 		v, err := e.Decide(ctx, in)
@@ -114,7 +114,7 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 		lat = append(lat, el)
 		queries += st.Total
 		fetched += st.Blocks
-		served += sc.ledger.Counters().BlocksServed - before
+		served += sc.blocksServed() - before
 		r.QueriesByMethod = st.Queries
 		r.Status = string(v.Status)
 		if v.Block != nil {
@@ -130,10 +130,10 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 
 	// What must be read: from the tip down to the match, or for absent to
 	// the block below the window (its ts proves the window is covered).
-	tip := sc.ledger.Len() - 1
-	low := sc.window[0] - min(sc.window[0], 1)
+	tip := sc.Blocks - 1
+	low := sc.Window[0] - min(sc.Window[0], 1)
 	if name != "absent" {
-		low = sc.found[name]
+		low = sc.Found[name]
 	}
 	r.BlocksToVerify = tip - low + 1
 	r.SearchSteps = searchSteps(tip+1-low, page)
@@ -180,7 +180,7 @@ func (sc *scenario) oneScan(ctx context.Context, ag *agent.Agent, ins []*matcher
 	}
 	// An intent with the earliest stamp that matches nothing reads its
 	// whole window and everything above it.
-	probe, err := matcher.ParseIntent(transferIntentJSON("one-scan", sc.id, earliest.Stamp(), 7, []byte("never-sent"), carol))
+	probe, err := matcher.ParseIntent(transferIntentJSON("one-scan", sc.Ledger, earliest.Stamp(), 7, []byte("never-sent"), carol))
 	if err != nil {
 		return 0, err
 	}

@@ -18,6 +18,8 @@ func smokeConfig() config {
 	cfg.Blocks, cfg.Runs, cfg.Intents = 20_000, 2, 150
 	cfg.DecodeTime = 100 * time.Millisecond
 	cfg.Timeout = 10 * time.Minute
+	// The test binary cannot serve as the ledger child: keep it in-process.
+	cfg.Ledger = "inproc"
 	return cfg
 }
 

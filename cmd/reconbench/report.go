@@ -32,10 +32,11 @@ type Report struct {
 	Goals []Goal `json:"goals"`
 }
 
-// LedgerInfo describes the scenario's ledger. RSSBytes is the resident
-// memory the in-process replica and ledger added (measured after building
-// it, garbage collected): it is in every later RSS figure.
+// LedgerInfo describes the scenario's ledger. RSSBytes is the ledger's
+// resident memory: the child process's, or what the in-process replica and
+// ledger added (then it is in every later RSS figure of this process).
 type LedgerInfo struct {
+	Host         string            `json:"host"` // child or inproc
 	Blocks       uint64            `json:"blocks"`
 	Archives     int               `json:"archives"`
 	WindowFirst  uint64            `json:"window_first"`
@@ -80,9 +81,20 @@ func (r *Report) evaluate() {
 				worst, worstAt = ratio, c.Endpoint+"/"+c.Case
 			}
 		}
+		// CPU time does not depend on what else the machine runs; with
+		// the ledger in a child process it is the reader's work alone.
+		worstCPU, cpuAt := math.Inf(1), ""
+		for _, c := range r.Cases {
+			if b := r.baseline(c.Endpoint); b != nil && c.CPUSeconds > 0 {
+				if ratio := b.CPUSeconds / c.CPUSeconds; ratio < worstCPU {
+					worstCPU, cpuAt = ratio, c.Endpoint+"/"+c.Case
+				}
+			}
+		}
 		r.Goals = append(r.Goals, Goal{Name: "verdict vs baseline first answer", Target: ">= 100x",
 			Achieved: worst, Met: worst >= 100,
-			Note: fmt.Sprintf("worst case %s (p50); the cold verdict reads tip..window start, the baseline the whole chain", worstAt)})
+			Note: fmt.Sprintf("worst case %s (wall p50); by CPU time worst %.1fx (%s); a cold verdict reads tip..window start, the baseline the whole chain",
+				worstAt, worstCPU, cpuAt)})
 	}
 	worstQ, worstAt := 0.0, ""
 	for _, c := range r.Cases {
@@ -106,9 +118,16 @@ func (r *Report) evaluate() {
 	if r.Many != nil {
 		ours = max(ours, r.Many.PeakRSSRise)
 	}
-	r.Goals = append(r.Goals, Goal{Name: "peak RSS of reconciled (above the in-process ledger)", Target: "< 200 MiB",
-		Achieved: float64(ours) / mib, Met: ours < 200*mib,
-		Note: fmt.Sprintf("the in-process replica+ledger holds %d MiB; process peak %d MiB", r.Ledger.RSSBytes/mib, max(r.OursPeakRSS, r.manyPeak())/mib)})
+	name, note := "peak RSS of reconciled", fmt.Sprintf("the ledger runs in a child process (%d MiB there)", r.Ledger.RSSBytes/mib)
+	if r.Ledger.Host != "child" {
+		name = "peak RSS of reconciled (rise above the in-process ledger)"
+		note = fmt.Sprintf("the in-process replica+ledger holds %d MiB and its live heap raises the GC target", r.Ledger.RSSBytes/mib)
+	}
+	if r.Ledger.Host == "child" {
+		ours = max(r.OursPeakRSS, r.manyPeak())
+	}
+	r.Goals = append(r.Goals, Goal{Name: name, Target: "< 200 MiB", Achieved: float64(ours) / mib, Met: ours < 200*mib,
+		Note: note + fmt.Sprintf("; process peak %d MiB", max(r.OursPeakRSS, r.manyPeak())/mib)})
 }
 
 func (r *Report) manyPeak() uint64 {
@@ -157,8 +176,8 @@ func (r *Report) writeTable(w io.Writer) error {
 			fmt.Sprintf("%d MiB, %d MiB", b.DBBytes/mib, b.PeakRSSRise/mib), "-")
 	}
 	if len(r.Baseline) > 0 {
-		row("peak RSS rise: single verdicts vs baseline", fmt.Sprintf("%d MiB", r.OursPeakRSSRise/mib),
-			fmt.Sprintf("%d MiB", r.Baseline[0].PeakRSSRise/mib), fmt.Sprintf("%.1fx", float64(r.Baseline[0].PeakRSSRise)/float64(max(r.OursPeakRSSRise, 1))))
+		row("peak RSS (rise): single verdicts vs baseline", fmt.Sprintf("%d (%d) MiB", r.OursPeakRSS/mib, r.OursPeakRSSRise/mib),
+			fmt.Sprintf("%d (%d) MiB", r.Baseline[0].PeakRSS/mib, r.Baseline[0].PeakRSSRise/mib), fmt.Sprintf("%.1fx", float64(r.Baseline[0].PeakRSS)/float64(max(r.OursPeakRSS, 1))))
 	}
 	if m := r.Many; m != nil {
 		row(fmt.Sprintf("%d intents via NATS: blocks fetched vs one scan", m.Intents),
@@ -166,12 +185,12 @@ func (r *Report) writeTable(w io.Writer) error {
 		row("  intents/s, queries", fmt.Sprintf("%.0f/s, %d", m.IntentsPerS, m.Queries), "-", "-")
 		row("  publish->verdict p50/p99/max", fmt.Sprintf("%.0f/%.0f/%.0f ms", m.LatencyMS.P50, m.LatencyMS.P99, m.LatencyMS.Max), "-", "-")
 		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
-		row("  CPU, peak RSS rise", fmt.Sprintf("%.1f s, %d MiB", m.CPUSeconds, m.PeakRSSRise/mib), "-", "-")
+		row("  CPU, peak RSS (rise)", fmt.Sprintf("%.1f s, %d (%d) MiB", m.CPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
 	}
 	for _, d := range r.Decode {
-		row("decode+hash+match "+d.Endpoint+" per core", fmt.Sprintf("%.0f blocks/s", d.BlocksPerSec), "-", "-")
+		row("decode+hash+match "+d.Endpoint+" per core (best/median)", fmt.Sprintf("%.0f/%.0f blocks/s", d.BlocksPerSec, d.MedianPerSec), "-", "-")
 	}
-	row("in-process replica+ledger resident", fmt.Sprintf("%d MiB", r.Ledger.RSSBytes/mib), "-", "-")
+	row("test ledger resident ("+r.Ledger.Host+")", fmt.Sprintf("%d MiB", r.Ledger.RSSBytes/mib), "-", "-")
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -36,24 +36,39 @@ const (
 // caseNames are the single-intent cases, in the order they are reported.
 var caseNames = []string{"start", "middle", "end", "absent"}
 
-type scenario struct {
-	srv    *ledgertest.Server
-	ledger *ledgertest.Ledger
-	id     string // textual ledger id
+// facts are what the measurements need to know about the built ledger.
+// They cross the pipe from a ledger child process as JSON.
+type facts struct {
+	URL     string `json:"url"`
+	RootKey []byte `json:"root_key"`
+	Ledger  string `json:"ledger"` // textual canister id
 
-	stamp  uint64                     // S, the stamp of the four cases
-	cases  map[string]*matcher.Intent // start, middle, end, absent
-	found  map[string]uint64          // where start, middle and end executed
-	window [2]uint64                  // first and last block of the cases' window
+	Stamp   uint64            `json:"stamp"`    // S, the stamp of the four cases
+	Found   map[string]uint64 `json:"found_at"` // where start, middle and end executed
+	Window  [2]uint64         `json:"window"`   // first and last block of the cases' window
+	Planted []planted         `json:"planted"`  // one payment per window step
 
-	planted []planted // one payment per window step
-	build   time.Duration
+	Blocks       uint64  `json:"blocks"`
+	Archives     int     `json:"archives"`
+	BuildSeconds float64 `json:"build_seconds"`
 }
 
 type planted struct {
-	stamp, amount uint64
-	memo          []byte
-	index         uint64
+	Stamp  uint64 `json:"stamp"`
+	Amount uint64 `json:"amount"`
+	Memo   []byte `json:"memo"`
+	Index  uint64 `json:"index"`
+}
+
+type scenario struct {
+	facts
+	ledgerID principal.Principal
+	cases    map[string]*matcher.Intent // start, middle, end, absent
+
+	// The host: in this process (srv, ledger) or a child process.
+	srv    *ledgertest.Server
+	ledger *ledgertest.Ledger
+	child  *ledgerChild
 }
 
 // principalN is a deterministic principal distinct from the generated
@@ -85,7 +100,7 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 	if err != nil {
 		return nil, err
 	}
-	sc := &scenario{srv: srv, cases: map[string]*matcher.Intent{}, found: map[string]uint64{}}
+	sc := &scenario{srv: srv, facts: facts{URL: srv.URL(), RootKey: srv.RootKey(), Found: map[string]uint64{}}}
 	fail := func(err error) (*scenario, error) {
 		srv.Close()
 		return nil, err
@@ -96,7 +111,7 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 	if err != nil {
 		return fail(err)
 	}
-	sc.ledger, sc.id = l, l.ID().Encode()
+	sc.ledger, sc.Ledger = l, l.ID().Encode()
 
 	// Everything before the window, ending at the ledger's current time.
 	if err := l.GenerateHistory(before-planSteps, seed, span-tw); err != nil {
@@ -109,19 +124,12 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 	}
 	// Keep the window clear of the pre-window history's last blocks.
 	srv.Advance(3 * time.Minute)
-	sc.stamp = srv.Now()
-	for k, name := range caseNames {
-		in, err := matcher.ParseIntent(transferIntentJSON("case-"+name, sc.id, sc.stamp, uint64(k+1), []byte{byte(k + 1)}, bob))
-		if err != nil {
-			return fail(err)
-		}
-		sc.cases[name] = in
-	}
+	sc.Stamp = srv.Now()
 	pay := func(stamp, amount uint64, memo []byte, to principal.Principal) (uint64, error) {
 		return l.Transfer(alice, icrc3.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(),
 			Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp})
 	}
-	if sc.found["start"], err = pay(sc.stamp, 1, []byte{1}, bob); err != nil {
+	if sc.Found["start"], err = pay(sc.Stamp, 1, []byte{1}, bob); err != nil {
 		return fail(fmt.Errorf("plant start: %w", err))
 	}
 	step := tw / planSteps
@@ -137,22 +145,22 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 		if err := l.GenerateHistory(perStep-1, seed+int64(1+i), d); err != nil {
 			return fail(err)
 		}
-		p := planted{stamp: srv.Now(), amount: 1000 + uint64(i), memo: []byte(fmt.Sprintf("plant-%d", i))}
-		if p.index, err = pay(p.stamp, p.amount, p.memo, carol); err != nil {
+		p := planted{Stamp: srv.Now(), Amount: 1000 + uint64(i), Memo: []byte(fmt.Sprintf("plant-%d", i))}
+		if p.Index, err = pay(p.Stamp, p.Amount, p.Memo, carol); err != nil {
 			return fail(fmt.Errorf("plant payment %d: %w", i, err))
 		}
-		sc.planted = append(sc.planted, p)
+		sc.Planted = append(sc.Planted, p)
 		if i == planSteps/2-1 {
-			if sc.found["middle"], err = pay(sc.stamp, 2, []byte{2}, bob); err != nil {
+			if sc.Found["middle"], err = pay(sc.Stamp, 2, []byte{2}, bob); err != nil {
 				return fail(fmt.Errorf("plant middle: %w", err))
 			}
 		}
 	}
-	if sc.found["end"], err = pay(sc.stamp, 3, []byte{3}, bob); err != nil {
+	if sc.Found["end"], err = pay(sc.Stamp, 3, []byte{3}, bob); err != nil {
 		return fail(fmt.Errorf("plant end: %w", err))
 	}
 	// Close the cases' window in ledger time, then a little more history.
-	if end := sc.stamp + uint64(tw+3*time.Minute); end > srv.Now() {
+	if end := sc.Stamp + uint64(tw+3*time.Minute); end > srv.Now() {
 		srv.Advance(time.Duration(end - srv.Now()))
 	}
 	if rest := blocks - int(l.Len()); rest > 0 {
@@ -160,13 +168,41 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 			return fail(err)
 		}
 	}
+	if err := sc.init(); err != nil {
+		return fail(err)
+	}
 	w := sc.cases["absent"].Window(matcher.LedgerRules{})
-	sc.window[0], sc.window[1] = sc.blocksIn(w.From, w.To)
-	sc.build = time.Since(t0)
+	sc.Window[0], sc.Window[1] = sc.blocksIn(w.From, w.To)
+	sc.Blocks, sc.Archives = l.Len(), len(l.Archives())
+	sc.BuildSeconds = time.Since(t0).Seconds()
 	return sc, nil
 }
 
-func (sc *scenario) close() { sc.srv.Close() }
+// init derives the intents of the four cases from the facts.
+func (sc *scenario) init() error {
+	id, err := principal.Decode(sc.Ledger)
+	if err != nil {
+		return fmt.Errorf("ledger id %q: %w", sc.Ledger, err)
+	}
+	sc.ledgerID = id
+	sc.cases = map[string]*matcher.Intent{}
+	for k, name := range caseNames {
+		in, err := matcher.ParseIntent(transferIntentJSON("case-"+name, sc.Ledger, sc.Stamp, uint64(k+1), []byte{byte(k + 1)}, bob))
+		if err != nil {
+			return err
+		}
+		sc.cases[name] = in
+	}
+	return nil
+}
+
+func (sc *scenario) close() error {
+	if sc.child != nil {
+		return sc.child.stop()
+	}
+	sc.srv.Close()
+	return nil
+}
 
 // blocksIn finds the first and last block with from <= ts <= to.
 func (sc *scenario) blocksIn(from, to uint64) (first, last uint64) {
@@ -196,14 +232,14 @@ func blockTS(v icrc3.Value) uint64 {
 // amount (near misses: absent once their window closes, not_yet before).
 func (sc *scenario) manyIntents(n int) (ids []string, bodies [][]byte) {
 	for k := 0; k < n; k++ {
-		p := sc.planted[k%len(sc.planted)]
-		amount, memo := p.amount, p.memo
-		if k >= len(sc.planted) {
+		p := sc.Planted[k%len(sc.Planted)]
+		amount, memo := p.Amount, p.Memo
+		if k >= len(sc.Planted) {
 			amount = 1_000_000 + uint64(k)
 		}
 		id := "many-" + strconv.Itoa(k)
 		ids = append(ids, id)
-		bodies = append(bodies, transferIntentJSON(id, sc.id, p.stamp, amount, memo, carol))
+		bodies = append(bodies, transferIntentJSON(id, sc.Ledger, p.Stamp, amount, memo, carol))
 	}
 	return ids, bodies
 }

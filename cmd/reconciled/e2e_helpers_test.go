@@ -31,7 +31,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	srv, err := ledgertest.NewServer(ledgertest.WithSeed(11))
 	if err != nil {

@@ -276,7 +276,9 @@ func TestRestartMidScan(t *testing.T) {
 		got := l.Counters().BlocksServed - before
 		return got > 0, fmt.Sprint(got, " blocks")
 	})
+	t0 := time.Now()
 	stop(d1, 0) // no grace: the in-flight intent is given back mid-scan
+	t.Logf("stopped in %s", time.Since(t0))
 	if n := w.streamCount("slow"); n != 0 {
 		t.Fatalf("%d verdicts published before the restart; the scan was not interrupted", n)
 	}
@@ -285,6 +287,7 @@ func TestRestartMidScan(t *testing.T) {
 	d2 := w.daemonWith("one", dir, time.Hour, false, small)
 	defer stop(d2, time.Second)
 	v := w.wait(slow.ID, anyVerdict)
+	t.Logf("decided after restart in %s", time.Since(t0))
 	if v.Status != reconcile.StatusNotYet || v.Seq != 1 {
 		t.Fatalf("slow after restart: %+v", v)
 	}
@@ -330,12 +333,21 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	single := one.Counters().BlocksServed
 
 	start := time.Now()
+	// Published asynchronously, as a busy tool layer would: each publish
+	// waits for the server's fsync otherwise.
+	js := w.tool.JetStream()
 	for i := range intents {
 		doc := transferIntent(fmt.Sprint("many-", i), many.ID(), alice.principal(), transferArg(bob.principal(), uint64(i+1), u64(stamp(i)), "x"))
-		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json()); err != nil {
+		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(doc.ID)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-w.ctx.Done():
+		t.Fatal("intents not acknowledged by the stream")
+	}
+	t.Logf("published %d intents in %s", intents, time.Since(start).Round(time.Millisecond))
 	// One consumer over every verdict subject: 1000 watchers would exceed
 	// the server's consumer limit.
 	cons, err := w.tool.JetStream().OrderedConsumer(w.ctx, queue.VerdictsStream, jetstream.OrderedConsumerConfig{

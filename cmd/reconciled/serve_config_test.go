@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestServeFlagsAndEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ledgers := filepath.Join(dir, "ledgers.json")
+	if err := os.WriteFile(ledgers, []byte(`[{"canister_id":"ss2fx-dyaaa-aaaar-qacoq-cai","tw":"48h","verify":"queries"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseServeConfig([]string{
+		"--ledger", "mxzaz-hqaaa-aaaar-qaada-cai,tw=25h,drift=90s,minting=2vxsx-fae",
+		"--ledgers-file", ledgers, "--poll-interval", "2s", "--http", "127.0.0.1:0",
+	}, env(map[string]string{
+		"RECONCILED_POLL_INTERVAL":      "9s", // the flag wins
+		"RECONCILED_DATA":               dir,
+		"RECONCILED_SUPPORT_TOKEN_FILE": tokenFile,
+		"RECONCILED_INSTANCE":           "pod/7",
+		"RECONCILED_MAX_INFLIGHT":       "8",
+		"RECONCILED_STRICT_LEDGERS":     "true",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret" || c.MaxInflight != 8 || !c.StrictLedgers {
+		t.Fatalf("config %+v", c)
+	}
+	if c.Instance != "pod_7" {
+		t.Fatalf("instance %q: want a NATS-safe token", c.Instance)
+	}
+	ck, ok := c.Ledgers["mxzaz-hqaaa-aaaar-qaada-cai"]
+	if !ok || ck.Rules.TW != 25*time.Hour || ck.Rules.Drift != 90*time.Second || ck.Rules.MintingAccount == nil || ck.Verify != icrc3.VerifyChain {
+		t.Fatalf("--ledger: %+v", ck)
+	}
+	if eth := c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"]; eth.Rules.TW != 48*time.Hour || eth.Verify != icrc3.VerifyQueries {
+		t.Fatalf("--ledgers-file: %+v", eth)
+	}
+
+	// Repeatable --ledger from the environment, ';'-separated.
+	c, err = parseServeConfig(nil, env(map[string]string{
+		"RECONCILED_LEDGER": "mxzaz-hqaaa-aaaar-qaada-cai; ss2fx-dyaaa-aaaar-qacoq-cai,drift=3m", "RECONCILED_INSTANCE": "x"}), io.Discard)
+	if err != nil || len(c.Ledgers) != 2 || c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"].Rules.Drift != 3*time.Minute {
+		t.Fatalf("ledgers from env: %+v, %v", c, err)
+	}
+}
+
+func TestServeRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--fetch-root-key"}, nil, "refused for the mainnet host icp-api.io"},
+		{[]string{"--fetch-root-key", "--ic-url", "https://boundary.ic0.app"}, nil, "mainnet host boundary.ic0.app"},
+		{[]string{"--ic-url", "https://icp0.io"}, map[string]string{"RECONCILED_FETCH_ROOT_KEY": "true"}, "mainnet host icp0.io"},
+		{[]string{"--ledger", "not-a-principal"}, nil, "--ledger"},
+		{[]string{"--ledger", "mxzaz-hqaaa-aaaar-qaada-cai,tw=-1h"}, nil, "positive duration"},
+		{[]string{"--ledger", "mxzaz-hqaaa-aaaar-qaada-cai,verify=trust"}, nil, "want chain or queries"},
+		{[]string{"--ledger", "mxzaz-hqaaa-aaaar-qaada-cai,colour=red"}, nil, "unknown option"},
+		{[]string{"--strict-ledgers"}, nil, "would refuse every intent"},
+		{[]string{"--poll-interval", "1ms"}, nil, "too short"},
+		{[]string{"--max-message-bytes", "1000000"}, nil, "--max-message-bytes"},
+		{[]string{"--nats-listen", "0.0.0.0:4222"}, nil, "not a loopback address"},
+		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
+		{[]string{"--log-level", "loud"}, nil, "--log-level"},
+		{nil, map[string]string{"RECONCILED_GRACE": "soon"}, "RECONCILED_GRACE"},
+		{[]string{"extra"}, nil, "unexpected arguments"},
+	} {
+		_, err := parseServeConfig(tc.args, env(tc.env), io.Discard)
+		if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %v: got %v, want a usage error mentioning %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	// A local replica may fetch its key.
+	if _, err := parseServeConfig([]string{"--fetch-root-key", "--ic-url", "http://127.0.0.1:4943", "--instance", "i"}, env(nil), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	// The exit code of a refusal is 2.
+	if code := run([]string{"serve", "--fetch-root-key"}, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	var notReady error = errors.New("nats not connected")
+	sup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := newHTTPHandler(httpDeps{
+		ready: func(context.Context) error { return notReady },
+		metrics: func(_ context.Context, w io.Writer) error {
+			_, err := io.WriteString(w, "reconciled_x 1\n")
+			return err
+		},
+		support: sup,
+	})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz %d", code)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "nats not connected") {
+		t.Fatalf("/readyz not ready: %d %s", code, body)
+	}
+	notReady = nil
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz ready: %d", code)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || body != "reconciled_x 1\n" {
+		t.Fatalf("/metrics %d %q", code, body)
+	}
+	for _, p := range []string{"/api/v1/intents", "/ui/"} {
+		if code, _ := get(p); code != http.StatusTeapot {
+			t.Fatalf("%s not routed to the support handler: %d", p, code)
+		}
+	}
+}
+
+func TestPromWriterFormat(t *testing.T) {
+	var b strings.Builder
+	p := &promWriter{w: &b, seen: map[string]bool{}}
+	p.sample("m_total", "counter", "help", map[string]string{"b": `x"y`, "a": "1"}, 2)
+	p.sample("m_total", "counter", "help", nil, 3.5)
+	want := "# HELP m_total help\n# TYPE m_total counter\nm_total{a=\"1\",b=\"x\\\"y\"} 2\nm_total 3.5\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// logBuffer is a bytes.Buffer safe for a logger writing while the test reads.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *logBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *logBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serve end to end: flags, an embedded NATS under --data, a test replica's
+// fetched root key, HTTP probes, and a clean stop when the signal context
+// ends.
+func TestServeRunsAndStops(t *testing.T) {
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &logBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--ic-url", srv.URL(),
+			"--fetch-root-key", "--instance", "t1", "--grace", "2s", "--poll-interval", "1s"}, io.Discard, logs)
+	}()
+	var addr string
+	eventually(t, "serve logs its HTTP address", func() (bool, string) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "reconciled serving" {
+				addr, _ = m["http"].(string)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve returned early: %v\n%s", err, logs.String())
+		default:
+		}
+		return addr != "", logs.String()
+	})
+	client := ledgertest.LoopbackHTTPClient()
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := client.Get("http://" + addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
+		}
+		if p == "/metrics" && !strings.Contains(string(body), "reconciled_watch_list_size 0") {
+			t.Fatalf("/metrics:\n%s", body)
+		}
+	}
+	for _, f := range []string{dir, filepath.Join(dir, "reconciled.db")} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]os.FileMode{true: 0o700, false: 0o600}[fi.IsDir()]; fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", f, fi.Mode().Perm(), want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop within its grace")
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Fatalf("no stop log:\n%s", logs.String())
+	}
+}

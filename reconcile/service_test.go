@@ -1,0 +1,318 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
+)
+
+// fakeSink is a verdict stream in memory that can be made to fail.
+type fakeSink struct {
+	mu       sync.Mutex
+	verdicts map[string][]reconcile.Verdict
+	headers  map[string]reconcile.IntentHeader
+	rejects  []string
+	fail     error
+}
+
+func newFakeSink() *fakeSink {
+	return &fakeSink{verdicts: map[string][]reconcile.Verdict{}, headers: map[string]reconcile.IntentHeader{}}
+}
+
+func (f *fakeSink) PublishVerdict(_ context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	h := f.verdicts[v.IntentID]
+	if n := len(h); n > 0 && h[n-1].Seq >= v.Seq {
+		return fmt.Errorf("%w: seq %d after %d", reconcile.ErrHistory, v.Seq, h[n-1].Seq)
+	}
+	f.verdicts[v.IntentID] = append(h, v)
+	f.headers[v.IntentID] = in
+	return nil
+}
+
+func (f *fakeSink) PublishReject(_ context.Context, id, code, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rejects = append(f.rejects, id+":"+code)
+	return nil
+}
+
+func (f *fakeSink) LastVerdict(_ context.Context, id string) (*reconcile.Verdict, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.verdicts[id]
+	if len(h) == 0 {
+		return nil, nil
+	}
+	v := h[len(h)-1]
+	return &v, nil
+}
+
+func (f *fakeSink) seqs(id string) []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []uint64
+	for _, v := range f.verdicts[id] {
+		out = append(out, v.Seq)
+	}
+	return out
+}
+
+// scriptDecider answers each intent with the status its script says,
+// counting calls.
+type scriptDecider struct {
+	mu     sync.Mutex
+	script map[string]func() reconcile.Verdict
+	calls  map[string]int
+	err    error
+}
+
+func (d *scriptDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return nil, d.err
+	}
+	out := make([]reconcile.Verdict, len(ins))
+	for i, in := range ins {
+		d.calls[in.ID]++
+		v := d.script[in.ID]()
+		v.IntentID, v.DecidedAt, v.Final = in.ID, time.Now().UTC(), v.Status.Final()
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (d *scriptDecider) set(id string, v reconcile.Verdict) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.script[id] = func() reconcile.Verdict { return v }
+}
+
+type svcEnv struct {
+	t     *testing.T
+	st    *store.Store
+	sink  *fakeSink
+	dec   *scriptDecider
+	svc   *reconcile.Service
+	clock time.Time
+}
+
+func newSvcEnv(t *testing.T) *svcEnv {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &svcEnv{t: t, st: st, sink: newFakeSink(),
+		dec: &scriptDecider{script: map[string]func() reconcile.Verdict{}, calls: map[string]int{}}, clock: time.Unix(1_800_000_000, 0)}
+	e.svc, err = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: st}, Sink: e.sink,
+		Now: func() time.Time { return e.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func intentBody(id string, amount int) []byte {
+	return fmt.Appendf(nil, `{"intent_id":%q,"canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer",
+		"caller":"2vxsx-fae","args":{"to":"aaaaa-aa","amount":"%d","created_at_time":"1791547201000000000"},"after":"unknown"}`, id, amount)
+}
+
+func (e *svcEnv) handle(body []byte) reconcile.Outcome {
+	e.t.Helper()
+	return e.svc.HandleIntent(context.Background(), body)
+}
+
+func TestServiceInvalidIntents(t *testing.T) {
+	e := newSvcEnv(t)
+	if o := e.handle([]byte(`{"no_id":1}`)); o.Kind != reconcile.Term {
+		t.Fatalf("no id: %+v, want term", o)
+	}
+	if o := e.handle([]byte(`not json`)); o.Kind != reconcile.Term {
+		t.Fatalf("not JSON: %+v, want term", o)
+	}
+	body := []byte(`{"intent_id":"bad-1","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"2vxsx-fae",
+		"args":{"to":"aaaaa-aa","amount":"1"}}`)
+	for range 2 {
+		if o := e.handle(body); o.Kind != reconcile.Ack {
+			t.Fatalf("invalid with id: %+v, want ack", o)
+		}
+	}
+	vs, err := e.st.Verdicts(context.Background(), "bad-1")
+	if err != nil || len(vs) != 1 || vs[0].Status != reconcile.StatusInvalid || vs[0].Reason.Code != matcher.CodeNoStamp {
+		t.Fatalf("stored %+v %v", vs, err)
+	}
+	if got := e.sink.seqs("bad-1"); len(got) != 1 {
+		t.Fatalf("published %v", got)
+	}
+	if string(e.sink.headers["bad-1"].Body) != string(body) {
+		t.Fatal("an invalid intent's verdict must carry its body as received")
+	}
+	// Another body under the id of an invalid intent conflicts.
+	if o := e.handle(intentBody("bad-1", 5)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 1 {
+		t.Fatalf("%+v rejects %v", o, e.sink.rejects)
+	}
+}
+
+func TestServiceDecidesOnceAndRepublishesFromStore(t *testing.T) {
+	e := newSvcEnv(t)
+	e.dec.set("p-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 7}})
+	e.sink.fail = errors.New("nats down")
+	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconcile.Nak || o.Delay == 0 {
+		t.Fatalf("publish failure: %+v, want a delayed nak", o)
+	}
+	e.sink.fail = nil
+	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconcile.Ack {
+		t.Fatalf("redelivery: %+v", o)
+	}
+	if e.dec.calls["p-1"] != 1 {
+		t.Fatalf("decided %d times, want once (the redelivery re-publishes from the store)", e.dec.calls["p-1"])
+	}
+	if got := e.sink.seqs("p-1"); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("stream seqs %v, want [1]", got)
+	}
+	// Conflict: refused, stored data untouched.
+	if o := e.handle(intentBody("p-1", 2)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 1 || e.sink.rejects[0] != "p-1:E_INTENT_CONFLICT" {
+		t.Fatalf("conflict: %+v %v", o, e.sink.rejects)
+	}
+	vs, _ := e.st.Verdicts(context.Background(), "p-1")
+	if len(vs) != 1 {
+		t.Fatalf("history %+v", vs)
+	}
+}
+
+func TestServiceShutdownGivesIntentBack(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.dec.err = context.Canceled
+	if o := e.svc.HandleIntent(ctx, intentBody("s-1", 1)); o.Kind != reconcile.Nak || o.Delay != 0 {
+		t.Fatalf("%+v, want an immediate nak", o)
+	}
+	// Stored without a verdict: the next delivery decides it.
+	e.dec.err = nil
+	e.dec.set("s-1", reconcile.Verdict{Status: reconcile.StatusNotYet, Window: &reconcile.Window{ToTS: 5}})
+	if o := e.handle(intentBody("s-1", 1)); o.Kind != reconcile.Ack {
+		t.Fatalf("%+v", o)
+	}
+	if vs, _ := e.st.Verdicts(context.Background(), "s-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusNotYet {
+		t.Fatalf("history %+v", vs)
+	}
+}
+
+func TestServiceFollowUp(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	unread := func(code string) reconcile.Verdict {
+		return reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: code, Message: code}}
+	}
+	e.dec.set("f-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	e.dec.set("f-2", unread("E_TRANSPORT"))
+	for _, id := range []string{"f-1", "f-2"} {
+		if o := e.handle(intentBody(id, 1)); o.Kind != reconcile.Ack {
+			t.Fatalf("%s: %+v", id, o)
+		}
+	}
+	watches := func() map[string]reconcile.Watch {
+		ws, err := store.ServiceStore{S: e.st}.Watches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]reconcile.Watch{}
+		for _, w := range ws {
+			m[w.IntentID] = w
+		}
+		return m
+	}
+	if w := watches(); len(w) != 2 || w["f-2"].Attempts != 1 || !w["f-2"].NextCheck.Equal(e.clock.Add(2*time.Second)) {
+		t.Fatalf("watches %+v", w)
+	}
+	// Same answers: nothing new published; the unreadable one is not due.
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.dec.calls["f-2"] != 1 || len(e.sink.seqs("f-1")) != 1 {
+		t.Fatalf("calls %v, f-1 seqs %v", e.dec.calls, e.sink.seqs("f-1"))
+	}
+	// Due, still unreadable with the same code: backoff doubles, no verdict.
+	e.clock = e.clock.Add(2 * time.Second)
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := watches()["f-2"]; w.Attempts != 2 || !w.NextCheck.Equal(e.clock.Add(4*time.Second)) || len(e.sink.seqs("f-2")) != 1 {
+		t.Fatalf("after a second unreadable check: %+v, seqs %v", w, e.sink.seqs("f-2"))
+	}
+	// Another reason code is news: a new verdict.
+	e.clock = e.clock.Add(4 * time.Second)
+	e.dec.set("f-2", unread("E_CERTIFICATE"))
+	e.dec.set("f-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.sink.seqs("f-2"); len(got) != 2 || got[1] != 2 {
+		t.Fatalf("f-2 seqs %v", got)
+	}
+	if got := e.sink.seqs("f-1"); len(got) != 2 || got[1] != 2 {
+		t.Fatalf("f-1 seqs %v", got)
+	}
+	if w := watches(); len(w) != 1 || w["f-2"].Attempts != 3 {
+		t.Fatalf("a final verdict ends the watch: %+v", w)
+	}
+	// The backoff is capped at 5 min, and never gives up.
+	for range 12 {
+		e.clock = e.clock.Add(10 * time.Minute)
+		if err := e.svc.FollowUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := watches()["f-2"]; w.NextCheck.Sub(e.clock) != 5*time.Minute {
+		t.Fatalf("backoff after %d attempts: %s", w.Attempts, w.NextCheck.Sub(e.clock))
+	}
+}
+
+func TestServiceImportSkipsContradictions(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	body := intentBody("i-1", 1)
+	in, err := matcher.ParseIntent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := &reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	v := reconcile.Verdict{IntentID: "i-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.Intent(ctx, "i-1")
+	if err != nil || string(rec.Body) != string(in.Canonical()) {
+		t.Fatalf("imported intent %+v %v", rec, err)
+	}
+	gap := v
+	gap.Seq = 3
+	if err := e.svc.ImportVerdict(ctx, gap, hdr); err != nil {
+		t.Fatalf("a seq gap must be skipped, not retried: %v", err)
+	}
+	other := v
+	other.Status = reconcile.StatusUnreadable
+	other.Reason = &reconcile.Reason{Code: "E_X", Message: "x"}
+	if err := e.svc.ImportVerdict(ctx, other, hdr); err != nil {
+		t.Fatalf("a conflicting seq must be skipped: %v", err)
+	}
+	if vs, _ := e.st.Verdicts(ctx, "i-1"); len(vs) != 1 {
+		t.Fatalf("history %+v", vs)
+	}
+}
