@@ -2,14 +2,20 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
 )
 
 // settleTimeout bounds the wait for the last verdicts. A delivery that was
@@ -221,4 +227,113 @@ func TestNATSRestartMidRun(t *testing.T) {
 	if t.Failed() {
 		t.Log(logTail(logPath, 60))
 	}
+}
+
+// A daemon that dies after storing a follow-up's final verdict and before
+// publishing it must publish it after its restart: a tool layer that saw
+// not_yet waits on the stream for the final verdict, and the intent has
+// already left the work queue, so no redelivery brings it back. The crash
+// point is too narrow to hit reliably with SIGKILL, so the follow-up round
+// that dies there runs in-process, on the daemon's own store, with a sink
+// that stops at that point.
+func TestFinalFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := newLedgerEnv(t, int64(*seedFlag)+3, 1)
+	nn := startNATSNode(t, natsNodeConfig{Name: "gap-nats", StoreDir: t.TempDir()})
+	tool := connectTool(t, ctx, nn.URL(), 1)
+	feed := followVerdicts(t, ctx, tool.JetStream())
+	dir := t.TempDir()
+	logPath := daemonLogPath(t, "daemon")
+	args := daemonArgs{NATSURL: nn.URL(), ICURL: env.srv.URL(), DataDir: dir, Instance: "gap", AckWait: testAckWait}
+	diag := func() string { return logTail(logPath, 30) }
+
+	p := env.plan("gap-0", classAbsent, 0)
+	d := startDaemonProc(t, args, logPath)
+	publishAll(t, ctx, tool, []*plannedIntent{p})
+	select {
+	case <-feed.atLeast(1):
+	case <-ctx.Done():
+		t.Fatalf("no first verdict\n%s", diag())
+	}
+	d.terminate(15 * time.Second)
+
+	env.closeWindows()
+	died := followUpThatDiesBeforePublishing(t, ctx, env, nn.URL(), dir)
+	if !died.Final || died.Status != reconcile.StatusAbsent || died.Seq != 2 {
+		t.Fatalf("the follow-up decided %s, want a final absent with seq 2", describeOne(died))
+	}
+
+	d = startDaemonProc(t, args, logPath)
+	feed.waitSettled(t, []*plannedIntent{p}, func(*plannedIntent) bool { return true }, 15*time.Second, func() string {
+		return "the final verdict is stored but was never published after the restart\n" + diag()
+	})
+	d.terminate(15 * time.Second)
+	checkAllPlaces(t, ctx, tool.JetStream(), feed, []*plannedIntent{p}, dir)
+}
+
+// followUpThatDiesBeforePublishing runs one follow-up round of a daemon
+// wired as serve wires it, on the stopped daemon's data dir, whose process
+// "dies" when it is about to publish a final verdict: it returns that
+// verdict, already committed to the store.
+func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *ledgerEnv, natsURL, dir string) reconcile.Verdict {
+	t.Helper()
+	st, err := store.Open(ctx, filepath.Join(dir, "reconciled.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "e2e-dying-daemon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ag, err := env.srv.NewAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+		id, err := principal.Decode(ledger)
+		if err != nil {
+			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+		}
+		c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: id, Verify: icrc3.VerifyChain})
+		return c, reconcile.LedgerConfig{}, err
+	}
+	died := make(chan reconcile.Verdict, 1)
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{
+		Decider: reconcile.NewEngine(sources, st, nil), Store: store.ServiceStore{S: st},
+		Sink: dyingSink{Sink: queue.Sink{C: conn}, died: died},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-died:
+		return v
+	default:
+		t.Fatal("the follow-up round published no final verdict")
+		return reconcile.Verdict{}
+	}
+}
+
+// dyingSink is a verdict sink whose process is killed the moment it is
+// about to publish a final verdict.
+type dyingSink struct {
+	reconcile.Sink
+	died chan<- reconcile.Verdict
+}
+
+func (s dyingSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+	if !v.Final {
+		return s.Sink.PublishVerdict(ctx, v, in)
+	}
+	select {
+	case s.died <- v:
+	default:
+	}
+	return errors.New("process killed before publishing")
 }

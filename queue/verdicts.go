@@ -78,6 +78,10 @@ type FollowConfig struct {
 	NakDelay time.Duration
 	// AckWait bounds one fn call before the server redelivers (default 30 s).
 	AckWait time.Duration
+	// Inactive is how long the server keeps this consumer once no instance
+	// reads it (default 7 days): instances named after short-lived pods
+	// would otherwise leave a consumer behind each.
+	Inactive time.Duration
 }
 
 // FollowVerdicts calls fn for every verdict in stream order, at least once:
@@ -102,12 +106,16 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = defaultAckWait
 	}
+	if cfg.Inactive <= 0 {
+		cfg.Inactive = 7 * 24 * time.Hour
+	}
 	ccfg := jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "verdicts into one instance's store",
-		DeliverPolicy: cfg.DeliverPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
+		Durable:           cfg.Durable,
+		InactiveThreshold: cfg.Inactive,
+		Description:       "verdicts into one instance's store",
+		DeliverPolicy:     cfg.DeliverPolicy,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           cfg.AckWait,
 		// Unbounded: a store must not silently miss a verdict because it
 		// was down for a while; a poison message is terminated instead.
 		MaxDeliver:    -1,

@@ -334,4 +334,12 @@ func TestFollowVerdictsResumesDurable(t *testing.T) {
 	if got := run(1); fmt.Sprint(got) != "[3]" {
 		t.Fatalf("second run %v, want only the new verdict", got)
 	}
+	// A follower named after a pod that is gone must not stay forever.
+	cons, err := c.JetStream().Consumer(ctx, VerdictsStream, "store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.InactiveThreshold; got != 7*24*time.Hour {
+		t.Fatalf("follower inactive threshold %s, want 7 days", got)
+	}
 }

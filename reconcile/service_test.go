@@ -316,3 +316,34 @@ func TestServiceImportSkipsContradictions(t *testing.T) {
 		t.Fatalf("history %+v", vs)
 	}
 }
+
+// Concurrent intents of one ledger are decided in shared batches; each
+// still gets its own verdict.
+func TestServiceBatchesKeepVerdictsApart(t *testing.T) {
+	e := newSvcEnv(t)
+	const n = 40
+	for i := range n {
+		e.dec.set(fmt.Sprint("b-", i), reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: reconcile.U64(1000 + i)}})
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if o := e.handle(intentBody(fmt.Sprint("b-", i), i+1)); o.Kind != reconcile.Ack {
+				t.Errorf("b-%d: %+v", i, o)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		id := fmt.Sprint("b-", i)
+		v, err := e.st.LatestVerdict(context.Background(), id)
+		if err != nil || v.IntentID != id || v.Block == nil || uint64(v.Block.Index) != uint64(1000+i) {
+			t.Fatalf("%s: %+v %v", id, v, err)
+		}
+		if e.dec.calls[id] != 1 {
+			t.Fatalf("%s decided %d times", id, e.dec.calls[id])
+		}
+	}
+}

@@ -166,9 +166,7 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 		}
 	}
 	c.history = 20 + r.IntN(180)
-	if r.IntN(3) == 0 {
-		c.httpShare = 100 + r.IntN(200)
-	}
+	c.httpShare = 20 + r.IntN(130)
 	c.faults = [2]faultKind{faultKind(r.IntN(int(nFaults))), faultKind(r.IntN(int(nFaults)))}
 	return c
 }

@@ -2,8 +2,9 @@ package main
 
 // Tests that hold the README and the deployment examples to the code: the
 // configuration table lists exactly the serve flags, with their environment
-// variables and defaults; the example ledgers file loads; the NATS example
-// runs as written against the daemon.
+// variables and defaults; the example ledgers file loads; the Kubernetes
+// example's environment is one serve accepts; the NATS example
+// (readme_test.go) runs as written against the daemon.
 
 import (
 	"bytes"
@@ -12,12 +13,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -242,5 +246,83 @@ func TestLedgersExampleLoads(t *testing.T) {
 	}
 	if len(into) != 3 {
 		t.Errorf("%s has %d ledgers, want the 3 the docs describe", ledgersExamplePath, len(into))
+	}
+}
+
+// TestKubernetesEnvAcceptedByServe feeds the sidecar's environment from
+// the example Deployment to serve's configuration parser: every setting the
+// manifest makes must be one serve takes, with a value it accepts. Files
+// the pod mounts are replaced by local ones (the ledgers ConfigMap by the
+// example ledgers file it must equal; a test in ./deploy checks that).
+func TestKubernetesEnvAcceptedByServe(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/kubernetes/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					InitContainers []struct {
+						Name string `yaml:"name"`
+						Env  []struct {
+							Name      string         `yaml:"name"`
+							Value     string         `yaml:"value"`
+							ValueFrom map[string]any `yaml:"valueFrom"`
+						} `yaml:"env"`
+					} `yaml:"initContainers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &dep); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, c := range dep.Spec.Template.Spec.InitContainers {
+		if c.Name != "reconciled" {
+			continue
+		}
+		for _, e := range c.Env {
+			if !strings.HasPrefix(e.Name, "RECONCILED_") {
+				continue
+			}
+			v := e.Value
+			switch {
+			case e.ValueFrom != nil && e.Name == "RECONCILED_NATS_URL":
+				v = "nats://127.0.0.1:4222"
+			case e.ValueFrom != nil:
+				t.Fatalf("%s comes from %v: the test does not know a stand-in value", e.Name, e.ValueFrom)
+			case e.Name == "RECONCILED_LEDGERS_FILE":
+				v = ledgersExamplePath
+			case e.Name == "RECONCILED_SUPPORT_TOKEN_FILE":
+				v = token
+			case e.Name == "RECONCILED_DATA":
+				v = filepath.Join(dir, "data")
+			}
+			env[e.Name] = v
+		}
+	}
+	if len(env) == 0 {
+		t.Fatal("no RECONCILED_ variables on the reconciled init container")
+	}
+	used := map[string]bool{}
+	cfg, err := parseServeConfig(nil, func(k string) string { used[k] = true; return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatalf("serve refuses the Deployment's environment: %v", err)
+	}
+	for k := range env {
+		if !used[k] {
+			t.Errorf("%s is set in the Deployment but serve never reads it", k)
+		}
+	}
+	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 3 ||
+		!cfg.StrictLedgers || cfg.HTTPAddr != "0.0.0.0:8080" {
+		t.Errorf("parsed %+v", cfg)
 	}
 }
