@@ -29,6 +29,7 @@ const (
 	expectTerm                           // terminated: no usable id, or over the size limit
 	expectConflict                       // E_INTENT_CONFLICT on the rejects subject; nothing stored changes
 	expectOpen                           // well-formed but far-fetched: not_yet, its window open
+	expectAbsent                         // well-formed, its window closed before the ledger existed: absent
 )
 
 type badInput struct {
@@ -146,6 +147,11 @@ func badInputs(ledger string) []badInput {
 	// A stamp ten years ahead is well-formed: the ledger would take such a
 	// call only then, so the window stays open (not_yet), never absent.
 	raw("stamp-ten-years-ahead", "bad-future", validIntent("bad-future", ledger, arg("created_at_time", "2106000000000000000")), expectOpen, "")
+	// Huge but well-formed amounts: a nat has no bound in Candid, so these
+	// are intents like any other. Their stamp's window closed before the
+	// test ledger's first block, so the truth is absent.
+	raw("amount-200-digits", "bad-amount-200", validIntent("bad-amount-200", ledger, arg("amount", "1"+strings.Repeat("0", 199))), expectAbsent, "")
+	raw("amount-20000-digits", "bad-amount-20000", validIntent("bad-amount-20000", ledger, arg("amount", "9"+strings.Repeat("9", 19999))), expectAbsent, "")
 	inv("after-number", "E_BAD_AFTER", set("after", 3))
 	inv("expiry-garbage", "E_BAD_EXPIRY", set("ingress_expiry", "soon"))
 	inv("arg-hex-not-hex", "E_BAD_ARG_HEX", set("arg_hex", "4449444czz"))
@@ -303,6 +309,11 @@ func TestBadInputTable(t *testing.T) {
 			if v.Status != reconcile.StatusNotYet || v.Final || v.Window == nil {
 				t.Errorf("%s: verdict %s final=%v, want not_yet", c.name, v.Status, v.Final)
 			}
+		case expectAbsent:
+			v := r.wait(c.id, verdictAny)
+			if v.Status != reconcile.StatusAbsent || !v.Final || v.Seq != 1 {
+				t.Errorf("%s: verdict %s final=%v seq=%d, want absent", c.name, v.Status, v.Final, v.Seq)
+			}
 		}
 	}
 	for range conflicts {
@@ -331,6 +342,8 @@ func TestBadInputTable(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("valid intent after the table took %s", d)
+	} else {
+		t.Logf("%d malformed intents, then a valid one decided in %s", len(cases), d.Round(time.Millisecond))
 	}
 
 	// Nothing stored about the conflicting id changed.

@@ -2,9 +2,12 @@ package e2e_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
@@ -310,5 +313,168 @@ func TestFaultLaggingReplica(t *testing.T) {
 	v = r.settle("lag-pay", verdictFinal)
 	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("after the lag: %s %+v, want found at %d", outcomeOf(v), v.Block, idx)
+	}
+}
+
+// chaosFault is one fault of the randomised schedule, applied to the ledger
+// or to one of its archives.
+type chaosFault struct {
+	name  string
+	build func(r *rig, l *ledgertest.Ledger, executed []uint64, rng *rand.Rand) (target principal.Principal, f ledgertest.Faults)
+}
+
+func chaosFaults() []chaosFault {
+	onL := func(f ledgertest.Faults) func(*rig, *ledgertest.Ledger, []uint64, *rand.Rand) (principal.Principal, ledgertest.Faults) {
+		return func(_ *rig, l *ledgertest.Ledger, _ []uint64, _ *rand.Rand) (principal.Principal, ledgertest.Faults) {
+			return l.ID(), f
+		}
+	}
+	onA := func(f ledgertest.Faults) func(*rig, *ledgertest.Ledger, []uint64, *rand.Rand) (principal.Principal, ledgertest.Faults) {
+		return func(_ *rig, l *ledgertest.Ledger, _ []uint64, rng *rand.Rand) (principal.Principal, ledgertest.Faults) {
+			as := l.Archives()
+			return as[rng.IntN(len(as))].ID, f
+		}
+	}
+	// A lying node that drops or changes one of the payments' blocks, on
+	// whichever canister serves it.
+	lie := func(alter bool) func(*rig, *ledgertest.Ledger, []uint64, *rand.Rand) (principal.Principal, ledgertest.Faults) {
+		return func(r *rig, l *ledgertest.Ledger, executed []uint64, rng *rand.Rand) (principal.Principal, ledgertest.Faults) {
+			i := executed[rng.IntN(len(executed))]
+			target := l.ID()
+			for _, a := range l.Archives() {
+				if a.Start <= i && i <= a.End {
+					target = a.ID
+				}
+			}
+			if alter {
+				return target, ledgertest.Faults{AlterBlock: i + 1}
+			}
+			return target, ledgertest.Faults{OmitBlock: i + 1}
+		}
+	}
+	return []chaosFault{
+		{"none", onL(ledgertest.Faults{})},
+		{"http-500", onL(ledgertest.Faults{HTTPStatus: 500})},
+		{"archive-http-503", onA(ledgertest.Faults{HTTPStatus: 503})},
+		{"reject", onL(ledgertest.Faults{QueryReject: 4})},
+		{"archive-reject", onA(ledgertest.Faults{QueryReject: 2})},
+		{"truncated", onL(ledgertest.Faults{Garbage: "truncated"})},
+		{"garbage-cbor", onA(ledgertest.Faults{Garbage: "cbor"})},
+		{"garbage-candid", onL(ledgertest.Faults{Garbage: "candid"})},
+		{"archive-unreachable", onA(ledgertest.Faults{Unreachable: true})},
+		{"omit", lie(false)},
+		{"alter", lie(true)},
+		{"wrong-key", onL(ledgertest.Faults{WrongKey: true})},
+		{"foreign-certificate", onL(ledgertest.Faults{ForeignCertificate: true})},
+		{"time-backwards", onL(ledgertest.Faults{TimeBackwards: 2 * time.Hour})},
+		{"latency", onL(ledgertest.Faults{Latency: 30 * time.Millisecond})},
+		{"stale", func(r *rig, l *ledgertest.Ledger, _ []uint64, _ *rand.Rand) (principal.Principal, ledgertest.Faults) {
+			ahead := time.Duration(r.srv.Now() - uint64(time.Now().UnixNano()))
+			return l.ID(), ledgertest.Faults{StaleTime: ahead + 10*time.Minute}
+		}},
+	}
+}
+
+// Intents published in batches while random faults come and go (and the
+// follow-up runs all along): every verdict ever published is either not
+// final or the truth, and once the faults are gone every intent ends in
+// the truth. -e2e.long runs more intents and rounds; -e2e.seed picks the
+// schedule.
+func TestFaultChaos(t *testing.T) {
+	rounds, perRound := 8, 3
+	if *longRuns {
+		rounds, perRound = 40, 5
+	}
+	rng := rand.New(rand.NewPCG(*seedFlag, 0xfa17))
+	r := newRig(t, rigOpts{Poll: 20 * time.Millisecond})
+	l := r.archivedLedger(ledgertest.LedgerConfig{})
+
+	// The payments, every other one executed, then history that pushes them
+	// into the archives, then their windows closed.
+	type planned struct {
+		id       string
+		p        payment
+		executed bool
+		index    uint64
+	}
+	var plan []planned
+	var executed []uint64
+	base := r.srv.Now()
+	for i := range rounds * perRound {
+		pl := planned{id: fmt.Sprint("chaos-", i), p: payment{stamp: base + uint64(i), amount: uint64(10 + i), memo: fmt.Sprint("c", i)}}
+		if rng.IntN(2) == 0 {
+			idx, err := l.Transfer(payer, pl.p.arg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl.executed, pl.index = true, idx
+			executed = append(executed, idx)
+		}
+		plan = append(plan, pl)
+	}
+	if len(executed) == 0 {
+		t.Fatalf("seed %d executed no payment", *seedFlag)
+	}
+	r.srv.Advance(time.Hour)
+	if err := l.GenerateHistory(900, int64(*seedFlag), 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.Advance(closeWindow)
+
+	truth := map[string]planned{}
+	for _, pl := range plan {
+		truth[pl.id] = pl
+	}
+	check := func(v reconcile.Verdict, under string) {
+		t.Helper()
+		if !v.Final {
+			return
+		}
+		pl := truth[v.IntentID]
+		switch {
+		case v.Status == reconcile.StatusFound && pl.executed && v.Block != nil && uint64(v.Block.Index) == pl.index:
+		case v.Status == reconcile.StatusAbsent && !pl.executed:
+		default:
+			t.Errorf("%s (executed=%v at %d) under %s: final %s %+v — not the truth", v.IntentID, pl.executed, pl.index, under, v.Status, v.Block)
+		}
+	}
+
+	faults := chaosFaults()
+	var targets []principal.Principal
+	for round := range rounds {
+		for _, tg := range targets {
+			r.srv.SetFaults(tg, ledgertest.Faults{})
+		}
+		fc := faults[rng.IntN(len(faults))]
+		tg, f := fc.build(r, l, executed, rng)
+		targets = append(targets[:0], tg)
+		r.srv.SetFaults(tg, f)
+		for k := range perRound {
+			pl := plan[round*perRound+k]
+			r.publish(l.ID().Encode(), pl.id, jsonOf(pl.p.intent(pl.id, l.ID())))
+		}
+		for k := range perRound {
+			pl := plan[round*perRound+k]
+			check(r.wait(pl.id, verdictAny), fc.name)
+		}
+	}
+	for _, tg := range targets {
+		r.srv.SetFaults(tg, ledgertest.Faults{})
+	}
+	for _, pl := range plan {
+		check(r.settle(pl.id, verdictFinal), "no fault")
+	}
+	// Every verdict the stream ever carried, intermediate ones included.
+	for _, pl := range plan {
+		vs, err := r.st.Verdicts(r.ctx, pl.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range vs {
+			if v.Seq != uint64(k+1) || (v.Final && k != len(vs)-1) {
+				t.Fatalf("%s: verdict history out of order: %+v", pl.id, vs)
+			}
+			check(v, "history")
+		}
 	}
 }

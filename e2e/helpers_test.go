@@ -291,8 +291,8 @@ func (e *ledgerEnv) execute(t testing.TB, p *plannedIntent) {
 	p.executed, p.block = true, idx
 }
 
-// planMix plans n intents whose classes cycle through all four, in an
-// order shuffled by next (a seeded source).
+// planMix plans n intents whose classes cycle through all four, in the
+// order shuffle (a seeded source's) gives them.
 func (e *ledgerEnv) planMix(prefix string, n int, shuffle func(n int, swap func(i, j int))) []*plannedIntent {
 	ps := make([]*plannedIntent, n)
 	for i := range n {
@@ -393,8 +393,17 @@ func (f *verdictFeed) atLeast(n int) <-chan struct{} {
 }
 
 // waitSettled waits until every intent of ps that want selects has a final
-// verdict, failing after timeout with the ones still open.
+// verdict; after timeout it fails the test with the ones still open.
 func (f *verdictFeed) waitSettled(t testing.TB, ps []*plannedIntent, want func(*plannedIntent) bool, timeout time.Duration, diag func() string) {
+	t.Helper()
+	if !f.settledWithin(t, ps, want, timeout, diag) {
+		t.FailNow()
+	}
+}
+
+// settledWithin is waitSettled that reports a timeout as an error and
+// returns false, so the caller can go on and show what follows.
+func (f *verdictFeed) settledWithin(t testing.TB, ps []*plannedIntent, want func(*plannedIntent) bool, timeout time.Duration, diag func() string) bool {
 	t.Helper()
 	open := func(byID map[string][]reconcile.Verdict) []string {
 		var ids []string
@@ -406,7 +415,7 @@ func (f *verdictFeed) waitSettled(t testing.TB, ps []*plannedIntent, want func(*
 			if len(vs) == 0 || !vs[len(vs)-1].Final {
 				last := "none"
 				if len(vs) > 0 {
-					last = fmt.Sprintf("%d:%s", vs[len(vs)-1].Seq, vs[len(vs)-1].Status)
+					last = describeOne(vs[len(vs)-1])
 				}
 				ids = append(ids, fmt.Sprintf("%s(%s,last=%s)", p.ID, p.Class, last))
 			}
@@ -418,16 +427,18 @@ func (f *verdictFeed) waitSettled(t testing.TB, ps []*plannedIntent, want func(*
 	defer timer.Stop()
 	select {
 	case <-done:
+		return true
 	case <-timer.C:
-		f.mu.Lock()
-		ids := open(f.byID)
-		f.mu.Unlock()
-		extra := ""
-		if diag != nil {
-			extra = "\n" + diag()
-		}
-		t.Fatalf("after %s, %d intents have no final verdict on the stream: %v%s", timeout, len(ids), ids, extra)
 	}
+	f.mu.Lock()
+	ids := open(f.byID)
+	f.mu.Unlock()
+	extra := ""
+	if diag != nil {
+		extra = "\n" + diag()
+	}
+	t.Errorf("after %s, %d intents have no final verdict on the stream: %v%s", timeout, len(ids), ids, extra)
+	return false
 }
 
 func (f *verdictFeed) problems() []string {
@@ -721,6 +732,9 @@ func startDaemonProc(t testing.TB, a daemonArgs, logPath string) *daemonProc {
 		}
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A test binary that dies without its cleanups (a timeout, a broken
+	// pipe) takes its daemons with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start daemon: %v", err)
@@ -767,6 +781,24 @@ func (p *daemonProc) terminate(timeout time.Duration) {
 	}
 	if p.waitErr != nil {
 		p.t.Fatalf("daemon exit after SIGTERM: %v\n%s", p.waitErr, logTail(p.logPath, 40))
+	}
+}
+
+// dumpStacks makes a stuck daemon write every goroutine's stack to its log
+// (SIGQUIT) and exit, for the failure report.
+func (p *daemonProc) dumpStacks() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		p.kill()
 	}
 }
 

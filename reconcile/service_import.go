@@ -20,6 +20,18 @@ func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 	unlock := s.locks.lock(v.IntentID)
 	defer unlock()
 	log := s.log.With(zap.String("intent_id", v.IntentID), zap.Uint64("seq", v.Seq))
+	// Most streamed verdicts are already stored (this instance decided
+	// them): a read settles it without taking the single writer.
+	if latest, err := s.cfg.Store.LatestVerdict(ctx, v.IntentID); err == nil && latest.Seq >= v.Seq {
+		if latest.Seq == v.Seq && (latest.Status != v.Status || reasonCode(latest) != reasonCode(v)) {
+			s.m.imported("skipped")
+			log.Warn("streamed verdict differs from the stored one at its seq; skipped",
+				zap.String("stored", string(latest.Status)), zap.String("streamed", string(v.Status)))
+			return nil
+		}
+		s.m.imported("known")
+		return nil
+	}
 	if hdr != nil && len(hdr.Body) > 0 {
 		rec := recordFromHeader(v.IntentID, *hdr)
 		res, err := s.cfg.Store.PutIntent(ctx, rec)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -158,7 +157,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *
 	xfer := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000)),
 		Memo: &[]byte{'l', 'u', 'n', 'c', 'h'}, CreatedAtTime: &now}
 	var xres icrc3.TransferResult
-	if replied, _ := alice.call(L, "icrc1_transfer", xfer, &xres); replied {
+	if alice.call(L, "icrc1_transfer", xfer, &xres) {
 		return nil, errors.New("demo: the transfer's reply was not lost")
 	}
 	// 2. An approve and a transfer_from by the spender, replies lost too.
@@ -166,12 +165,16 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *
 	appr := icrc3.ApproveArgs{Spender: icrc3.Account{Owner: bob.principal()}.ToCandid(),
 		Amount: icrc3.IDLNat(icrc3.NatFromUint64(1_000_000)), CreatedAtTime: &approveAt}
 	var ares icrc3.ApproveResult
-	_, _ = alice.call(L, "icrc2_approve", appr, &ares)
+	if alice.call(L, "icrc2_approve", appr, &ares) {
+		return nil, errors.New("demo: the approve's reply was not lost")
+	}
 	fromAt := srv.Now()
 	xfrom := icrc3.TransferFromArgs{From: icrc3.Account{Owner: alice.principal()}.ToCandid(), To: carol.ToCandid(),
 		Amount: icrc3.IDLNat(icrc3.NatFromUint64(250_000)), CreatedAtTime: &fromAt}
 	var fres icrc3.TransferFromResult
-	_, _ = bob.call(L, "icrc2_transfer_from", xfrom, &fres)
+	if bob.call(L, "icrc2_transfer_from", xfrom, &fres) {
+		return nil, errors.New("demo: the transfer_from's reply was not lost")
+	}
 	srv.SetFaults(L, ledgertest.Faults{})
 
 	ask := func(doc intentDoc, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
@@ -238,6 +241,6 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *
 	if v, err = publishAndWait(ctx, tool, invDoc.Canister, invDoc.ID, body, anyVerdict); err != nil {
 		return nil, err
 	}
-	add(invDoc.ID, invDoc.Method, "malformed: "+strings.ToLower("no stamp"), v)
+	add(invDoc.ID, invDoc.Method, "malformed: no created_at_time", v)
 	return rows, nil
 }

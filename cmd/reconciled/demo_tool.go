@@ -47,13 +47,9 @@ func newToolUser(srv *ledgertest.Server, seed byte) (*toolUser, error) {
 func (u *toolUser) principal() principal.Principal { return u.id.Sender() }
 
 // call runs an update call and reports whether the reply came back; a lost
-// reply is the unknown outcome the daemon settles.
-func (u *toolUser) call(ledger principal.Principal, method string, arg any, res any) (replied bool, err error) {
-	err = u.agent.Call(ledger, method, []any{arg}, []any{res})
-	if err != nil {
-		return false, nil
-	}
-	return true, nil
+// reply (any error) is the unknown outcome the daemon settles.
+func (u *toolUser) call(ledger principal.Principal, method string, arg any, res any) (replied bool) {
+	return u.agent.Call(ledger, method, []any{arg}, []any{res}) == nil
 }
 
 // intentDoc builds an intent body (DESIGN §2).

@@ -219,16 +219,28 @@ func startDaemon(ctx context.Context, o daemonOpts) (d *daemon, err error) {
 	}()
 	go func() {
 		defer d.bg.Done()
-		err := d.conn.FollowVerdictMsgs(bg, queue.FollowConfig{Durable: "verdicts-" + cfg.Instance},
-			func(v reconcile.Verdict, h nats.Header) error {
-				hdr, err := queue.DecodeIntentHeaders(h)
-				if err != nil {
-					log.Warn("verdict with unreadable intent headers", zap.String("intent_id", v.IntentID), zap.Error(err))
-				}
-				return d.svc.ImportVerdict(bg, v, hdr)
-			})
-		if err != nil {
-			log.Error("verdict follower stopped", zap.Error(err))
+		// The local store must not silently stop learning the fleet's
+		// verdicts: a follower that cannot be set up is retried.
+		delay := time.Second
+		for {
+			err := d.conn.FollowVerdictMsgs(bg, queue.FollowConfig{Durable: "verdicts-" + cfg.Instance},
+				func(v reconcile.Verdict, h nats.Header) error {
+					hdr, err := queue.DecodeIntentHeaders(h)
+					if err != nil {
+						log.Warn("verdict with unreadable intent headers", zap.String("intent_id", v.IntentID), zap.Error(err))
+					}
+					return d.svc.ImportVerdict(bg, v, hdr)
+				})
+			if bg.Err() != nil {
+				return
+			}
+			log.Error("verdict follower stopped; restarting", zap.Duration("delay", delay), zap.Error(err))
+			select {
+			case <-bg.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, time.Minute)
 		}
 	}()
 	go func() {
@@ -260,6 +272,12 @@ func (d *daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	case reconcile.Term:
 		err = dl.Term(o.Reason)
 	default:
+		if dl.LastAttempt() && ctx.Err() == nil {
+			// The server will not deliver it again: say so loudly, the
+			// tool layer must re-publish it.
+			d.log.Error("intent given up after its last delivery", zap.String("msg_id", dl.MsgID),
+				zap.Uint64("delivered", dl.NumDelivered), zap.String("reason", o.Reason))
+		}
 		err = dl.Nak(o.Delay)
 	}
 	if err != nil {
