@@ -189,10 +189,10 @@ type terminations struct {
 	ch   chan struct{}
 }
 
-func watchTerminations(t *testing.T, r *rig) *terminations {
+func watchTerminations(t *testing.T, tool *queue.Conn) *terminations {
 	t.Helper()
 	tm := &terminations{seqs: map[uint64]string{}, ch: make(chan struct{}, 1)}
-	sub, err := r.tool.NATS().Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+queue.IntentsStream+".>", func(m *nats.Msg) {
+	sub, err := tool.NATS().Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+queue.IntentsStream+".>", func(m *nats.Msg) {
 		var a struct {
 			StreamSeq uint64 `json:"stream_seq"`
 			Reason    string `json:"reason"`
@@ -211,7 +211,7 @@ func watchTerminations(t *testing.T, r *rig) *terminations {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.tool.NATS().Flush(); err != nil {
+	if err := tool.NATS().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
@@ -243,7 +243,7 @@ func TestBadInputTable(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	l := r.archivedLedger(ledgertest.LedgerConfig{})
 	ledger := l.ID().Encode()
-	terms := watchTerminations(t, r)
+	terms := watchTerminations(t, r.tool)
 
 	// A stored intent, for the conflicting duplicates below.
 	base := payment{stamp: r.srv.Now(), amount: 4242, memo: "base"}

@@ -80,7 +80,7 @@ func TestClusterScaleOutSurvivesNodeLoss(t *testing.T) {
 	js := tool.JetStream()
 	feed := followVerdicts(t, ctx, js)
 
-	dirs := []string{t.TempDir(), t.TempDir()}
+	dirs := []string{daemonDataDir(t, "d1"), daemonDataDir(t, "d2")}
 	logs := []string{daemonLogPath(t, "d1"), daemonLogPath(t, "d2")}
 	var ds []*daemonProc
 	for i, nd := range nodes[:2] {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -269,8 +268,6 @@ func (r *rig) publish(canister, msgID string, body []byte) {
 		r.t.Fatalf("publish %s: %v", msgID, err)
 	}
 }
-
-var errGot = errors.New("got it")
 
 // wait returns the first verdict of id that satisfies until, reading the
 // verdict stream from the intent's latest verdict on.

@@ -776,8 +776,8 @@ func (p *daemonProc) terminate(timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-timer.C:
-		p.kill()
-		p.t.Fatalf("daemon did not stop within %s of SIGTERM\n%s", timeout, logTail(p.logPath, 40))
+		p.dumpStacks()
+		p.t.Fatalf("daemon did not stop within %s of SIGTERM; its stacks are in %s\n%s", timeout, p.logPath, logTail(p.logPath, 40))
 	}
 	if p.waitErr != nil {
 		p.t.Fatalf("daemon exit after SIGTERM: %v\n%s", p.waitErr, logTail(p.logPath, 40))

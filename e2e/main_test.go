@@ -58,6 +58,20 @@ func daemonLogPath(t testing.TB, name string) string {
 	return path
 }
 
+// daemonDataDir is a daemon's data dir: under -e2e.logdir when given, so
+// a failed run's store can be examined, else a temp dir of t.
+func daemonDataDir(t testing.TB, name string) string {
+	t.Helper()
+	if *logDir == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(*logDir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+"-data")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 var (
 	buildOnce sync.Once
 	buildPath string

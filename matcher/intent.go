@@ -245,6 +245,8 @@ func parseArgs(m Method, fields []string, obj *jsonValue, a *Args) *Error {
 			if ts, e = optionalNat64(obj, f, path, CodeBadStamp); e == nil {
 				if ts == nil {
 					e = refuse(CodeNoStamp, path, "created_at_time is required: without it nothing can be matched")
+				} else if *ts > MaxStamp {
+					e = refuse(CodeBadStamp, path, "created_at_time is after the year 2260: no ledger time can reach it")
 				} else {
 					a.CreatedAt = *ts
 				}

@@ -9,6 +9,11 @@ import (
 
 // Defaults for LedgerRules (DESIGN §3): wider than the DFINITY ledger's
 // 24 h / 60 s, which only costs blocks, never correctness.
+// MaxStamp is the latest created_at_time an intent may carry. IC time is
+// nanoseconds since 1970 in an int64 until the year 2262; a later stamp is
+// no ledger time at all, and its window could not be stored or compared.
+const MaxStamp = uint64(math.MaxInt64) - uint64(2*366*24*time.Hour)
+
 const (
 	DefaultTW    = 24 * time.Hour
 	DefaultDrift = 2 * time.Minute

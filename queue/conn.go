@@ -146,6 +146,16 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	if !nc.IsConnected() {
 		select {
 		case <-up:
+		case <-c.closed:
+			// The client gave up for good, e.g. on repeated authorization
+			// violations: waiting longer would hang silently.
+			lastErr.Lock()
+			le := lastErr.err
+			lastErr.Unlock()
+			if le == nil {
+				le = nc.LastError()
+			}
+			return nil, fmt.Errorf("queue: connect: connection closed: %v", le)
 		case <-ctx.Done():
 			nc.Close()
 			lastErr.Lock()

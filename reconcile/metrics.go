@@ -2,20 +2,31 @@ package reconcile
 
 import (
 	"sort"
-	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// Metrics counts what the service does, for the daemon's /metrics. It is a
-// plain counter set rather than Prometheus collectors because the module's
-// dependency set does not carry client_golang's transitive modules; the
-// daemon renders these in the Prometheus text format. A nil *Metrics
-// records nothing.
+// Metrics counts what the service does. Each Metrics has its own
+// prometheus.Registry rather than the global default one, so several
+// services (several daemons in one test process) never collide. A nil
+// *Metrics records nothing.
 type Metrics struct {
-	mu       sync.Mutex
-	counters map[MetricKey]uint64
+	reg *prometheus.Registry
+
+	intents      prometheus.Counter
+	outcomes     *prometheus.CounterVec
+	verdicts     *prometheus.CounterVec
+	rejects      *prometheus.CounterVec
+	redeliveries prometheus.Counter
+	unreadable   prometheus.Counter
+	rounds       prometheus.Counter
+	imports      *prometheus.CounterVec
+	decisions    prometheus.Histogram
 }
 
-// MetricKey names one counter: a metric and at most one label.
+// MetricKey names one sample: a metric and at most one label.
 type MetricKey struct {
 	Name, Label, Value string
 }
@@ -30,9 +41,10 @@ const (
 	MetricUnreadableRetries = "reconciled_unreadable_retries_total"
 	MetricFollowUpRounds    = "reconciled_followup_rounds_total"
 	MetricImported          = "reconciled_verdicts_imported_total"
+	MetricDecisionSeconds   = "reconciled_decision_seconds"
 )
 
-// MetricHelp describes each counter.
+// MetricHelp describes each of the service's metrics.
 var MetricHelp = map[string]string{
 	MetricIntentsReceived:   "Intent deliveries handled, redeliveries included.",
 	MetricIntentOutcomes:    "How intent deliveries were settled (ack, nak, term).",
@@ -42,69 +54,182 @@ var MetricHelp = map[string]string{
 	MetricUnreadableRetries: "Follow-up checks of intents whose history was unreadable.",
 	MetricFollowUpRounds:    "Follow-up rounds over the watch list.",
 	MetricImported:          "Verdicts read from the verdict stream into the local store, by result.",
+	MetricDecisionSeconds:   "Time from taking an intent delivery to settling it (decided, stored and published, or given back).",
 }
 
-// NewMetrics returns an empty counter set.
-func NewMetrics() *Metrics { return &Metrics{counters: map[MetricKey]uint64{}} }
+// DecisionBuckets spans a verdict answered from the store (milliseconds)
+// to a cold scan of a day's window on a slow ledger (minutes).
+var DecisionBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func (m *Metrics) add(name, label, value string) {
-	if m == nil {
-		return
+// NewMetrics returns a zeroed metric set on a registry of its own.
+func NewMetrics() *Metrics {
+	counter := func(name string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: MetricHelp[name]})
 	}
-	m.mu.Lock()
-	m.counters[MetricKey{name, label, value}]++
-	m.mu.Unlock()
+	vec := func(name, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: MetricHelp[name]}, []string{label})
+	}
+	m := &Metrics{
+		reg:          prometheus.NewPedanticRegistry(),
+		intents:      counter(MetricIntentsReceived),
+		outcomes:     vec(MetricIntentOutcomes, "outcome"),
+		verdicts:     vec(MetricVerdicts, "status"),
+		rejects:      vec(MetricRejects, "code"),
+		redeliveries: counter(MetricRedeliveries),
+		unreadable:   counter(MetricUnreadableRetries),
+		rounds:       counter(MetricFollowUpRounds),
+		imports:      vec(MetricImported, "result"),
+		decisions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDecisionSeconds,
+			Help: MetricHelp[MetricDecisionSeconds], Buckets: DecisionBuckets}),
+	}
+	m.reg.MustRegister(m.intents, m.outcomes, m.verdicts, m.rejects, m.redeliveries, m.unreadable,
+		m.rounds, m.imports, m.decisions)
+	// The outcomes are few and known: exposing them at zero lets a rate()
+	// over them start from the first scrape instead of the first event.
+	for _, k := range []OutcomeKind{Ack, Nak, Term} {
+		m.outcomes.WithLabelValues(k.String())
+	}
+	return m
 }
 
-// Snapshot returns every counter, sorted by key.
+// Registry is the registry the service's metrics are registered on; the
+// daemon serves it (with its own collectors) on /metrics.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Snapshot returns every counter sample, sorted by name and label value.
+// Histograms are left out: they are not one number.
 func (m *Metrics) Snapshot() ([]MetricKey, []uint64) {
 	if m == nil {
 		return nil, nil
 	}
-	m.mu.Lock()
-	keys := make([]MetricKey, 0, len(m.counters))
-	for k := range m.counters {
-		keys = append(keys, k)
+	fams, err := m.reg.Gather()
+	if err != nil {
+		// Only collectors registered above are on this registry; a gather
+		// error is a programming error in this file.
+		panic("reconcile: gather service metrics: " + err.Error())
 	}
-	m.mu.Unlock()
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
+	var keys []MetricKey
+	var vals []uint64
+	for _, f := range fams {
+		if f.GetType() != dto.MetricType_COUNTER {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			k := MetricKey{Name: f.GetName()}
+			if lp := s.GetLabel(); len(lp) > 0 {
+				k.Label, k.Value = lp[0].GetName(), lp[0].GetValue()
+			}
+			keys = append(keys, k)
+			vals = append(vals, uint64(s.GetCounter().GetValue()))
+		}
+	}
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool {
+		a, b := keys[idx[i]], keys[idx[j]]
 		if a.Name != b.Name {
 			return a.Name < b.Name
 		}
 		return a.Value < b.Value
 	})
-	vals := make([]uint64, len(keys))
-	m.mu.Lock()
-	for i, k := range keys {
-		vals[i] = m.counters[k]
+	sk, sv := make([]MetricKey, len(keys)), make([]uint64, len(keys))
+	for i, j := range idx {
+		sk[i], sv[i] = keys[j], vals[j]
 	}
-	m.mu.Unlock()
-	return keys, vals
+	return sk, sv
 }
 
-// Get returns one counter (tests, logs).
+// Get returns one counter: value is the label's value, "" for a counter
+// without labels (tests, logs). A histogram's Get is its observation count.
 func (m *Metrics) Get(name, value string) uint64 {
 	if m == nil {
 		return 0
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, v := range m.counters {
-		if k.Name == name && k.Value == value {
-			return v
+	fams, err := m.reg.Gather()
+	if err != nil {
+		panic("reconcile: gather service metrics: " + err.Error())
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			v := ""
+			if lp := s.GetLabel(); len(lp) > 0 {
+				v = lp[0].GetValue()
+			}
+			if v != value {
+				continue
+			}
+			if h := s.GetHistogram(); h != nil {
+				return h.GetSampleCount()
+			}
+			return uint64(s.GetCounter().GetValue())
 		}
 	}
 	return 0
 }
 
-func (m *Metrics) received()              { m.add(MetricIntentsReceived, "", "") }
-func (m *Metrics) outcome(o Outcome)      { m.add(MetricIntentOutcomes, "outcome", o.Kind.String()) }
-func (m *Metrics) verdict(s Status)       { m.add(MetricVerdicts, "status", string(s)) }
-func (m *Metrics) reject(code string)     { m.add(MetricRejects, "code", code) }
-func (m *Metrics) unreadableRetry()       { m.add(MetricUnreadableRetries, "", "") }
-func (m *Metrics) round()                 { m.add(MetricFollowUpRounds, "", "") }
-func (m *Metrics) imported(result string) { m.add(MetricImported, "result", result) }
+func (m *Metrics) received() {
+	if m != nil {
+		m.intents.Inc()
+	}
+}
+
+func (m *Metrics) outcome(o Outcome) {
+	if m != nil {
+		m.outcomes.WithLabelValues(o.Kind.String()).Inc()
+	}
+}
+
+func (m *Metrics) verdict(s Status) {
+	if m != nil {
+		m.verdicts.WithLabelValues(string(s)).Inc()
+	}
+}
+
+func (m *Metrics) reject(code string) {
+	if m != nil {
+		m.rejects.WithLabelValues(code).Inc()
+	}
+}
+
+func (m *Metrics) unreadableRetry() {
+	if m != nil {
+		m.unreadable.Inc()
+	}
+}
+
+func (m *Metrics) round() {
+	if m != nil {
+		m.rounds.Inc()
+	}
+}
+
+func (m *Metrics) imported(result string) {
+	if m != nil {
+		m.imports.WithLabelValues(result).Inc()
+	}
+}
 
 // Redelivered counts a delivery that was not the first; the intake knows.
-func (m *Metrics) Redelivered() { m.add(MetricRedeliveries, "", "") }
+func (m *Metrics) Redelivered() {
+	if m != nil {
+		m.redeliveries.Inc()
+	}
+}
+
+// Decided records how long one intent delivery took from being taken to
+// being settled; the caller that takes deliveries measures it.
+func (m *Metrics) Decided(took time.Duration) {
+	if m != nil {
+		m.decisions.Observe(took.Seconds())
+	}
+}

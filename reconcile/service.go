@@ -227,6 +227,12 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		w = &Watch{IntentID: rec.ID, Canister: rec.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
 	}
 	if err := s.cfg.Store.AppendVerdict(ctx, v, w); err != nil {
+		if errors.Is(err, ErrInvalidRecord) {
+			// The store can never hold this verdict: redelivery would
+			// repeat the same refusal until the server gives up.
+			log.Error("verdict refused by the store; intent terminated", zap.Error(err))
+			return Outcome{Kind: Term, Reason: "verdict not storable: " + err.Error()}
+		}
 		return s.retry(ctx, log, "store verdict", err)
 	}
 	s.m.verdict(v.Status)

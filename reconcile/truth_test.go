@@ -73,6 +73,10 @@ func TestTruth(t *testing.T) {
 	if tl.finals < tl.scenarios {
 		t.Fatalf("only %d final verdicts were checked for %d scenarios", tl.finals, tl.scenarios)
 	}
+	t.Logf("coverage: %v", tl.cover)
+	if n < 2000 {
+		return // too few scenarios to expect every rare combination
+	}
 	// A generator that silently stopped producing a kind of scenario would
 	// leave the checks above vacuous for it.
 	want := []string{"http", "archived", "var:none:absent"}
@@ -92,10 +96,9 @@ func TestTruth(t *testing.T) {
 	}
 	for _, k := range want {
 		if tl.cover[k] == 0 {
-			t.Errorf("no scenario covered %q (coverage: %v)", k, tl.cover)
+			t.Errorf("no scenario covered %q", k)
 		}
 	}
-	t.Logf("coverage: %v", tl.cover)
 }
 
 // tally counts what a run checked.

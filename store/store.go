@@ -250,6 +250,16 @@ func u64(what string, v uint64) (int64, error) {
 	return int64(v), nil
 }
 
+// sat64 stores a ledger time that is only used for scheduling: a value
+// beyond 2^63 (a window ending after the year 2262) saturates instead of
+// making the verdict that carries it unstorable.
+func sat64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
 var (
 	minTime = time.Unix(0, math.MinInt64)
 	maxTime = time.Unix(0, math.MaxInt64)

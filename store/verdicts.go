@@ -123,9 +123,7 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 		default:
 			var to int64
 			if v.Window != nil {
-				if to, err = u64("window to_ts", uint64(v.Window.ToTS)); err != nil {
-					return fmt.Errorf("store: %s: %w", what, err)
-				}
+				to = sat64(uint64(v.Window.ToTS))
 			}
 			_, err = t.ExecContext(ctx, `UPDATE watch SET last_status = ?,
 				window_to_ts = CASE WHEN ? > 0 THEN ? ELSE window_to_ts END WHERE intent_id = ?`,

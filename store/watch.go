@@ -51,10 +51,7 @@ func (w *WatchEntry) row() (watchRow, error) {
 	if err != nil {
 		return watchRow{}, err
 	}
-	to, err := u64("window_to_ts", w.WindowToTS)
-	if err != nil {
-		return watchRow{}, err
-	}
+	to := sat64(w.WindowToTS)
 	return watchRow{
 		IntentID: w.IntentID, CanisterID: w.CanisterID, NextCheck: next,
 		Attempts: int64(w.Attempts), WindowToTS: to, LastStatus: string(w.LastStatus),

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aviate-labs/agent-go"
@@ -86,17 +85,11 @@ func (c *ledgerChild) stop() error {
 
 // rss is the child's resident memory.
 func (c *ledgerChild) rss() uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	rss, _, err := procMem(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if fs := strings.Fields(line); len(fs) >= 2 && fs[0] == "VmRSS:" {
-			kb, _ := strconv.ParseUint(fs[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return rss
 }
 
 // serveLedger is the child's side: build the ledger, print its facts as

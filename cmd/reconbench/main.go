@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -49,8 +50,15 @@ func defaultConfig() config {
 		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child"}
 }
 
-func main() {
+// options are the flags besides the measured configuration.
+type options struct {
+	serve                bool
+	jsonPath, cpuProfile string
+}
+
+func parseFlags(args []string) (config, options, error) {
 	cfg := defaultConfig()
+	var o options
 	fs := flag.NewFlagSet("reconbench", flag.ContinueOnError)
 	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, "blocks on the ledger")
 	fs.DurationVar(&cfg.Span, "span", cfg.Span, "time span of the history; the 24 h window holds blocks·24h/span blocks")
@@ -62,13 +70,19 @@ func main() {
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
 	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "where the test ledger runs: child (a child process) or inproc")
-	serve := fs.Bool("serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
-	jsonPath := fs.String("json", "", "also write the figures as JSON to this file")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	fs.BoolVar(&o.serve, "serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	err := fs.Parse(args)
+	return cfg, o, err
+}
+
+func main() {
+	cfg, o, err := parseFlags(os.Args[1:])
+	if err != nil {
 		os.Exit(2)
 	}
-	if *serve {
+	if o.serve {
 		if err := serveLedger(cfg, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "reconbench ledger:", err)
 			os.Exit(1)
@@ -77,7 +91,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := mainErr(ctx, cfg, *jsonPath, *cpuProfile); err != nil {
+	if err := mainErr(ctx, cfg, o.jsonPath, o.cpuProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "reconbench:", err)
 		stop()
 		os.Exit(1)
@@ -117,6 +131,8 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
 	}
+	// The ledger child's stderr is copied into logw from another goroutine.
+	logw = &lockedWriter{w: logw}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(logw, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
@@ -233,4 +249,16 @@ func (r *Report) writeJSON(path string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -4,12 +4,31 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain lets the test binary serve as the ledger child process, as the
+// command does: startLedgerChild re-executes os.Executable with
+// -serve-ledger.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-serve-ledger" {
+		cfg, _, err := parseFlags(os.Args[1:])
+		if err == nil {
+			err = serveLedger(cfg, os.Stdin, os.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "reconbench ledger:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // smokeConfig is the whole pipeline at a size CI affords: 20,000 blocks
 // over ten days put 2,000 in the window.
@@ -18,8 +37,6 @@ func smokeConfig() config {
 	cfg.Blocks, cfg.Runs, cfg.Intents = 20_000, 2, 150
 	cfg.DecodeTime = 100 * time.Millisecond
 	cfg.Timeout = 10 * time.Minute
-	// The test binary cannot serve as the ledger child: keep it in-process.
-	cfg.Ledger = "inproc"
 	return cfg
 }
 
@@ -32,6 +49,9 @@ func TestSmoke(t *testing.T) {
 	rep, err := run(context.Background(), smokeConfig(), &log)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if rep.Ledger.Host != "child" || rep.Ledger.RSSBytes == 0 {
+		t.Errorf("ledger host %q, resident %d bytes: want a child process", rep.Ledger.Host, rep.Ledger.RSSBytes)
 	}
 	if rep.Ledger.Blocks != 20_000 {
 		t.Errorf("ledger holds %d blocks, want 20000", rep.Ledger.Blocks)
@@ -110,6 +130,28 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestInprocLedger runs the verdict cases with the ledger in this process,
+// where the ledger's own counters are read too.
+func TestInprocLedger(t *testing.T) {
+	cfg := smokeConfig()
+	cfg.Blocks, cfg.Runs, cfg.Intents, cfg.SkipBaseline, cfg.Ledger = 5_000, 1, 0, true, "inproc"
+	cfg.DecodeTime = 20 * time.Millisecond
+	var log bytes.Buffer
+	rep, err := run(context.Background(), cfg, &log)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if len(rep.Cases) != len(endpoints)*len(caseNames) || rep.Many != nil || len(rep.Baseline) != 0 {
+		t.Fatalf("%d cases, many %v, %d baselines: want only the cases", len(rep.Cases), rep.Many != nil, len(rep.Baseline))
+	}
+	for _, c := range rep.Cases {
+		// The ledger serves at least what the client received.
+		if c.BlocksServed < c.BlocksClient || c.BlocksClient == 0 {
+			t.Errorf("%s %s: ledger served %.0f blocks, client received %.0f", c.Endpoint, c.Case, c.BlocksServed, c.BlocksClient)
+		}
+	}
+}
+
 // TestSearchSteps pins the search-step count of the query bound.
 func TestSearchSteps(t *testing.T) {
 	for _, c := range []struct{ distance, page, want uint64 }{
@@ -141,7 +183,7 @@ func BenchmarkPipeline(b *testing.B) {
 			case strings.HasPrefix(g.Name, "decode"):
 				b.ReportMetric(g.Achieved, "blocks/s/core")
 			case strings.HasPrefix(g.Name, "peak RSS"):
-				b.ReportMetric(g.Achieved, "MiB-peak-rise")
+				b.ReportMetric(g.Achieved, "MiB-peak-rss")
 			}
 		}
 	}

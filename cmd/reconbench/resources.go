@@ -13,8 +13,11 @@ import (
 )
 
 // memStatus reads VmRSS and VmHWM (peak RSS) of this process, in bytes.
-func memStatus() (rss, hwm uint64, err error) {
-	f, err := os.Open("/proc/self/status")
+func memStatus() (rss, hwm uint64, err error) { return procMem("/proc/self/status") }
+
+// procMem reads VmRSS and VmHWM from a /proc/<pid>/status file.
+func procMem(path string) (rss, hwm uint64, err error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read memory status: %w", err)
 	}

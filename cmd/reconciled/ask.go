@@ -75,17 +75,16 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	err = askAndPrint(ctx, c, in, body, stdout)
 	c.Close()
+	if errors.Is(err, errTimeout) && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errors.New("interrupted before a final verdict")
+	}
 	if errors.Is(err, errTimeout) {
-		// The registry maps errors to exit 1 or 2 only; a timeout is a
-		// distinct answer (the intent may still be open), so exit 3 here.
-		fmt.Fprintf(stderr, "reconciled ask: %v (%s)\n", err, *timeout)
-		askExit(3)
+		// A timeout is a distinct answer (the intent may still be open):
+		// scripts tell it from a failure by its exit code.
+		return withExitCode(3, fmt.Errorf("%w (%s)", err, *timeout))
 	}
 	return err
 }
-
-// askExit ends the process with a code of its own; tests replace it.
-var askExit = os.Exit
 
 // askAndPrint publishes an intent and prints every verdict (and reject) as
 // it arrives until a final verdict (nil) or ctx ends (errTimeout).

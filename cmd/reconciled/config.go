@@ -43,6 +43,7 @@ type serveConfig struct {
 
 	PollInterval    time.Duration
 	MaxInflight     int
+	QueryTimeout    time.Duration
 	AckWait         time.Duration
 	MaxMessageBytes int
 	Grace           time.Duration
@@ -127,6 +128,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API")
 	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
+	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 32, "intents handled at once (those of one ledger are decided in batches)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
@@ -242,6 +244,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	switch {
 	case c.PollInterval < 10*time.Millisecond:
 		return nil, bad("--poll-interval %s is too short (minimum 10ms)", c.PollInterval)
+	case c.QueryTimeout < 100*time.Millisecond || c.QueryTimeout > 5*time.Minute:
+		return nil, bad("--query-timeout must be 100ms..5m, got %s", c.QueryTimeout)
 	case c.MaxInflight < 1 || c.MaxInflight > 1024:
 		return nil, bad("--max-inflight must be 1..1024, got %d", c.MaxInflight)
 	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > queue.MaxIntentBytes:

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"go.uber.org/zap"
+
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -19,14 +22,24 @@ import (
 type httpDeps struct {
 	// ready returns nil when the daemon can take work.
 	ready func(ctx context.Context) error
-	// metrics writes the Prometheus text exposition.
+	// gather returns what /metrics serves. ctx is the scrape request's: it
+	// bounds the store reads some gauges make at scrape time.
+	gather func(ctx context.Context) prometheus.Gatherer
+	// metrics writes a text exposition; /metrics uses it only when gather
+	// is nil, for callers that have no gatherer.
 	metrics func(ctx context.Context, w io.Writer) error
 	// support is mounted at /api/v1/ and /ui/ (the support API and page);
 	// nil answers 404 there.
 	support http.Handler
+	// log receives /metrics collection errors; nil discards them.
+	log *zap.Logger
 }
 
 func newHTTPHandler(d httpDeps) http.Handler {
+	log := d.log
+	if log == nil {
+		log = zap.NewNop()
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
@@ -40,15 +53,24 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		var b strings.Builder
-		if err := d.metrics(r.Context(), &b); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = io.WriteString(w, b.String())
-	})
+	switch {
+	case d.gather != nil:
+		// A store that cannot be read loses its gauges for this scrape,
+		// not every metric: ContinueOnError serves what was gathered.
+		opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: promLog{log}}
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+			defer cancel()
+			promhttp.HandlerFor(d.gather(ctx), opts).ServeHTTP(w, r)
+		})
+	case d.metrics != nil:
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+			if err := d.metrics(r.Context(), w); err != nil {
+				log.Error("write metrics", zap.Error(err))
+			}
+		})
+	}
 	if d.support != nil {
 		mux.Handle("/api/v1/", d.support)
 		mux.Handle("/ui/", d.support)
@@ -68,106 +90,116 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// promWriter writes the Prometheus text format; each metric family's HELP
-// and TYPE come once, before its first sample.
-type promWriter struct {
-	w    io.Writer
-	seen map[string]bool
-	err  error
+// promLog hands promhttp's error log to zap.
+type promLog struct{ log *zap.Logger }
+
+func (l promLog) Println(v ...any) { l.log.Error("metrics: " + fmt.Sprint(v...)) }
+
+// httpHandler is the daemon's whole HTTP surface: probes, /metrics, and
+// the support API and page with each ledger's amounts in its own units.
+func (d *daemon) httpHandler(supportToken string, log *zap.Logger) http.Handler {
+	meta := d.newLedgerMeta(log.Named("ledgermeta"))
+	return newHTTPHandler(httpDeps{
+		ready:   d.ready,
+		gather:  d.gatherer,
+		support: newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support")),
+		log:     log.Named("http"),
+	})
 }
 
-func (p *promWriter) sample(name, typ, help string, labels map[string]string, v float64) {
-	if p.err != nil {
-		return
-	}
-	if !p.seen[name] {
-		p.seen[name] = true
-		_, p.err = fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	var lb strings.Builder
-	if len(labels) > 0 {
-		keys := make([]string, 0, len(labels))
-		for k := range labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		lb.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				lb.WriteByte(',')
-			}
-			fmt.Fprintf(&lb, "%s=%s", k, strconv.Quote(labels[k]))
-		}
-		lb.WriteByte('}')
-	}
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, "%s%s %s\n", name, lb.String(), strconv.FormatFloat(v, 'g', -1, 64))
-	}
+// runtimeMetrics holds the Go runtime and process collectors. They
+// describe the process, not a daemon, so every daemon in a process serves
+// the same ones.
+var runtimeMetrics = sync.OnceValue(func() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+})
+
+// gatherer is everything /metrics serves: the service's registry, the
+// runtime collectors, and the daemon's own collector, registered per
+// scrape so that its store reads run under the scrape's ctx.
+func (d *daemon) gatherer(ctx context.Context) prometheus.Gatherer {
+	own := prometheus.NewRegistry()
+	own.MustRegister(daemonCollector{d: d, ctx: ctx})
+	return prometheus.Gatherers{d.metrics.Registry(), runtimeMetrics(), own}
 }
 
-// writeMetrics renders the service's counters, the clients' query and
-// block counts, and gauges read from the store at scrape time.
+// writeMetrics writes what /metrics serves in the Prometheus text format.
 func (d *daemon) writeMetrics(ctx context.Context, w io.Writer) error {
-	p := &promWriter{w: w, seen: map[string]bool{}}
-	keys, vals := d.metrics.Snapshot()
-	for i, k := range keys {
-		var labels map[string]string
-		if k.Label != "" {
-			labels = map[string]string{k.Label: k.Value}
-		}
-		p.sample(k.Name, "counter", reconcile.MetricHelp[k.Name], labels, float64(vals[i]))
-	}
-	stats := d.clientStats()
-	ledgers := make([]string, 0, len(stats))
-	for l := range stats {
-		ledgers = append(ledgers, l)
-	}
-	sort.Strings(ledgers)
-	for _, l := range ledgers {
-		s := stats[l]
-		p.sample("reconciled_blocks_read_total", "counter",
-			"Blocks received in block pages (the scan rate is its rate); every one is verified before use.",
-			map[string]string{"ledger": l}, float64(s.Blocks))
-		eps := make([]string, 0, len(s.Queries))
-		for e := range s.Queries {
-			eps = append(eps, e)
-		}
-		sort.Strings(eps)
-		for _, e := range eps {
-			p.sample("reconciled_ic_queries_total", "counter", "IC queries by ledger and endpoint.",
-				map[string]string{"ledger": l, "endpoint": e}, float64(s.Queries[e]))
-		}
-	}
-	ws, err := d.store.Watches(ctx)
+	fams, err := d.gatherer(ctx).Gather()
 	if err != nil {
-		return err
+		return fmt.Errorf("gather metrics: %w", err)
 	}
-	p.sample("reconciled_watch_list_size", "gauge", "Intents without a final verdict that this instance follows up.", nil, float64(len(ws)))
-	counts, err := d.store.CountByStatus(ctx)
-	if err != nil {
-		return err
-	}
-	sts := make([]string, 0, len(counts))
-	for s := range counts {
-		sts = append(sts, string(s))
-	}
-	sort.Strings(sts)
-	for _, s := range sts {
-		label := s
-		if label == "" {
-			label = "none"
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range fams {
+		if err := enc.Encode(f); err != nil {
+			return fmt.Errorf("encode metric %s: %w", f.GetName(), err)
 		}
-		p.sample("reconciled_intents_by_status", "gauge", "Stored intents by their latest verdict's status.",
-			map[string]string{"status": label}, float64(counts[reconcile.Status(s)]))
 	}
-	open, _, err := d.store.ListIntents(ctx, store.ListFilter{Open: true, Limit: 1})
-	if err != nil {
-		return err
+	return nil
+}
+
+var (
+	descBlocksRead = prometheus.NewDesc("reconciled_blocks_read_total",
+		"Blocks received in block pages (the scan rate is its rate); every one is verified before use.",
+		[]string{"ledger"}, nil)
+	descQueries = prometheus.NewDesc("reconciled_ic_queries_total",
+		"IC queries by ledger and endpoint.", []string{"ledger", "endpoint"}, nil)
+	descWatchList = prometheus.NewDesc("reconciled_watch_list_size",
+		"Intents without a final verdict that this instance follows up.", nil, nil)
+	descByStatus = prometheus.NewDesc("reconciled_intents_by_status",
+		"Stored intents by their latest verdict's status.", []string{"status"}, nil)
+	descOldestOpen = prometheus.NewDesc("reconciled_oldest_open_intent_age_seconds",
+		"Age of the oldest intent without a final verdict.", nil, nil)
+)
+
+// daemonCollector reads, at scrape time, what the daemon keeps elsewhere:
+// the ledger clients' counters and the store's gauges.
+type daemonCollector struct {
+	d   *daemon
+	ctx context.Context
+}
+
+func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descByStatus, descOldestOpen} {
+		ch <- d
 	}
-	age := 0.0
-	if len(open) > 0 {
-		age = time.Since(open[0].FirstSeen).Seconds()
+}
+
+func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
+	// The clients count monotonically from their creation, which is the
+	// daemon's lifetime: they are counters, exposed as constant samples.
+	for ledger, s := range c.d.clientStats() {
+		ch <- prometheus.MustNewConstMetric(descBlocksRead, prometheus.CounterValue, float64(s.Blocks), ledger)
+		for ep, n := range s.Queries {
+			ch <- prometheus.MustNewConstMetric(descQueries, prometheus.CounterValue, float64(n), ledger, ep)
+		}
 	}
-	p.sample("reconciled_oldest_open_intent_age_seconds", "gauge", "Age of the oldest intent without a final verdict.", nil, age)
-	return p.err
+	st := c.d.store
+	if ws, err := st.Watches(c.ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(descWatchList, fmt.Errorf("read watch list: %w", err))
+	} else {
+		ch <- prometheus.MustNewConstMetric(descWatchList, prometheus.GaugeValue, float64(len(ws)))
+	}
+	if counts, err := st.CountByStatus(c.ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(descByStatus, fmt.Errorf("count intents by status: %w", err))
+	} else {
+		for s, n := range counts {
+			label := string(s)
+			if label == "" {
+				label = "none"
+			}
+			ch <- prometheus.MustNewConstMetric(descByStatus, prometheus.GaugeValue, float64(n), label)
+		}
+	}
+	if open, _, err := st.ListIntents(c.ctx, store.ListFilter{Open: true, Limit: 1}); err != nil {
+		ch <- prometheus.NewInvalidMetric(descOldestOpen, fmt.Errorf("oldest open intent: %w", err))
+	} else {
+		age := 0.0
+		if len(open) > 0 {
+			age = time.Since(open[0].FirstSeen).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(descOldestOpen, prometheus.GaugeValue, age)
+	}
 }

@@ -29,6 +29,20 @@ func register(c command) { commands[c.name] = c }
 // errUsage marks errors whose message is a usage problem (exit code 2).
 var errUsage = errors.New("usage")
 
+// exitError carries the exit code a command's failure should end the
+// process with, when 1 would hide something the caller acts on (ask's
+// timeout: the intent may still be open).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// withExitCode makes err end the process with code.
+func withExitCode(code int, err error) error { return &exitError{code: code, err: err} }
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: reconciled <command> [flags]")
 	fmt.Fprintln(w, "\ncommands:")
@@ -64,14 +78,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := c.run(ctx, args[1:], stdout, stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	fmt.Fprintf(stderr, "reconciled %s: %v\n", c.name, err)
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee) && ee.code != 0:
+		return ee.code
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "reconciled %s: %v\n", c.name, err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "reconciled %s: %v\n", c.name, err)
 		return 1
 	}
 }

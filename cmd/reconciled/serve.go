@@ -105,8 +105,14 @@ func newServeAgent(cfg *serveConfig) (*agent.Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --ic-url: %v", errUsage, err)
 	}
+	// agent-go's default client waits up to the ingress expiry (5 min) for
+	// one reply; a hung replica would hold an intent that long per query.
+	hc := &http.Client{Timeout: cfg.QueryTimeout}
+	if hc.Timeout == 0 {
+		hc.Timeout = 30 * time.Second
+	}
 	ag, err := agent.New(agent.Config{
-		ClientConfig: []agent.ClientOption{agent.WithHostURL(u)},
+		ClientConfig: []agent.ClientOption{agent.WithHostURL(u), agent.WithHttpClient(hc)},
 		FetchRootKey: cfg.FetchRootKey || cfg.RootKey != nil,
 	})
 	if err != nil {

@@ -82,6 +82,8 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--ledger", "mxzaz-hqaaa-aaaar-qaada-cai,colour=red"}, nil, "unknown option"},
 		{[]string{"--strict-ledgers"}, nil, "would refuse every intent"},
 		{[]string{"--poll-interval", "1ms"}, nil, "too short"},
+		{[]string{"--query-timeout", "0s"}, nil, "--query-timeout must be"},
+		{nil, map[string]string{"RECONCILED_QUERY_TIMEOUT": "10m"}, "--query-timeout must be"},
 		{[]string{"--max-message-bytes", "1000000"}, nil, "--max-message-bytes"},
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, nil, "not a loopback address"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
@@ -137,17 +139,6 @@ func TestHTTPEndpoints(t *testing.T) {
 		if code, _ := get(p); code != http.StatusTeapot {
 			t.Fatalf("%s not routed to the support handler: %d", p, code)
 		}
-	}
-}
-
-func TestPromWriterFormat(t *testing.T) {
-	var b strings.Builder
-	p := &promWriter{w: &b, seen: map[string]bool{}}
-	p.sample("m_total", "counter", "help", map[string]string{"b": `x"y`, "a": "1"}, 2)
-	p.sample("m_total", "counter", "help", nil, 3.5)
-	want := "# HELP m_total help\n# TYPE m_total counter\nm_total{a=\"1\",b=\"x\\\"y\"} 2\nm_total 3.5\n"
-	if b.String() != want {
-		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
 

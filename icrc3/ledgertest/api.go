@@ -43,6 +43,11 @@ type CallContext struct {
 	// CertifiedData, or an older one when it plays a lagging replica). Nil in
 	// update calls. Building one costs a BLS signature, so it is made on demand.
 	DataCertificate func(data []byte) []byte
+	// DataCertificateAt is DataCertificate for an older state: its /time is
+	// at most t. A lagging replica answers from a state whose time precedes
+	// the blocks it has not seen; certifying old data with the current time
+	// would be a state the IC can never produce.
+	DataCertificateAt func(data []byte, t uint64) []byte
 }
 
 // Canister is a program the replica hosts under a canister id. The replica

@@ -276,13 +276,13 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		if ctx.Replicated || ctx.DataCertificate == nil {
 			return reply((*dataCertificate)(nil))
 		}
-		tree, data := l.tipAt()
-		return reply(&dataCertificate{Certificate: ctx.DataCertificate(data), HashTree: tree})
+		tree, data, at := l.tipAt()
+		return reply(&dataCertificate{Certificate: certificate(ctx, data, at), HashTree: tree})
 	case "get_data_certificate":
-		tree, data := l.tipAt()
+		tree, data, at := l.tipAt()
 		dc := legacyDataCertificate{HashTree: tree}
 		if !ctx.Replicated && ctx.DataCertificate != nil {
-			c := ctx.DataCertificate(data)
+			c := certificate(ctx, data, at)
 			dc.Certificate = &c
 		}
 		return reply(dc)
@@ -338,13 +338,37 @@ func (l *Ledger) visibleLen() uint64 {
 	return n - lag
 }
 
-// tipAt returns the CBOR tip tree and the certified data of the visible chain.
-func (l *Ledger) tipAt() ([]byte, []byte) {
+// tipAt returns the CBOR tip tree and the certified data of the visible
+// chain, and the latest time the state answering can have: before the
+// first block it has not seen (no bound when it sees every block).
+func (l *Ledger) tipAt() ([]byte, []byte, uint64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	t := l.tipTreeAt(l.visibleLen())
+	n := l.visibleLen()
+	t := l.tipTreeAt(n)
 	r := t.rootHash()
-	return t.cbor(), r[:]
+	return t.cbor(), r[:], l.stateTimeBound(n)
+}
+
+// stateTimeBound is the latest time of a state holding the first n blocks.
+// l.mu is held.
+func (l *Ledger) stateTimeBound(n uint64) uint64 {
+	if n >= uint64(len(l.chain)) {
+		return ^uint64(0)
+	}
+	if ts := l.chain[n].ts; ts > 0 {
+		return ts - 1
+	}
+	return 0
+}
+
+// certificate is ic0.data_certificate() for the state that answers: the
+// current one, or an older one for a lagging replica.
+func certificate(ctx CallContext, data []byte, notAfter uint64) []byte {
+	if notAfter != ^uint64(0) && ctx.DataCertificateAt != nil {
+		return ctx.DataCertificateAt(data, notAfter)
+	}
+	return ctx.DataCertificate(data)
 }
 
 // served materialises block i for a reply, applying the data faults of the
@@ -468,10 +492,11 @@ func (l *Ledger) legacyGetBlocks(ctx CallContext, a getBlocksArg) []byte {
 		}
 	}
 	data := l.certifiedAt(n)
+	at := l.stateTimeBound(n)
 	l.mu.RUnlock()
 	var cert []byte
 	if !ctx.Replicated && ctx.DataCertificate != nil {
-		cert = ctx.DataCertificate(data)
+		cert = certificate(ctx, data, at)
 	}
 	l.blocksSent.Add(uint64(len(blocks)))
 	return encodeLegacyResponse(first, n, cert, blocks, archived)

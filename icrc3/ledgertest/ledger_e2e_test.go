@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"testing"
 	"time"
@@ -194,4 +195,51 @@ func TestLedgerEndToEnd(t *testing.T) {
 
 func arg2(start, length uint64) getBlocksArg {
 	return getBlocksArg{idl.NewNat(start), idl.NewNat(length)}
+}
+
+// A lagging replica answers from an older state, and an older state has an
+// older time: its certificate's /time precedes every block it has not seen.
+// (Certifying old data with the current time would let a client believe a
+// window closed while blocks inside it were hidden.)
+func TestLaggingCertificateHasTheOlderStatesTime(t *testing.T) {
+	s, err := NewServer(WithSeed(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.NewLedger(LedgerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.GenerateHistory(20, 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s.Advance(time.Hour)
+	if err := l.GenerateHistory(5, 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.NewAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: a, Ledger: l.ID(), RootKey: s.RootKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s.SetFaults(l.ID(), Faults{LagBlocks: 5})
+	tip, err := c.Tip(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstUnseen, _ := l.Block(tip.Index + 1)
+	ts, _ := firstUnseen.Get("ts")
+	unseen, _ := ts.Nat.Uint64()
+	if tip.Index != l.Len()-6 || tip.Time >= unseen {
+		t.Fatalf("lagging tip %d at time %d; first unseen block has ts %d", tip.Index, tip.Time, unseen)
+	}
+	s.SetFaults(l.ID(), Faults{})
+	if tip, err = c.Tip(ctx); err != nil || tip.Index != l.Len()-1 || tip.Time < unseen {
+		t.Fatalf("honest tip %+v %v", tip, err)
+	}
 }

@@ -182,7 +182,10 @@ func (s *Server) query(w http.ResponseWriter, ecid principal.Principal, req *req
 			Caller: req.sender,
 			Time:   s.clock.now(),
 			DataCertificate: func(data []byte) []byte {
-				return s.dataCertificate(ecid, data, f)
+				return s.dataCertificate(ecid, data, f, ^uint64(0))
+			},
+			DataCertificateAt: func(data []byte, t uint64) []byte {
+				return s.dataCertificate(ecid, data, f, t)
 			},
 		}
 		reply, rej = run(h.c.Query, ctx, req.method, req.arg)
@@ -462,14 +465,14 @@ func (s *Server) stateCertificate(ecid principal.Principal, paths [][][]byte, f 
 // cid: /canister/<cid>/certified_data = data and /time revealed, the subnet
 // pruned. Other canisters are left out of the state so that building it
 // never calls into another canister while this one is executing.
-func (s *Server) dataCertificate(cid principal.Principal, data []byte, f Faults) []byte {
+func (s *Server) dataCertificate(cid principal.Principal, data []byte, f Faults, notAfter uint64) []byte {
 	if f.ForeignCertificate {
 		cid = s.foreignID(cid)
 	}
 	state := branch(
 		lbl([]byte("canister"), branch(lbl(cid.Raw, branch(lbl([]byte("certified_data"), leaf(data)))))),
 		lbl([]byte("subnet"), s.keys.subnetTree()),
-		lbl([]byte("time"), leaf(leb(s.certTime(f)))),
+		lbl([]byte("time"), leaf(leb(min(s.certTime(f), notAfter)))),
 	)
 	cert, err := s.keys.certify(state.witness([][][]byte{{[]byte("canister"), cid.Raw, []byte("certified_data")}, {[]byte("time")}}, false), f.WrongKey)
 	if err != nil {

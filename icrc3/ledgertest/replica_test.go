@@ -646,7 +646,7 @@ func BenchmarkDataCertificate(b *testing.B) {
 	s, e, _ := benchFixture(b)
 	data := bytes.Repeat([]byte{1}, 32)
 	for b.Loop() {
-		if c := s.dataCertificate(e.ID(), data, Faults{}); len(c) == 0 {
+		if c := s.dataCertificate(e.ID(), data, Faults{}, ^uint64(0)); len(c) == 0 {
 			b.Fatal("empty certificate")
 		}
 	}
