@@ -133,7 +133,7 @@ func parseIntent(data []byte) (*Intent, *Error) {
 	if in.ID, e = requiredString(root, "intent_id", CodeBadIntentID); e != nil {
 		return nil, e
 	}
-	if !validIntentID(in.ID) {
+	if !ValidIntentID(in.ID) {
 		return nil, refuse(CodeBadIntentID, "intent_id", "want [A-Za-z0-9_-]{1,128}")
 	}
 
@@ -259,7 +259,8 @@ func parseArgs(m Method, fields []string, obj *jsonValue, a *Args) *Error {
 	return nil
 }
 
-func validIntentID(s string) bool {
+// ValidIntentID reports whether s is a valid intent_id: [A-Za-z0-9_-]{1,128}.
+func ValidIntentID(s string) bool {
 	if len(s) < 1 || len(s) > 128 {
 		return false
 	}

@@ -325,18 +325,7 @@ func (s *Service) logVerdict(log *zap.Logger, v Verdict) {
 }
 
 // ValidIntentID reports whether id has the form [A-Za-z0-9_-]{1,128}.
-func ValidIntentID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidIntentID(id string) bool { return matcher.ValidIntentID(id) }
 
 // keyedMutex serialises work on one intent id (intake and follow-up may
 // both append to its history) without a lock per id living forever.

@@ -509,39 +509,32 @@ func (l *Ledger) call(method string, caller principal.Principal, arg any, now ui
 	return idx, lerr, t
 }
 
-// Transfer runs icrc1_transfer as caller at the server's current time. The
-// error is a *TransferError for ledger errors or a *TrapError for traps.
-func (l *Ledger) Transfer(caller principal.Principal, a TransferArg) (uint64, error) {
-	idx, lerr, t := l.call("icrc1_transfer", caller, a, l.h.Now(), func() (*txReq, *TrapError) { return l.transferReq(caller, &a) })
+// goCall runs one Go-side call at the server's current time and turns its
+// outcome into the error the HTTP path would encode: the method's own error
+// type for ledger errors, *TrapError for traps.
+func goCall[E error](l *Ledger, method string, caller principal.Principal, arg any, build func() (*txReq, *TrapError), asErr func(*ledgerErr) E) (uint64, error) {
+	idx, lerr, t := l.call(method, caller, arg, l.h.Now(), build)
 	switch {
 	case t != nil:
 		return 0, t
 	case lerr != nil:
-		return 0, lerr.transferError()
+		return 0, asErr(lerr)
 	}
 	return idx, nil
+}
+
+// Transfer runs icrc1_transfer as caller at the server's current time. The
+// error is a *TransferError for ledger errors or a *TrapError for traps.
+func (l *Ledger) Transfer(caller principal.Principal, a TransferArg) (uint64, error) {
+	return goCall(l, "icrc1_transfer", caller, a, func() (*txReq, *TrapError) { return l.transferReq(caller, &a) }, (*ledgerErr).transferError)
 }
 
 // Approve runs icrc2_approve; the error is a *ApproveError or a *TrapError.
 func (l *Ledger) Approve(caller principal.Principal, a ApproveArg) (uint64, error) {
-	idx, lerr, t := l.call("icrc2_approve", caller, a, l.h.Now(), func() (*txReq, *TrapError) { return l.approveReq(caller, &a) })
-	switch {
-	case t != nil:
-		return 0, t
-	case lerr != nil:
-		return 0, lerr.approveError()
-	}
-	return idx, nil
+	return goCall(l, "icrc2_approve", caller, a, func() (*txReq, *TrapError) { return l.approveReq(caller, &a) }, (*ledgerErr).approveError)
 }
 
 // TransferFrom runs icrc2_transfer_from; the error is a *TransferFromError or a *TrapError.
 func (l *Ledger) TransferFrom(caller principal.Principal, a TransferFromArg) (uint64, error) {
-	idx, lerr, t := l.call("icrc2_transfer_from", caller, a, l.h.Now(), func() (*txReq, *TrapError) { return l.transferFromReq(caller, &a) })
-	switch {
-	case t != nil:
-		return 0, t
-	case lerr != nil:
-		return 0, lerr.transferFromError()
-	}
-	return idx, nil
+	return goCall(l, "icrc2_transfer_from", caller, a, func() (*txReq, *TrapError) { return l.transferFromReq(caller, &a) }, (*ledgerErr).transferFromError)
 }

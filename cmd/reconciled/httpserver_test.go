@@ -1,0 +1,196 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// scrape reads /metrics as Prometheus does and parses it.
+func scrape(t *testing.T, hs *httptest.Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := hs.Client().Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("/metrics content type %q", ct)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// sample is the value of the family's sample whose labels include want;
+// ok is false when there is none.
+func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue(), true
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}
+
+// A running daemon's /metrics: every family with its type, and the
+// counters moving when an intent is handled.
+func TestMetricsScrape(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon("metrics", t.TempDir(), time.Hour, false)
+	defer stop(d, time.Second)
+	hs := httptest.NewServer(d.httpHandler("s3cret", zaptest.NewLogger(t)))
+	defer hs.Close()
+
+	types := map[string]dto.MetricType{
+		reconcile.MetricIntentsReceived:             dto.MetricType_COUNTER,
+		reconcile.MetricIntentOutcomes:              dto.MetricType_COUNTER,
+		reconcile.MetricRedeliveries:                dto.MetricType_COUNTER,
+		reconcile.MetricUnreadableRetries:           dto.MetricType_COUNTER,
+		reconcile.MetricFollowUpRounds:              dto.MetricType_COUNTER,
+		reconcile.MetricDecisionSeconds:             dto.MetricType_HISTOGRAM,
+		"reconciled_watch_list_size":                dto.MetricType_GAUGE,
+		"reconciled_oldest_open_intent_age_seconds": dto.MetricType_GAUGE,
+		"go_goroutines":                             dto.MetricType_GAUGE,
+		"go_memstats_heap_alloc_bytes":              dto.MetricType_GAUGE,
+		"process_cpu_seconds_total":                 dto.MetricType_COUNTER,
+		"process_resident_memory_bytes":             dto.MetricType_GAUGE,
+	}
+	before := scrape(t, hs)
+	for name, typ := range types {
+		if f := before[name]; f == nil || f.GetType() != typ {
+			t.Errorf("before any intent: family %s is %v, want %v", name, f.GetType(), typ)
+		}
+	}
+	if v, ok := sample(before, reconcile.MetricIntentsReceived, nil); !ok || v != 0 {
+		t.Fatalf("intents received before any intent: %v %t", v, ok)
+	}
+	if v, _ := sample(before, reconcile.MetricIntentOutcomes, map[string]string{"outcome": "ack"}); v != 0 {
+		t.Fatalf("acks before any intent: %v", v)
+	}
+
+	arg := transferArg(bob.principal(), 1000, u64(w.srv.Now()), "metrics")
+	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+		t.Fatal(err)
+	}
+	if v := w.ask(transferIntent("metrics-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconcile.StatusFound {
+		t.Fatalf("verdict %+v", v)
+	}
+	// The verdict is published before the delivery is acked: wait for the
+	// ack's count rather than assume it.
+	var after map[string]*dto.MetricFamily
+	eventually(t, "the delivery is acked", func() (bool, string) {
+		after = scrape(t, hs)
+		v, _ := sample(after, reconcile.MetricIntentOutcomes, map[string]string{"outcome": "ack"})
+		return v == 1, "acks"
+	})
+	types[reconcile.MetricVerdicts] = dto.MetricType_COUNTER
+	types["reconciled_blocks_read_total"] = dto.MetricType_COUNTER
+	types["reconciled_ic_queries_total"] = dto.MetricType_COUNTER
+	types["reconciled_intents_by_status"] = dto.MetricType_GAUGE
+	for name, typ := range types {
+		if f := after[name]; f == nil || f.GetType() != typ {
+			t.Errorf("after an intent: family %s is %v, want %v", name, f.GetType(), typ)
+		}
+	}
+	ledger := l.ID().Encode()
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   func(float64) bool
+	}{
+		{reconcile.MetricIntentsReceived, nil, func(v float64) bool { return v == 1 }},
+		{reconcile.MetricVerdicts, map[string]string{"status": "found"}, func(v float64) bool { return v == 1 }},
+		{"reconciled_intents_by_status", map[string]string{"status": "found"}, func(v float64) bool { return v == 1 }},
+		{"reconciled_blocks_read_total", map[string]string{"ledger": ledger}, func(v float64) bool { return v >= 1 }},
+		{"reconciled_ic_queries_total", map[string]string{"ledger": ledger}, func(v float64) bool { return v >= 1 }},
+		{"reconciled_watch_list_size", nil, func(v float64) bool { return v == 0 }},
+	} {
+		if v, ok := sample(after, c.name, c.labels); !ok || !c.want(v) {
+			t.Errorf("%s%v = %v (present %t)", c.name, c.labels, v, ok)
+		}
+	}
+	if v, ok := sample(after, reconcile.MetricVerdicts, map[string]string{"status": "absent"}); ok {
+		t.Errorf("absent verdicts counted: %v", v)
+	}
+
+	// The text the tests and logs use is what the endpoint serves.
+	var text strings.Builder
+	if err := d.writeMetrics(w.ctx, &text); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"# TYPE reconciled_decision_seconds histogram", "reconciled_intents_received_total 1",
+		`reconciled_verdicts_total{status="found"} 1`} {
+		if !strings.Contains(text.String(), line+"\n") {
+			t.Errorf("writeMetrics lacks %q", line)
+		}
+	}
+}
+
+// Two daemons in one process keep their own service metrics.
+func TestMetricsPerDaemon(t *testing.T) {
+	w := newWorld(t)
+	a := w.daemon("a", t.TempDir(), time.Hour, true)
+	defer stop(a, time.Second)
+	b := w.daemon("b", t.TempDir(), time.Hour, true)
+	defer stop(b, time.Second)
+	a.metrics.Redelivered()
+	fa, err := a.gatherer(w.ctx).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.gatherer(w.ctx).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(fams []*dto.MetricFamily) float64 {
+		for _, f := range fams {
+			if f.GetName() == reconcile.MetricRedeliveries {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no %s", reconcile.MetricRedeliveries)
+		return 0
+	}
+	if get(fa) != 1 || get(fb) != 0 {
+		t.Fatalf("redeliveries a=%v b=%v, want 1 and 0", get(fa), get(fb))
+	}
+}
