@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
 
 // TestMain lets the test binary serve as the ledger child process, as the
@@ -149,6 +152,31 @@ func TestInprocLedger(t *testing.T) {
 		if c.BlocksServed < c.BlocksClient || c.BlocksClient == 0 {
 			t.Errorf("%s %s: ledger served %.0f blocks, client received %.0f", c.Endpoint, c.Case, c.BlocksServed, c.BlocksClient)
 		}
+	}
+}
+
+// TestBaselineRefusesForgedChain: a node that alters one block in its
+// replies must stop the baseline's sync; an unverified mirror would answer
+// from forged history.
+func TestBaselineRefusesForgedChain(t *testing.T) {
+	sc, err := buildScenario(5_000, 240*time.Hour, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.close()
+	altered := sc.Blocks - 10 // held by the ledger itself, not an archive
+	sc.srv.SetFaults(sc.ledgerID, ledgertest.Faults{AlterBlock: altered + 1})
+	ag, err := sc.newAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sc.newClient(ag, icrc3.EndpointLegacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sc.runBaseline(context.Background(), c, t.TempDir(), "legacy2000")
+	if want := fmt.Sprintf("block %d does not chain", altered+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("baseline over an altered block %d: %v, want an error with %q", altered, err, want)
 	}
 }
 

@@ -9,13 +9,6 @@ import (
 	"github.com/reconciled/reconciled/support"
 )
 
-// The daemon serves the same API the get, list and watch commands read.
-func init() {
-	supportHandler = func(st *store.Store, token string, log *zap.Logger) http.Handler {
-		return newSupportHandler(st, token, nil, log)
-	}
-}
-
 // newSupportHandler builds the support API and page over st. ledgers names
 // each ledger's decimals and symbol; nil shows amounts in raw units.
 func newSupportHandler(st *store.Store, token string, ledgers func(string) (uint8, string, bool), log *zap.Logger) http.Handler {

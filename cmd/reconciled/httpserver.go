@@ -25,9 +25,6 @@ type httpDeps struct {
 	// gather returns what /metrics serves. ctx is the scrape request's: it
 	// bounds the store reads some gauges make at scrape time.
 	gather func(ctx context.Context) prometheus.Gatherer
-	// metrics writes a text exposition; /metrics uses it only when gather
-	// is nil, for callers that have no gatherer.
-	metrics func(ctx context.Context, w io.Writer) error
 	// support is mounted at /api/v1/ and /ui/ (the support API and page);
 	// nil answers 404 there.
 	support http.Handler
@@ -53,8 +50,7 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	switch {
-	case d.gather != nil:
+	if d.gather != nil {
 		// A store that cannot be read loses its gauges for this scrape,
 		// not every metric: ContinueOnError serves what was gathered.
 		opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: promLog{log}}
@@ -62,13 +58,6 @@ func newHTTPHandler(d httpDeps) http.Handler {
 			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 			defer cancel()
 			promhttp.HandlerFor(d.gather(ctx), opts).ServeHTTP(w, r)
-		})
-	case d.metrics != nil:
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-			if err := d.metrics(r.Context(), w); err != nil {
-				log.Error("write metrics", zap.Error(err))
-			}
 		})
 	}
 	if d.support != nil {
@@ -122,7 +111,11 @@ var runtimeMetrics = sync.OnceValue(func() *prometheus.Registry {
 func (d *daemon) gatherer(ctx context.Context) prometheus.Gatherer {
 	own := prometheus.NewRegistry()
 	own.MustRegister(daemonCollector{d: d, ctx: ctx})
-	return prometheus.Gatherers{d.metrics.Registry(), runtimeMetrics(), own}
+	g := prometheus.Gatherers{runtimeMetrics(), own}
+	if r := d.metrics.Registry(); r != nil {
+		g = append(g, r)
+	}
+	return g
 }
 
 // writeMetrics writes what /metrics serves in the Prometheus text format.

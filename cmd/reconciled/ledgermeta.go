@@ -30,8 +30,10 @@ type ledgerMeta struct {
 	resolve func(canister string) (principal.Principal, bool)
 	// query asks a ledger for its display units.
 	query func(ctx context.Context, ledger principal.Principal) (ledgerDisplay, error)
-	// wait bounds how long a lookup waits for a fetch in flight: the first
-	// page shows units when the ledger answers quickly, raw units if not.
+	// wait bounds how long lookups wait for a fetch, counted from its
+	// start: the first page shows units when the ledger answers quickly,
+	// and a page listing many intents of a slow ledger waits once, not
+	// once per intent.
 	wait time.Duration
 	// timeout bounds one fetch; retry is how long a failure is remembered.
 	timeout, retry time.Duration
@@ -50,6 +52,7 @@ type metaEntry struct {
 	val      ledgerDisplay
 	ok       bool
 	fetching chan struct{} // closed when the fetch in flight ends; nil when none is
+	started  time.Time     // of the fetch in flight
 	retryAt  time.Time
 }
 
@@ -79,16 +82,18 @@ func (m *ledgerMeta) lookup(canister string) (decimals uint8, symbol string, ok 
 		m.mu.Unlock()
 		return e.val.decimals, e.val.symbol, true
 	}
-	if e.fetching == nil && !m.now().Before(e.retryAt) {
-		e.fetching = make(chan struct{})
+	now := m.now()
+	if e.fetching == nil && !now.Before(e.retryAt) {
+		e.fetching, e.started = make(chan struct{}), now
 		go m.fetch(canister, e)
 	}
 	done := e.fetching
+	left := e.started.Add(m.wait).Sub(now)
 	m.mu.Unlock()
-	if done == nil {
-		return 0, "", false // failed recently
+	if done == nil || left <= 0 {
+		return 0, "", false // failed recently, or asking for longer than a page waits
 	}
-	t := time.NewTimer(m.wait)
+	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
 	case <-done:

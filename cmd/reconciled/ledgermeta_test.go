@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -92,8 +93,9 @@ func TestLedgerMetaFromTestLedger(t *testing.T) {
 	}
 }
 
-// A slow ledger does not hold a page: the lookup gives up after wait, and
-// the fetch it started answers a later lookup.
+// A slow ledger does not hold a page: lookups wait for a fetch at most
+// wait from its start, all of them together, and the fetch answers a
+// later lookup.
 func TestLedgerMetaSlowLedger(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
@@ -109,21 +111,25 @@ func TestLedgerMetaSlowLedger(t *testing.T) {
 			return ledgerDisplay{}, ctx.Err()
 		}
 	}
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	m := newLedgerMeta(decodeOK, query, nil)
-	m.wait = time.Millisecond
+	m.wait, m.now = time.Millisecond, clock.now
 	const id = "xevnm-gaaaa-aaaar-qafnq-cai"
 	if _, _, ok := m.lookup(id); ok {
 		t.Fatal("units before the ledger answered")
 	}
-	// The first fetch is still in flight: no second one starts.
+	// Past the fetch's wait, a lookup returns at once (with a wait of an
+	// hour per lookup this would hang), and no second fetch starts.
+	m.wait = time.Hour
+	clock.add(2 * time.Hour)
 	if _, _, ok := m.lookup(id); ok {
 		t.Fatal("units before the ledger answered")
 	}
-	m.wait = time.Minute
 	close(release)
-	if d, s, ok := m.lookup(id); !ok || d != 6 || s != "ckUSDC" {
-		t.Fatalf("lookup after the answer: %d %q %t", d, s, ok)
-	}
+	eventually(t, "the fetch's answer is cached", func() (bool, string) {
+		d, s, ok := m.lookup(id)
+		return ok && d == 6 && s == "ckUSDC", fmt.Sprint(d, s, ok)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if queries != 1 {

@@ -33,10 +33,6 @@ func init() {
 	})
 }
 
-// supportHandler, when set (by the support API's own file in this
-// package), builds the handler mounted at /api/v1/ and /ui/.
-var supportHandler func(st *store.Store, token string, log *zap.Logger) http.Handler
-
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseServeConfig(args, os.Getenv, stderr)
 	if err != nil {
@@ -64,11 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		d.shutdown(context.Background())
 		return fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 	}
-	var sup http.Handler
-	if supportHandler != nil {
-		sup = supportHandler(d.store, cfg.SupportToken, log.Named("support"))
-	}
-	hs := &http.Server{Handler: newHTTPHandler(httpDeps{ready: d.ready, metrics: d.writeMetrics, support: sup}),
+	hs := &http.Server{Handler: d.httpHandler(cfg.SupportToken, log),
 		ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -267,6 +259,8 @@ func startDaemon(ctx context.Context, o daemonOpts) (d *daemon, err error) {
 
 // handle settles one intake delivery as the service says.
 func (d *daemon) handle(ctx context.Context, dl *queue.Delivery) {
+	start := time.Now()
+	defer func() { d.metrics.Decided(time.Since(start)) }()
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
@@ -111,9 +113,12 @@ func TestHTTPEndpoints(t *testing.T) {
 	sup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
 	h := newHTTPHandler(httpDeps{
 		ready: func(context.Context) error { return notReady },
-		metrics: func(_ context.Context, w io.Writer) error {
-			_, err := io.WriteString(w, "reconciled_x 1\n")
-			return err
+		gather: func(context.Context) prometheus.Gatherer {
+			reg := prometheus.NewRegistry()
+			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciled_x", Help: "x"})
+			c.Inc()
+			reg.MustRegister(c)
+			return reg
 		},
 		support: sup,
 	})
@@ -132,7 +137,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	if code, _ := get("/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz ready: %d", code)
 	}
-	if code, body := get("/metrics"); code != http.StatusOK || body != "reconciled_x 1\n" {
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "\nreconciled_x 1\n") {
 		t.Fatalf("/metrics %d %q", code, body)
 	}
 	for _, p := range []string{"/api/v1/intents", "/ui/"} {
