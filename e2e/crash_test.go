@@ -3,8 +3,10 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,24 +104,25 @@ func TestCrashLoopLosesNothing(t *testing.T) {
 
 	loopDone := time.Since(started)
 	d := startDaemonProc(t, args, logPath)
-	for at, ps := range lateAt {
-		for _, p := range ps {
+	for _, at := range slices.Sorted(maps.Keys(lateAt)) {
+		for _, p := range lateAt[at] {
 			env.execute(t, p)
 		}
-		delete(lateAt, at)
 	}
 	// When an executed intent is not found, the windows are closed anyway:
 	// whether it then turns absent (a person would pay twice) is the
 	// question that matters most.
+	closeWait := settleTimeout
 	if !feed.settledWithin(t, plan, func(p *plannedIntent) bool { return p.Class != classAbsent }, settleTimeout,
 		func() string { return logTail(logPath, 30) }) {
 		t.Errorf("closing the windows anyway")
+		closeWait = 15 * time.Second // the store comparison below says more than a longer wait
 	}
 	settled := time.Since(started)
 	env.closeWindows()
 	// Whatever is still open, the store and the stream are compared below:
 	// an intent the stream leaves open may be final in the store.
-	feed.settledWithin(t, plan, func(*plannedIntent) bool { return true }, settleTimeout, func() string { return logTail(logPath, 30) })
+	feed.settledWithin(t, plan, func(*plannedIntent) bool { return true }, closeWait, func() string { return logTail(logPath, 30) })
 	waitQueueDrained(t, ctx, tool.JetStream(), 10*testAckWait)
 	d.terminate(15 * time.Second)
 	t.Logf("kill loop %s, non-absent settled at %s, all at %s", loopDone.Round(time.Millisecond), settled.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))

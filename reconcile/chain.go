@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
 )
@@ -35,6 +36,15 @@ type chain struct {
 	loaded bool
 	has    bool
 	r      VerifiedRange
+
+	// reuse: a tip verified less than this long ago (wall clock) serves
+	// again without a query. An older tip is always a safe answer: found
+	// rests on verified blocks, and an older certified time only closes
+	// fewer windows.
+	reuse     time.Duration
+	now       func() time.Time
+	fetchedAt time.Time
+	format    string
 }
 
 // errChain marks a verified history that contradicts itself (timestamps
@@ -65,10 +75,14 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	if err := c.load(ctx); err != nil {
 		return icrc3.Tip{}, 0, err
 	}
+	if c.reuse > 0 && c.has && !c.fetchedAt.IsZero() && c.now().Sub(c.fetchedAt) < c.reuse {
+		return c.tip(icrc3.Tip{Format: c.format}), 0, nil
+	}
 	t, err := c.hist.Tip(ctx)
 	if err != nil {
 		return icrc3.Tip{}, 0, err
 	}
+	defer func() { c.fetchedAt, c.format = c.now(), t.Format }()
 	if t.Empty {
 		if c.has {
 			return icrc3.Tip{}, 0, &chainFault{fmt.Sprintf("certified tip says the ledger is empty, block %d was verified before", c.r.Hi)}

@@ -34,9 +34,21 @@ type Engine struct {
 	log     *zap.Logger
 	now     func() time.Time
 
-	mu     sync.Mutex
-	chains map[string]*chain
-	hists  map[string]ledgerSource
+	mu       sync.Mutex
+	chains   map[string]*chain
+	hists    map[string]ledgerSource
+	tipReuse time.Duration
+}
+
+// ReuseTips lets a certified tip verified less than d ago serve later
+// decisions of its ledger without a new query and BLS check (0, the
+// default: every decision reads a fresh tip). A burst of intents then costs
+// one tip; answers stay sound because an older tip only knows fewer blocks
+// and an older time. Call it before the first decision.
+func (e *Engine) ReuseTips(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tipReuse = d
 }
 
 type ledgerSource struct {
@@ -65,7 +77,7 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 		return ledgerSource{}, nil, err
 	}
 	s := ledgerSource{h: h, cfg: cfg}
-	c := &chain{ledger: ledger, hist: h, cache: e.cache}
+	c := &chain{ledger: ledger, hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
 	e.hists[ledger], e.chains[ledger] = s, c
 	return s, c, nil
 }
@@ -151,6 +163,12 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	if err != nil {
 		return all(err)
 	}
+	// The window depends only on the configured TW and drift: every
+	// verdict carries it, unreadable ones included.
+	for i, in := range ins {
+		w := in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
+		out[i].Window = &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}
+	}
 	rules, page, err := e.rules(ctx, s)
 	if err != nil {
 		return all(err)
@@ -158,9 +176,7 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	ds := make([]*decision, len(ins))
 	byStamp := map[uint64][]*decision{}
 	for i, in := range ins {
-		w := in.Window(rules)
-		out[i].Window = &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}
-		ds[i] = &decision{in: in, rules: rules, w: w, seen: map[uint64]bool{}}
+		ds[i] = &decision{in: in, rules: rules, w: in.Window(rules), seen: map[uint64]bool{}}
 		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
 	}
 
@@ -171,9 +187,13 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	if err != nil {
 		return all(err)
 	}
+	// A history that failed to read or verify below the range fails the
+	// same way for every intent that needs it: the first failure answers
+	// the rest instead of each re-reading down to the bad page.
+	var below error
 	for i, d := range ds {
 		d.read = read
-		v, err := e.decideOne(ctx, c, page, tip, d, out[i])
+		v, err := e.decideOne(ctx, c, page, tip, d, out[i], &below)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +217,7 @@ func scanAll(byStamp map[uint64][]*decision, page []icrc3.Block) {
 }
 
 // decideOne finishes one decision on a refreshed chain (c.mu held).
-func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict) (Verdict, error) {
+func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
 	fail := func(err error) (Verdict, error) {
 		if ctx.Err() != nil {
 			return v, ctx.Err()
@@ -217,6 +237,9 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 		}
 		d.scan(cands)
 	}
+	if d.match == nil && !c.covers(w.From) && *below != nil {
+		return fail(*below)
+	}
 	// Then extend the verified range down until it covers the window.
 	for round := 0; d.match == nil && !c.covers(w.From); round++ {
 		if round > 64 {
@@ -233,6 +256,7 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 			t, probes, err := c.locate(ctx, w.From, page)
 			d.probes += probes
 			if err != nil {
+				*below = err
 				return fail(err)
 			}
 			target = t
@@ -240,6 +264,7 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 		n, _, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
 		d.read += n
 		if err != nil {
+			*below = err
 			return fail(err)
 		}
 	}

@@ -2,11 +2,13 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -212,5 +214,92 @@ func TestDecideMintWithoutMintingAccountIsNeverAbsent(t *testing.T) {
 	}
 	if v := e2.decide(e2.intent(ti.json(e2.ledger.ID()))); v.Status != reconcile.StatusFound || v.Block.Kind != "1mint" {
 		t.Fatalf("mint with a known minting account: %s %+v", v.Status, v.Block)
+	}
+}
+
+func TestReuseTipsSavesTipQueries(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	in := e.intent(transferIntent{id: "x", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: e.srv.Now()}.json(e.ledger.ID()))
+	tipQueries := func() uint64 { return e.srv.Stats().Queries(e.ledger.ID(), "icrc3_get_tip_certificate") }
+
+	// Detection probes icrc3_get_tip_certificate once per client: warm it.
+	if _, err := e.client.Detect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.engine.ReuseTips(time.Hour)
+	before := tipQueries()
+	for i := 0; i < 3; i++ {
+		if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+			t.Fatalf("decision %d: %s", i, v.Status)
+		}
+	}
+	if n := tipQueries() - before; n != 1 {
+		t.Fatalf("3 decisions with tip reuse read %d tips, want 1", n)
+	}
+	// Without reuse every decision reads its own tip; and a reused tip is
+	// never a reason to call a window closed that the fresh one keeps open.
+	fresh := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
+		return e.client, reconcile.LedgerConfig{}, nil
+	}, reconcile.NewMemCache(), nil)
+	before = tipQueries()
+	for i := 0; i < 2; i++ {
+		if v, err := fresh.Decide(context.Background(), in); err != nil || v.Status != reconcile.StatusNotYet {
+			t.Fatalf("fresh decision: %v %v", v.Status, err)
+		}
+	}
+	if n := tipQueries() - before; n != 2 {
+		t.Fatalf("2 decisions without reuse read %d tips, want 2", n)
+	}
+	e.closeWindow()
+	if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("reused tip closed the window: %s", v.Status)
+	}
+	if v, _ := fresh.Decide(context.Background(), in); v.Status != reconcile.StatusAbsent {
+		t.Fatalf("fresh tip after the window: %s, want absent", v.Status)
+	}
+}
+
+func TestUnreadableVerdictsCarryTheirWindow(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice := principalN(1)
+	stamp := e.srv.Now()
+	in := e.intent(transferIntent{id: "x", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: stamp}.json(e.ledger.ID()))
+	// Certificates signed by a wrong key fail detection itself.
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{WrongKey: true, QueryReject: 5})
+	v := e.decide(in)
+	if v.Status != reconcile.StatusUnreadable || v.Window == nil || uint64(v.Window.ToTS) != stamp+uint64(24*time.Hour+2*time.Minute) {
+		t.Fatalf("got %s window %+v, want unreadable with the window", v.Status, v.Window)
+	}
+}
+
+func TestOneBadPageAnswersEveryIntentThatNeedsIt(t *testing.T) {
+	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000}})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	if err := e.ledger.GenerateHistory(6000, 5, 30*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	stamp := e.srv.Now() - uint64(20*time.Hour)
+	var ins []*matcher.Intent
+	for i := 0; i < 10; i++ {
+		ins = append(ins, e.intent(transferIntent{id: fmt.Sprintf("i%d", i), caller: alice, to: acct(principalN(2), nil), amount: uint64(i + 1), stamp: stamp}.json(e.ledger.ID())))
+	}
+	// A lying node drops a block inside every window (one the ledger itself
+	// still holds: archives have their own faults).
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{OmitBlock: e.ledger.Len() - 500 + 1})
+	before := e.ledger.Counters().BlocksServed
+	vs, err := e.engine.DecideMany(context.Background(), ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.Status != reconcile.StatusUnreadable || v.Reason.Code != "E_CHAIN" {
+			t.Fatalf("%s: %s %+v, want unreadable E_CHAIN", v.IntentID, v.Status, v.Reason)
+		}
+	}
+	if served := e.ledger.Counters().BlocksServed - before; served > 2*uint64(e.ledger.Len()) {
+		t.Fatalf("10 intents read %d blocks past one bad page", served)
 	}
 }

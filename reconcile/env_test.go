@@ -68,7 +68,9 @@ func principalN(n int) principal.Principal {
 	return principal.Principal{Raw: []byte{0xaa, byte(n >> 8), byte(n), 0x01}}
 }
 
-func acct(p principal.Principal, sub []byte) icrc3.Account { return icrc3.Account{Owner: p, Subaccount: sub} }
+func acct(p principal.Principal, sub []byte) icrc3.Account {
+	return icrc3.Account{Owner: p, Subaccount: sub}
+}
 
 // fund mints amount to a (a mint from the minting account).
 func (e *env) fund(a icrc3.Account, amount uint64) {
