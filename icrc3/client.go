@@ -85,6 +85,10 @@ type Client struct {
 
 	archMu   sync.Mutex
 	archives []archiveRange // where blocks were last seen archived
+	// listed: the ledger's archive list was asked for once, so small reads
+	// (the engine's single-block search probes) go straight to an archive
+	// instead of through the ledger and then the archive.
+	listed bool
 
 	statMu   sync.Mutex
 	stats    Stats

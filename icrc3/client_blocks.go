@@ -51,6 +51,8 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		if err := c.learnArchives(ctx, f, start, end); err != nil {
 			return err
 		}
+	} else if err := c.listArchives(ctx, f); err != nil {
+		return err
 	}
 
 	// Deferred in this order so that cancel runs first and unblocks the
@@ -379,6 +381,51 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 		}
 		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "icrc3_get_blocks"},
 			start: s.Uint64(), end: e.Uint64() + 1, icrc3: true})
+	}
+	return nil
+}
+
+// listArchives asks the ledger once for its whole archive list, so that
+// later small reads of archived blocks cost one query, not two. The list is
+// only a routing hint: a ledger without the method, or an archive that
+// moved, falls back to asking the ledger where the blocks are.
+func (c *Client) listArchives(ctx context.Context, f Features) error {
+	c.archMu.Lock()
+	done := c.listed
+	c.listed = true
+	c.archMu.Unlock()
+	if done {
+		return nil
+	}
+	if f.Endpoint == EndpointICRC3 {
+		err := c.learnArchives(ctx, f, 0, 0)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return nil
+	}
+	raw, err := c.query(ctx, c.ledger, "archives", candidNoArgs, c.verify == VerifyQueries)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return nil
+	}
+	var archives []struct {
+		CanisterID principal.Principal `ic:"canister_id"`
+		Start      idl.Nat             `ic:"block_range_start"`
+		End        idl.Nat             `ic:"block_range_end"`
+	}
+	if err := unmarshalCandid(raw, &archives); err != nil {
+		return nil // a hint we cannot read is no hint
+	}
+	for _, a := range archives {
+		s, e := a.Start.BigInt(), a.End.BigInt()
+		if !s.IsUint64() || !e.IsUint64() || e.Uint64() == ^uint64(0) || s.Uint64() > e.Uint64() {
+			continue
+		}
+		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "get_blocks"},
+			start: s.Uint64(), end: e.Uint64() + 1})
 	}
 	return nil
 }

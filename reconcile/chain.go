@@ -75,7 +75,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	if err := c.load(ctx); err != nil {
 		return icrc3.Tip{}, 0, err
 	}
-	if c.reuse > 0 && c.has && !c.fetchedAt.IsZero() && c.now().Sub(c.fetchedAt) < c.reuse {
+	if c.reuse > 0 && c.has && !wantsFresh(ctx) && !c.fetchedAt.IsZero() && c.now().Sub(c.fetchedAt) < c.reuse {
 		return c.tip(icrc3.Tip{Format: c.format}), 0, nil
 	}
 	t, err := c.hist.Tip(ctx)

@@ -40,6 +40,15 @@ type Engine struct {
 	tipReuse time.Duration
 }
 
+type freshKey struct{}
+
+// FreshTip marks ctx so that decisions under it read a new certified tip
+// even when ReuseTips would allow an older one: the follow-up of watched
+// intents exists to see ledger time move.
+func FreshTip(ctx context.Context) context.Context { return context.WithValue(ctx, freshKey{}, true) }
+
+func wantsFresh(ctx context.Context) bool { v, _ := ctx.Value(freshKey{}).(bool); return v }
+
 // ReuseTips lets a certified tip verified less than d ago serve later
 // decisions of its ledger without a new query and BLS check (0, the
 // default: every decision reads a fresh tip). A burst of intents then costs

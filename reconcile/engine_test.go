@@ -256,6 +256,9 @@ func TestReuseTipsSavesTipQueries(t *testing.T) {
 	if v := e.decide(in); v.Status != reconcile.StatusNotYet {
 		t.Fatalf("reused tip closed the window: %s", v.Status)
 	}
+	if v, err := e.engine.Decide(reconcile.FreshTip(context.Background()), in); err != nil || v.Status != reconcile.StatusAbsent {
+		t.Fatalf("FreshTip after the window: %s %v, want absent", v.Status, err)
+	}
 	if v, _ := fresh.Decide(context.Background(), in); v.Status != reconcile.StatusAbsent {
 		t.Fatalf("fresh tip after the window: %s, want absent", v.Status)
 	}

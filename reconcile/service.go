@@ -74,13 +74,6 @@ type Service struct {
 	m     *Metrics
 	locks keyedMutex
 	batch batcher
-
-	// unpublished holds intents whose latest stored verdict may be missing
-	// from the stream (a publish failed outside an intake delivery, which
-	// would otherwise re-publish on redelivery); each follow-up round
-	// retries them.
-	mu          sync.Mutex
-	unpublished map[string]bool
 }
 
 // NewService checks cfg and applies defaults.
@@ -103,7 +96,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, log: cfg.Log, m: cfg.Metrics, unpublished: map[string]bool{}}, nil
+	return &Service{cfg: cfg, log: cfg.Log, m: cfg.Metrics}, nil
 }
 
 // HandleIntent handles one delivery of an intent message. It never asks
@@ -199,6 +192,7 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		if err := s.ensurePublished(ctx, latest, hdr); err != nil {
 			return s.retry(ctx, log, "re-publish stored verdict", err)
 		}
+		s.markPublished(ctx, log, latest)
 		if !latest.Final {
 			if err := s.ensureWatched(ctx, rec); err != nil {
 				return s.retry(ctx, log, "watch", err)
@@ -226,7 +220,7 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		}
 		w = &Watch{IntentID: rec.ID, Canister: rec.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
 	}
-	if err := s.cfg.Store.AppendVerdict(ctx, v, w); err != nil {
+	if err := s.cfg.Store.AppendDecided(ctx, v, w); err != nil {
 		if errors.Is(err, ErrInvalidRecord) {
 			// The store can never hold this verdict: redelivery would
 			// repeat the same refusal until the server gives up.
@@ -239,10 +233,21 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
 		// Stored but not published: the redelivery finds it in the store
-		// and publishes it, with this seq.
+		// and publishes it, with this seq; so does the outbox, should the
+		// intent never be redelivered here.
 		return s.retry(ctx, log, "publish verdict", err)
 	}
+	s.markPublished(ctx, log, v)
 	return Outcome{Kind: Ack}
+}
+
+// markPublished clears v's outbox entries once the stream holds it. A
+// failure only costs a stream lookup later: the outbox retry finds the
+// verdict there and clears the entries then.
+func (s *Service) markPublished(ctx context.Context, log *zap.Logger, v Verdict) {
+	if err := s.cfg.Store.MarkPublished(ctx, v.IntentID, v.Seq); err != nil && ctx.Err() == nil {
+		log.Warn("published verdict not cleared from the outbox; will re-check", zap.Uint64("seq", v.Seq), zap.Error(err))
+	}
 }
 
 // retry turns a failure into a Nak: immediately when shutting down (another

@@ -39,7 +39,10 @@ func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigg
 // error when the watch list cannot be read or ctx ends.
 func (s *Service) FollowUp(ctx context.Context) error {
 	s.m.round()
-	s.retryUnpublished(ctx)
+	if _, err := s.publishOutbox(ctx); err != nil && ctx.Err() == nil {
+		// The entries stay; deciding the watches need not wait for them.
+		s.log.Warn("outbox not read; its verdicts are retried next round", zap.Error(err))
+	}
 	ws, err := s.cfg.Store.Watches(ctx)
 	if err != nil {
 		return err
@@ -95,7 +98,12 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	}
 	vs, err := s.cfg.Decider.DecideMany(ctx, ins)
 	if err != nil {
-		return // ctx ended: the watches stay for the next round or process
+		// The watches stay for the next round (or, when ctx ended, the
+		// next process).
+		if ctx.Err() == nil {
+			log.Warn("follow-up decision failed", zap.Int("intents", len(ins)), zap.Error(err))
+		}
+		return
 	}
 	for i, v := range vs {
 		if err := s.advance(ctx, kept[i], v, hdrs[i]); err != nil && ctx.Err() == nil {
@@ -137,73 +145,76 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 		return nil // not_yet again: nothing new to say
 	}
 	v.Seq = seq + 1
-	if err := s.cfg.Store.AppendVerdict(ctx, v, &next); err != nil {
+	if err := s.cfg.Store.AppendDecided(ctx, v, &next); err != nil {
 		return err
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
-		s.mu.Lock()
-		s.unpublished[v.IntentID] = true
-		s.mu.Unlock()
+		// The outbox entry stays: the next round, or the next process,
+		// publishes it.
 		return err
 	}
+	s.markPublished(ctx, log, v)
 	return nil
 }
 
-// retryUnpublished re-publishes verdicts whose publish failed during a
-// follow-up round.
-func (s *Service) retryUnpublished(ctx context.Context) {
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.unpublished))
-	for id := range s.unpublished {
-		ids = append(ids, id)
+// publishOutbox makes the stream hold the latest stored verdict of every
+// intent in the outbox, then clears its entries. One that fails stays for
+// the next call; only a failure to read the outbox (or the end of ctx) is
+// returned. n is the number of intents the outbox held.
+func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
+	ids, err := s.cfg.Store.Unpublished(ctx)
+	if err != nil {
+		return 0, err
 	}
-	s.mu.Unlock()
 	for _, id := range ids {
-		if err := s.republish(ctx, id); err != nil {
-			s.log.Warn("re-publish failed; will retry", zap.String("intent_id", id), zap.Error(err))
-			continue
+		if ctx.Err() != nil {
+			return len(ids), ctx.Err()
 		}
-		s.mu.Lock()
-		delete(s.unpublished, id)
-		s.mu.Unlock()
+		log := s.log.With(zap.String("intent_id", id))
+		v, err := s.republish(ctx, id)
+		switch {
+		case err == nil:
+			s.markPublished(ctx, log, v)
+		case errors.Is(err, ErrHistory):
+			// The stream holds a history this verdict contradicts (a
+			// final verdict decided elsewhere); it stays the fleet's
+			// answer, and retrying could never succeed.
+			log.Error("stored verdict refused by the stream; dropped from the outbox", zap.Uint64("seq", v.Seq), zap.Error(err))
+			s.markPublished(ctx, log, v)
+		case ctx.Err() == nil:
+			log.Warn("re-publish failed; will retry", zap.Error(err))
+		}
 	}
+	return len(ids), nil
 }
 
-func (s *Service) republish(ctx context.Context, id string) error {
+// republish makes the stream hold the intent's latest stored verdict and
+// returns that verdict.
+func (s *Service) republish(ctx context.Context, id string) (Verdict, error) {
 	unlock := s.locks.lock(id)
 	defer unlock()
 	latest, err := s.cfg.Store.LatestVerdict(ctx, id)
 	if err != nil {
-		return err
+		return Verdict{}, err
 	}
 	rec, err := s.cfg.Store.Intent(ctx, id)
 	if err != nil {
-		return err
+		return latest, err
 	}
-	return s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+	return latest, s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
 }
 
-// Resume checks, after a start, that the stream holds the latest verdict of
-// every watched intent (a crash may have come between store and publish).
+// Resume publishes, after a start, every stored verdict a crash may have
+// kept from the stream (the outbox). One that cannot be published now is
+// retried by every follow-up round.
 func (s *Service) Resume(ctx context.Context) error {
-	ws, err := s.cfg.Store.Watches(ctx)
+	n, err := s.publishOutbox(ctx)
 	if err != nil {
 		return err
 	}
-	for _, w := range ws {
-		if err := s.republish(ctx, w.IntentID); err != nil && !errors.Is(err, ErrNotFound) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.mu.Lock()
-			s.unpublished[w.IntentID] = true
-			s.mu.Unlock()
-			s.log.Warn("resume: re-publish failed; will retry", zap.String("intent_id", w.IntentID), zap.Error(err))
-		}
-	}
-	s.log.Info("watch list resumed", zap.Int("watched", len(ws)))
+	s.log.Info("outbox resumed", zap.Int("intents", n))
 	return nil
 }
 

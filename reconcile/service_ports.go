@@ -63,6 +63,15 @@ type Store interface {
 	// with w non-nil and v not final it schedules w in the same
 	// transaction. A final verdict ends the watch.
 	AppendVerdict(ctx context.Context, v Verdict, w *Watch) error
+	// AppendDecided is AppendVerdict for a verdict decided here: the same
+	// transaction records it in the outbox, where it stays until
+	// MarkPublished, so a crash between store and publish cannot lose it.
+	AppendDecided(ctx context.Context, v Verdict, w *Watch) error
+	// MarkPublished records that the stream holds the intent's verdict seq
+	// (and so every earlier one): its outbox entries up to seq go.
+	MarkPublished(ctx context.Context, id string, seq uint64) error
+	// Unpublished lists the intents with outbox entries, each once.
+	Unpublished(ctx context.Context) ([]string, error)
 	// LatestVerdict returns the newest stored verdict, or ErrNotFound.
 	LatestVerdict(ctx context.Context, id string) (Verdict, error)
 	// Watches lists every watched intent.

@@ -69,6 +69,34 @@ func (a ServiceStore) AppendVerdict(ctx context.Context, v reconcile.Verdict, w 
 	}))
 }
 
+func (a ServiceStore) AppendDecided(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
+	var e *WatchEntry
+	if w != nil {
+		e = &WatchEntry{IntentID: w.IntentID, CanisterID: w.Canister, NextCheck: w.NextCheck, Attempts: w.Attempts}
+	}
+	return mapErr(a.S.AppendDecided(ctx, v, e))
+}
+
+func (a ServiceStore) MarkPublished(ctx context.Context, id string, seq uint64) error {
+	return mapErr(a.S.MarkPublished(ctx, id, seq))
+}
+
+// Unpublished lists each intent with outbox rows once: re-publishing its
+// latest verdict settles all of them.
+func (a ServiceStore) Unpublished(ctx context.Context) ([]string, error) {
+	es, err := a.S.Outbox(ctx)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	var ids []string
+	for _, e := range es {
+		if n := len(ids); n == 0 || ids[n-1] != e.IntentID {
+			ids = append(ids, e.IntentID)
+		}
+	}
+	return ids, nil
+}
+
 func (a ServiceStore) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
 	v, err := a.S.LatestVerdict(ctx, id)
 	return v, mapErr(err)

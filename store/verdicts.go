@@ -27,7 +27,7 @@ import (
 // stored intent (decided by another sidecar) creates a body-less intent row
 // so that listings and counts cover the whole fleet.
 func (s *Store) AppendVerdict(ctx context.Context, v reconcile.Verdict) error {
-	return s.appendVerdict(ctx, v, nil)
+	return s.appendVerdict(ctx, v, nil, false)
 }
 
 // AppendVerdictWatch is AppendVerdict that also schedules the next check of
@@ -39,10 +39,12 @@ func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w W
 	if w.IntentID != v.IntentID {
 		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
 	}
-	return s.appendVerdict(ctx, v, &w)
+	return s.appendVerdict(ctx, v, &w, false)
 }
 
-func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry) error {
+// toOutbox: the verdict was decided here, so the same transaction records it
+// in the outbox (see AppendDecided).
+func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry, toOutbox bool) error {
 	v = normalise(v)
 	if err := validateVerdict(&v); err != nil {
 		return err
@@ -114,6 +116,11 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 		if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ?
 			WHERE intent_id = ?`, string(v.Status), v.Final, seq, now, v.IntentID); err != nil {
 			return fmt.Errorf("store: %s: update intent: %w", what, err)
+		}
+		if toOutbox {
+			if err := addOutbox(ctx, t, v.IntentID, seq); err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
+			}
 		}
 		switch {
 		case v.Final:

@@ -198,7 +198,8 @@ func startDaemon(ctx context.Context, o daemonOpts) (d *daemon, err error) {
 	}
 	d.engine = reconcile.NewEngine(d.sources, d.store, log.Named("engine"))
 	// A burst of intents of one ledger shares a certified tip for a quarter
-	// second: one read_state and BLS check instead of one per intent.
+	// second: one read_state and BLS check instead of one per intent. The
+	// follow-up asks for fresh tips (reconcile.FreshTip).
 	d.engine.ReuseTips(250 * time.Millisecond)
 	d.svc, err = reconcile.NewService(reconcile.ServiceConfig{
 		Decider: d.engine, Store: store.ServiceStore{S: d.store}, Sink: queue.Sink{C: d.conn},

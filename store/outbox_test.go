@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+func outboxOf(t *testing.T, s *Store) []OutboxEntry {
+	t.Helper()
+	es, err := s.Outbox(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	mustPut(t, s, intent("o1", 1))
+	mustPut(t, s, intent("o2", 1))
+	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
+	w := &WatchEntry{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}
+
+	if err := s.AppendDecided(ctx, verdict("o1", 1, reconcile.StatusNotYet), w); err != nil {
+		t.Fatal(err)
+	}
+	// Imported from the stream: the stream holds it already.
+	if err := s.AppendVerdict(ctx, verdict("o2", 1, reconcile.StatusNotYet)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"o1", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox %+v, want %+v", got, want)
+	}
+	// The watch rules are AppendVerdictWatch's, and the caller's entry is
+	// not written to.
+	ws, err := s.Watches(ctx)
+	if err != nil || len(ws) != 1 || ws[0].IntentID != "o1" || ws[0].LastStatus != reconcile.StatusNotYet || !ws[0].NextCheck.Equal(due) {
+		t.Fatalf("watches %+v %v", ws, err)
+	}
+	if w.LastStatus != "" {
+		t.Fatalf("AppendDecided changed its argument: %+v", w)
+	}
+
+	// Refused appends leave no row: the verdict and its row are one
+	// transaction.
+	if err := s.AppendDecided(ctx, verdict("o1", 3, reconcile.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
+		t.Fatalf("gap: %v", err)
+	}
+	if err := s.AppendDecided(ctx, verdict("o1", 1, reconcile.StatusUnreadable), nil); !errors.Is(err, ErrSeqConflict) {
+		t.Fatalf("conflict: %v", err)
+	}
+	if err := s.AppendDecided(ctx, verdict("o2", 2, reconcile.StatusNotYet), &WatchEntry{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("watch of another intent: %v", err)
+	}
+	if got := outboxOf(t, s); len(got) != 1 {
+		t.Fatalf("a refused append changed the outbox: %+v", got)
+	}
+	// Re-appending the stored verdict (it came back from the stream) adds
+	// nothing.
+	if err := s.AppendDecided(ctx, verdict("o2", 1, reconcile.StatusNotYet), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := outboxOf(t, s); len(got) != 1 {
+		t.Fatalf("an identical re-append was recorded: %+v", got)
+	}
+
+	// A final decided verdict ends the watch and is recorded in the same
+	// transaction.
+	if err := s.AppendDecided(ctx, verdict("o1", 2, reconcile.StatusAbsent), w); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := s.Watches(ctx); len(ws) != 0 {
+		t.Fatalf("final intent still watched: %+v", ws)
+	}
+	if err := s.AppendDecided(ctx, verdict("o1", 3, reconcile.StatusFound), nil); !errors.Is(err, ErrFinal) {
+		t.Fatalf("after final: %v", err)
+	}
+	if err := s.AppendDecided(ctx, verdict("o2", 2, reconcile.StatusFound), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"o1", 1}, {"o1", 2}, {"o2", 2}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox %+v, want %+v", got, want)
+	}
+}
+
+func TestMarkPublishedClearsUpToSeq(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	mustPut(t, s, intent("m1", 1))
+	mustPut(t, s, intent("m2", 1))
+	for seq, st := range []reconcile.Status{reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusNotYet} {
+		if err := s.AppendDecided(ctx, verdict("m1", uint64(seq+1), st), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendDecided(ctx, verdict("m2", 1, reconcile.StatusNotYet), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkPublished(ctx, "m1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"m1", 3}, {"m2", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox %+v, want %+v", got, want)
+	}
+	// Marking again, or an intent without rows, is not an error; a seq
+	// beyond what the store can hold clears everything of the intent.
+	for _, id := range []string{"m1", "nothing"} {
+		if err := s.MarkPublished(ctx, id, 2); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if err := s.MarkPublished(ctx, "m1", 1<<64-1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"m2", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox %+v, want %+v", got, want)
+	}
+}
+
+// The outbox survives a reopen: it is what a restarted process reads.
+func TestOutboxSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "recon.db")
+	s, err := OpenWith(ctx, path, Options{Now: newClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, intent("r1", 1))
+	if err := s.AppendDecided(ctx, verdict("r1", 1, reconcile.StatusFound), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	if got, want := outboxOf(t, s), []OutboxEntry{{"r1", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox after reopen %+v, want %+v", got, want)
+	}
+}
+
+// A database written before the outbox existed gets the latest verdict of
+// each watched intent queued, which is what a restart used to re-publish.
+func TestOutboxMigrationSeedsWatchedIntents(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	ms, err := loadMigrations()
+	if err != nil || len(ms) < 2 || ms[1].name != "0002_outbox.sql" {
+		t.Fatalf("migrations %v %v", len(ms), err)
+	}
+	// Rebuild the file as version 1 left it.
+	if _, err := s.w.ExecContext(ctx, `DROP TABLE outbox; DELETE FROM schema_version WHERE version >= 2`); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
+	for _, id := range []string{"s1", "s2", "s3"} {
+		mustPut(t, s, intent(id, 1))
+	}
+	// s1: watched at seq 2; s2: final, unwatched; s3: no verdict yet.
+	if err := s.AppendVerdictWatch(ctx, verdict("s1", 1, reconcile.StatusNotYet), WatchEntry{IntentID: "s1", CanisterID: ledgerA, NextCheck: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendVerdict(ctx, verdict("s1", 2, reconcile.StatusUnreadable)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendVerdict(ctx, verdict("s2", 1, reconcile.StatusFound)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Watch(ctx, WatchEntry{IntentID: "s3", CanisterID: ledgerA, NextCheck: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.applyMigrations(ctx, ms[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"s1", 2}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("seeded outbox %+v, want %+v", got, want)
+	}
+}
