@@ -96,7 +96,8 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	if len(ins) == 0 {
 		return
 	}
-	vs, err := s.cfg.Decider.DecideMany(ctx, ins)
+	// The follow-up exists to see ledger time move: never a reused tip.
+	vs, err := s.cfg.Decider.DecideMany(FreshTip(ctx), ins)
 	if err != nil {
 		// The watches stay for the next round (or, when ctx ended, the
 		// next process).

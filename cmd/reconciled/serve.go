@@ -53,6 +53,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, log: log, agent: ag})
 	if err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM while starting is a stop like any other.
+			log.Info("stopped while starting", zap.Error(err))
+			return nil
+		}
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
