@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -180,5 +181,24 @@ func TestOutboxMigrationSeedsWatchedIntents(t *testing.T) {
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"s1", 2}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("seeded outbox %+v, want %+v", got, want)
+	}
+}
+
+// The cost the outbox adds to a decided verdict: one row in the same
+// commit, and its deletion once published (a commit of its own).
+func BenchmarkAppendDecidedAndMark(b *testing.B) {
+	ctx := context.Background()
+	s := openTestB(b)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		id := fmt.Sprintf("b%d", n)
+		n++
+		if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusFound), nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.MarkPublished(ctx, id, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
