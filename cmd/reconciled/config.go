@@ -68,6 +68,26 @@ type ledgerFileEntry struct {
 	Minting    string `json:"minting,omitempty"`
 }
 
+// readSecretFile fills *value from file (trimmed) when file is given; the
+// secret may come from the flag or from the file, not both.
+func readSecretFile(flagName, file string, value *string) error {
+	if file == "" {
+		return nil
+	}
+	if *value != "" {
+		return fmt.Errorf("give --%s or --%s-file, not both", flagName, flagName)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--%s-file: %v", flagName, err)
+	}
+	*value = strings.TrimSpace(string(b))
+	if *value == "" {
+		return fmt.Errorf("--%s-file %s is empty", flagName, file)
+	}
+	return nil
+}
+
 // ledgerFlags collects repeated --ledger flags.
 type ledgerFlags []string
 
@@ -107,8 +127,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.NATSURL, "nats-url", "", "NATS server URL(s); empty: an embedded server with JetStream under <data>/nats")
 	fs.StringVar(&c.NATSListen, "nats-listen", "", "embedded server's client listen address (loopback host:port); empty: in-process only")
 	fs.StringVar(&c.NATSUser, "nats-user", "", "NATS user")
-	fs.StringVar(&c.NATSPassword, "nats-password", "", "NATS password")
-	fs.StringVar(&c.NATSToken, "nats-token", "", "NATS token")
+	fs.StringVar(&c.NATSPassword, "nats-password", "", "NATS password (a flag shows in the process list: prefer the env var or --nats-password-file)")
+	passwordFile := fs.String("nats-password-file", "", "file holding the NATS password")
+	fs.StringVar(&c.NATSToken, "nats-token", "", "NATS token (prefer the env var or --nats-token-file)")
+	natsTokenFile := fs.String("nats-token-file", "", "file holding the NATS token")
 	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file (JWT + seed)")
 	fs.StringVar(&c.NATSNK, "nats-nkey", "", "NATS nkey seed file")
 	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", "", "CA file to verify the NATS server")
@@ -214,17 +236,17 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--strict-ledgers without any --ledger or --ledgers-file would refuse every intent")
 	}
 
-	if *tokenFile != "" {
-		if c.SupportToken != "" {
-			return nil, bad("give --support-token or --support-token-file, not both")
-		}
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return nil, bad("--support-token-file: %v", err)
-		}
-		c.SupportToken = strings.TrimSpace(string(b))
-		if c.SupportToken == "" {
-			return nil, bad("--support-token-file %s is empty", *tokenFile)
+	// Secrets given as files stay out of the process list.
+	for _, sf := range []struct {
+		flag, file string
+		value      *string
+	}{
+		{"support-token", *tokenFile, &c.SupportToken},
+		{"nats-password", *passwordFile, &c.NATSPassword},
+		{"nats-token", *natsTokenFile, &c.NATSToken},
+	} {
+		if err := readSecretFile(sf.flag, sf.file, sf.value); err != nil {
+			return nil, bad("%v", err)
 		}
 	}
 	if c.NATSURL != "" && c.NATSListen != "" {

@@ -235,3 +235,31 @@ func TestServeRunsAndStops(t *testing.T) {
 		t.Fatalf("no stop log:\n%s", logs.String())
 	}
 }
+
+func TestServeReadsSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pw, tok, empty := write("pw", "s3cret\n"), write("tok", " t0ken "), write("empty", "\n")
+	c, err := parseServeConfig([]string{"--nats-password-file", pw}, env(map[string]string{"RECONCILED_NATS_TOKEN_FILE": tok}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATSPassword != "s3cret" || c.NATSToken != "t0ken" {
+		t.Fatalf("password %q token %q", c.NATSPassword, c.NATSToken)
+	}
+	for _, args := range [][]string{
+		{"--nats-password", "x", "--nats-password-file", pw},
+		{"--nats-token-file", empty},
+		{"--support-token-file", filepath.Join(dir, "missing")},
+	} {
+		if _, err := parseServeConfig(args, env(nil), io.Discard); err == nil || !errors.Is(err, errUsage) {
+			t.Errorf("%q: got %v, want a usage error", args, err)
+		}
+	}
+}
