@@ -80,6 +80,9 @@ func encodeLegacyGetBlocksArgs(start, length uint64) []byte {
 // decoder (these replies are small and rare), turning its panics on
 // hostile input into errors.
 func unmarshalCandid(raw []byte, out any) (err error) {
+	if err := screenCandid(raw); err != nil {
+		return fmt.Errorf("candid reply refused before decoding: %w", err)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("candid decoder panicked: %v", p)
@@ -87,3 +90,26 @@ func unmarshalCandid(raw []byte, out any) (err error) {
 	}()
 	return candid.Unmarshal(raw, []any{out})
 }
+
+// screenCandid walks a one-value Candid message with the bounded decoder of
+// the block pages before agent-go's reflection decoder sees it. agent-go
+// recurses without a depth bound and sizes buffers from lengths it has not
+// checked against the input: a crafted reply from a single node (signed,
+// but not chained like blocks) could otherwise exhaust the stack or memory
+// and take the whole daemon down.
+func screenCandid(raw []byte) error {
+	d := newDecoder(raw)
+	ref, err := d.readHeader()
+	if err != nil {
+		return err
+	}
+	if err := d.skip(ref, 0); err != nil {
+		return err
+	}
+	return d.finish()
+}
+
+// UnmarshalReply decodes a one-value Candid reply into out with agent-go's
+// reflection decoder, after screening it (see screenCandid). For small
+// metadata replies only: block pages have their own decoders.
+func UnmarshalReply(raw []byte, out any) error { return unmarshalCandid(raw, out) }

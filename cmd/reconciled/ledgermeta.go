@@ -11,6 +11,8 @@ import (
 	"github.com/aviate-labs/agent-go"
 	"github.com/aviate-labs/agent-go/principal"
 	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // ledgerDisplay is how a ledger's amounts are shown to people.
@@ -143,15 +145,24 @@ func queryLedgerDisplay(ag *agent.Agent) func(context.Context, principal.Princip
 	}
 }
 
-// agentQuery turns agent-go's panic on a reply with an unknown status (a
-// garbage body from one node) into an error.
+// agentQuery makes a verified query and decodes its reply through the
+// icrc3 screen: agent-go's own decoder can be crashed by a crafted reply
+// from one node, and its panics on garbage bodies become errors here.
 func agentQuery(ctx context.Context, ag *agent.Agent, ledger principal.Principal, method string, out any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("ledger %s: %s: unreadable reply: %v", ledger, method, p)
 		}
 	}()
-	if err := ag.QueryWithContext(ctx, ledger, method, []any{}, []any{out}); err != nil {
+	req, err := ag.CreateRawAPIRequest(agent.RequestTypeQuery, ledger, method, []byte("DIDL\x00\x00"))
+	if err != nil {
+		return fmt.Errorf("ledger %s: %s: %w", ledger, method, err)
+	}
+	var raw []byte
+	if err := req.QueryWithContext(ctx, &raw, false); err != nil {
+		return fmt.Errorf("ledger %s: %s: %w", ledger, method, err)
+	}
+	if err := icrc3.UnmarshalReply(raw, out); err != nil {
 		return fmt.Errorf("ledger %s: %s: %w", ledger, method, err)
 	}
 	return nil
