@@ -77,6 +77,10 @@ type Client struct {
 
 	featMu sync.Mutex
 	feat   *Features
+	// tipProbe is detection's tip reply, served to the first Tip call made
+	// soon after (a tip is as good as the moment it was certified).
+	tipProbe   []byte
+	tipProbeAt time.Time
 
 	// known is the highest chain length any reply or tip has shown. A later
 	// reply claiming fewer blocks comes from a lagging replica; it never
@@ -261,7 +265,11 @@ func methodMissing(err error) bool {
 	return e.Code == "3" && strings.Contains(msg, "method")
 }
 
-// Features are what a ledger serves, as detected by probing it.
+// Features are what a ledger serves, as detected by probing it. Probes
+// cost verified queries, so only those that change what the client reads
+// are made: icrc3_get_blocks when legacy get_blocks is absent (or ICRC-3 is
+// forced), get_data_certificate when icrc3_get_tip_certificate is absent. A
+// false flag for an unprobed endpoint means "not needed", not "absent".
 type Features struct {
 	ICRC3Blocks  bool // icrc3_get_blocks
 	LegacyBlocks bool // get_blocks
@@ -297,36 +305,50 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 		}
 		return raw, true, nil
 	}
-	raw, ok, err := probe("icrc3_get_blocks", encodeGetBlocksArgs())
-	if err != nil {
-		return Features{}, err
-	}
-	if ok {
-		r, err := DecodeGetBlocksResult(raw)
-		if err != nil {
-			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
+	// Each probe is a verified query: only those that can change what the
+	// client reads are made. Legacy pages are preferred, so icrc3_get_blocks
+	// is only probed when legacy get_blocks is absent or ICRC-3 is forced.
+	var raw []byte
+	var ok bool
+	var err error
+	if c.want != EndpointICRC3 {
+		if raw, ok, err = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)); err != nil {
+			return Features{}, err
 		}
-		f.ICRC3Blocks = true
-		if n, ok := r.LogLength.Uint64(); ok {
-			c.observeLength(n)
+		if ok {
+			r, err := DecodeLegacyGetBlocks(raw)
+			if err != nil {
+				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+			}
+			f.LegacyBlocks = true
+			c.observeLength(r.ChainLength)
 		}
 	}
-	if raw, ok, err = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)); err != nil {
-		return Features{}, err
-	}
-	if ok {
-		r, err := DecodeLegacyGetBlocks(raw)
-		if err != nil {
-			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+	if c.want == EndpointICRC3 || !f.LegacyBlocks {
+		if raw, ok, err = probe("icrc3_get_blocks", encodeGetBlocksArgs()); err != nil {
+			return Features{}, err
 		}
-		f.LegacyBlocks = true
-		c.observeLength(r.ChainLength)
+		if ok {
+			r, err := DecodeGetBlocksResult(raw)
+			if err != nil {
+				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
+			}
+			f.ICRC3Blocks = true
+			if n, ok := r.LogLength.Uint64(); ok {
+				c.observeLength(n)
+			}
+		}
 	}
-	if _, f.ICRC3Tip, err = probe("icrc3_get_tip_certificate", candidNoArgs); err != nil {
+	// The tip probe's reply is a real tip: the first Tip call uses it.
+	if raw, f.ICRC3Tip, err = probe("icrc3_get_tip_certificate", candidNoArgs); err != nil {
 		return Features{}, err
 	}
-	if _, f.LegacyTip, err = probe("get_data_certificate", candidNoArgs); err != nil {
+	if f.ICRC3Tip {
+		c.tipProbe, c.tipProbeAt = raw, c.now()
+	} else if raw, f.LegacyTip, err = probe("get_data_certificate", candidNoArgs); err != nil {
 		return Features{}, err
+	} else if f.LegacyTip {
+		c.tipProbe, c.tipProbeAt = raw, c.now()
 	}
 	if raw, ok, err = probe("icrc3_supported_block_types", candidNoArgs); err != nil {
 		return Features{}, err
@@ -389,7 +411,7 @@ func (c *Client) Tip(ctx context.Context) (Tip, error) {
 	switch {
 	case f.ICRC3Tip:
 		method = "icrc3_get_tip_certificate"
-		raw, err := c.query(ctx, c.ledger, method, candidNoArgs, true)
+		raw, err := c.tipReply(ctx, method)
 		if err != nil {
 			return Tip{}, fmt.Errorf("icrc3: tip: %w", err)
 		}
@@ -405,7 +427,7 @@ func (c *Client) Tip(ctx context.Context) (Tip, error) {
 		}
 	case f.LegacyTip:
 		method = "get_data_certificate"
-		raw, err := c.query(ctx, c.ledger, method, candidNoArgs, true)
+		raw, err := c.tipReply(ctx, method)
 		if err != nil {
 			return Tip{}, fmt.Errorf("icrc3: tip: %w", err)
 		}
@@ -439,6 +461,19 @@ func (c *Client) Tip(ctx context.Context) (Tip, error) {
 	}
 	c.observeLength(tip.Len())
 	return tip, nil
+}
+
+// tipReply returns detection's tip reply once if it is under a second old,
+// else queries the tip.
+func (c *Client) tipReply(ctx context.Context, method string) ([]byte, error) {
+	c.featMu.Lock()
+	raw, at := c.tipProbe, c.tipProbeAt
+	c.tipProbe = nil
+	c.featMu.Unlock()
+	if raw != nil && c.now().Sub(at) < time.Second {
+		return raw, nil
+	}
+	return c.query(ctx, c.ledger, method, candidNoArgs, true)
 }
 
 // queriesTip reads the chain length and the last block with signed
