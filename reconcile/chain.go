@@ -47,7 +47,7 @@ type chain struct {
 	format    string
 }
 
-// errChain marks a verified history that contradicts itself (timestamps
+// chainFault marks a verified history that contradicts itself (timestamps
 // going backwards, a certified tip that disagrees with a verified block).
 type chainFault struct{ msg string }
 
@@ -145,12 +145,10 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		return icrc3.Tip{}, read, &chainFault{fmt.Sprintf("block %d has a timestamp below block %d's", c.r.Hi+1, c.r.Hi)}
 	}
 	if c.r.Empty() {
-		// The range had no blocks yet: it now starts where the old tip was
-		// anchored and its lowest block is the one just above it.
-		c.r.Lo = c.r.Hi + 1
+		// The range had no blocks yet: Lo (the old tip + 1) and Below (the
+		// old tip's hash) already frame the new blocks; only their lowest
+		// timestamp is new.
 		c.r.LoTS = prevTS
-		h := c.r.HiHash
-		c.r.Below = &h
 	}
 	c.r.Hi, c.r.HiHash, c.r.HiTS, c.r.TipTime = t.Index, t.Hash, topTS, t.Time
 	return c.tip(t), read, c.save(ctx)
@@ -183,9 +181,9 @@ func (c *chain) covers(from uint64) bool {
 // range page by page (each page is chained to the verified block above it,
 // so a failure keeps what was verified). onPage sees each verified page and
 // returns true to stop early.
-func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icrc3.Block) bool) (read uint64, stopped bool, err error) {
+func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icrc3.Block) bool) (read uint64, err error) {
 	if c.r.Lo == 0 || target >= c.r.Lo {
-		return 0, false, nil
+		return 0, nil
 	}
 	v := icrc3.NewVerifier(icrc3.Anchor{Index: c.r.Lo - 1, Hash: *c.r.Below})
 	prevTS := ^uint64(0)
@@ -225,9 +223,9 @@ func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icr
 		return nil
 	})
 	if errors.Is(err, errStop) {
-		return read, true, nil
+		return read, nil
 	}
-	return read, false, err
+	return read, err
 }
 
 // monotonic checks an ascending page against the block above it (prevTS)
@@ -272,10 +270,9 @@ func highestTS(page []icrc3.Block) (uint64, bool) {
 // steps, doubling, then bisect to page precision. Probes only choose where
 // to read; what is read is verified, and the caller re-checks coverage, so a
 // lying node can cost reads but not correctness.
-func (c *chain) locate(ctx context.Context, from, page uint64) (target uint64, probes uint64, err error) {
+func (c *chain) locate(ctx context.Context, from, page uint64) (uint64, error) {
 	hi := c.r.Lo // ts(hi) >= from, or hi is past the last block
 	probe := func(i uint64) (uint64, error) {
-		probes++
 		var ts uint64
 		got := false
 		err := c.hist.Blocks(ctx, i, i+1, func(p []icrc3.Block) error {
@@ -293,12 +290,12 @@ func (c *chain) locate(ctx context.Context, from, page uint64) (target uint64, p
 	found := false
 	for step := page; ; step *= 2 {
 		if step >= hi {
-			return 0, probes, nil
+			return 0, nil
 		}
 		p := hi - step
 		ts, err := probe(p)
 		if err != nil {
-			return 0, probes, err
+			return 0, err
 		}
 		if ts < from {
 			lo, found = p, true
@@ -307,13 +304,13 @@ func (c *chain) locate(ctx context.Context, from, page uint64) (target uint64, p
 		hi = p
 	}
 	if !found {
-		return 0, probes, nil
+		return 0, nil
 	}
 	for hi-lo > page {
 		mid := lo + (hi-lo)/2
 		ts, err := probe(mid)
 		if err != nil {
-			return 0, probes, err
+			return 0, err
 		}
 		if ts < from {
 			lo = mid
@@ -321,5 +318,5 @@ func (c *chain) locate(ctx context.Context, from, page uint64) (target uint64, p
 			hi = mid
 		}
 	}
-	return lo, probes, nil
+	return lo, nil
 }

@@ -262,15 +262,14 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 				target = c.r.Lo - page
 			}
 		} else {
-			t, probes, err := c.locate(ctx, w.From, page)
-			d.probes += probes
+			t, err := c.locate(ctx, w.From, page)
 			if err != nil {
 				*below = err
 				return fail(err)
 			}
 			target = t
 		}
-		n, _, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
+		n, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
 		d.read += n
 		if err != nil {
 			*below = err
@@ -286,14 +285,13 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 
 // decision accumulates what one intent's scan saw.
 type decision struct {
-	in     *matcher.Intent
-	rules  matcher.LedgerRules
-	w      matcher.Window
-	match  *icrc3.Block
-	near   []NearMiss
-	seen   map[uint64]bool
-	read   uint64
-	probes uint64
+	in    *matcher.Intent
+	rules matcher.LedgerRules
+	w     matcher.Window
+	match *icrc3.Block
+	near  []NearMiss
+	seen  map[uint64]bool
+	read  uint64
 	// mintBurn: a mint or burn block carries the intent's stamp while the
 	// ledger's minting account is unknown, so whether it is the intent's
 	// own block cannot be told (a mint records no sender).
