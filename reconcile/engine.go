@@ -174,9 +174,10 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	}
 	// The window depends only on the configured TW and drift: every
 	// verdict carries it, unreadable ones included.
+	ws := make([]matcher.Window, len(ins))
 	for i, in := range ins {
-		w := in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
-		out[i].Window = &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}
+		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
+		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
 	}
 	rules, page, err := e.rules(ctx, s)
 	if err != nil {
@@ -185,7 +186,7 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	ds := make([]*decision, len(ins))
 	byStamp := map[uint64][]*decision{}
 	for i, in := range ins {
-		ds[i] = &decision{in: in, rules: rules, w: in.Window(rules), seen: map[uint64]bool{}}
+		ds[i] = &decision{in: in, rules: rules, w: ws[i], seen: map[uint64]bool{}}
 		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
 	}
 
