@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"github.com/aviate-labs/agent-go/certification"
 	"github.com/aviate-labs/agent-go/certification/bls"
@@ -47,9 +49,29 @@ type keys struct {
 	// on mainnet; the subnet owns counters [rangeLo, rangeLo+canisterRangeSize).
 	rangeLo uint64
 
-	// delegation is the CBOR of {subnet_id, certificate}, made once: a real
-	// replica also reuses its delegation, and agent-go ignores its /time.
-	delegation cbor.RawMessage
+	// delegation is the CBOR of {subnet_id, certificate}. A real replica
+	// reuses its delegation for days, so it is remade only when the ledger
+	// clock has moved more than delegationMaxAge past its /time: agent-js
+	// refuses delegations older than 30 days (agent-go ignores their time).
+	delegation atomic.Pointer[delegation]
+}
+
+type delegation struct {
+	cbor cbor.RawMessage
+	time uint64
+}
+
+const delegationMaxAge = uint64(7 * 24 * time.Hour)
+
+// refreshDelegation remakes the delegation when it is too old for now.
+func (k *keys) refreshDelegation(now uint64) error {
+	if !k.delegated {
+		return nil
+	}
+	if d := k.delegation.Load(); d != nil && now-d.time <= delegationMaxAge {
+		return nil
+	}
+	return k.makeDelegation(now)
 }
 
 // derive returns 32 deterministic bytes for one purpose of one seed.
@@ -160,7 +182,7 @@ func (k *keys) makeDelegation(now uint64) error {
 	if err != nil {
 		return fmt.Errorf("ledgertest: delegation: %w", err)
 	}
-	k.delegation = d
+	k.delegation.Store(&delegation{cbor: d, time: now})
 	return nil
 }
 
@@ -171,7 +193,11 @@ func (k *keys) certify(witness hashtree.Node, wrongKey bool) ([]byte, error) {
 	if wrongKey {
 		sk = k.wrongSK
 	}
-	return encodeCertificate(witness, sk, k.delegation)
+	var d cbor.RawMessage
+	if cur := k.delegation.Load(); cur != nil {
+		d = cur.cbor
+	}
+	return encodeCertificate(witness, sk, d)
 }
 
 func encodeCertificate(tree hashtree.Node, sk *bls.SecretKey, delegation cbor.RawMessage) ([]byte, error) {

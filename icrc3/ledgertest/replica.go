@@ -44,18 +44,21 @@ type endpoint int
 const (
 	epQuery endpoint = iota
 	epReadState
-	epCallAsync
-	epCallSync
+	epCallAsync  // v2: 202, then poll
+	epCallSync   // v4: synchronous, /canister_ranges in the delegation
+	epCallSyncV3 // v3 (deprecated): synchronous, /subnet/<id>/canister_ranges
 )
 
 func parseEndpoint(version, name string) (endpoint, bool) {
 	switch {
-	case name == "query" && version == "v2":
+	case name == "query" && (version == "v2" || version == "v3"):
 		return epQuery, true
 	case name == "read_state" && (version == "v2" || version == "v3"):
 		return epReadState, true
-	case name == "call" && (version == "v2" || version == "v3"):
+	case name == "call" && version == "v2":
 		return epCallAsync, true
+	case name == "call" && version == "v3":
+		return epCallSyncV3, true
 	case name == "call" && version == "v4":
 		return epCallSync, true
 	}
@@ -63,7 +66,7 @@ func parseEndpoint(version, name string) (endpoint, bool) {
 }
 
 var requestTypes = map[endpoint]string{
-	epQuery: "query", epReadState: "read_state", epCallAsync: "call", epCallSync: "call",
+	epQuery: "query", epReadState: "read_state", epCallAsync: "call", epCallSync: "call", epCallSyncV3: "call",
 }
 
 func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
@@ -86,7 +89,7 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 		textError(w, status, "could not read request body: %v", err)
 		return
 	}
-	req, err := decodeRequest(body, uint64(time.Now().UnixNano()))
+	req, err := decodeRequestAt(body, requestTimes{ledger: s.clock.now(), wall: uint64(time.Now().UnixNano())})
 	if err != nil {
 		status := http.StatusBadRequest
 		if e, ok := asEnvelopeError(err); ok {
@@ -100,7 +103,11 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	if ep != epReadState && !bytes.Equal(req.canisterID.Raw, ecid.Raw) {
-		textError(w, http.StatusBadRequest, "specified canister id %s does not match effective canister id %s", req.canisterID, ecid)
+		textError(w, http.StatusBadRequest, "Specified CanisterId %s does not match effective canister id in URL %s", req.canisterID, ecid)
+		return
+	}
+	if !req.targetsAllow(ecid) {
+		textError(w, http.StatusBadRequest, "Invalid delegation: Canister %s is not one of the delegation targets", ecid)
 		return
 	}
 	s.stats.count(ecid, ep, req.method)
@@ -119,7 +126,7 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 			s.readState(w, ecid, req, f)
 		}
 	default:
-		s.call(w, hr, ecid, req, f, ep == epCallSync)
+		s.call(w, hr, ecid, req, f, ep)
 	}
 }
 
@@ -209,11 +216,13 @@ func (s *Server) query(w http.ResponseWriter, ecid principal.Principal, req *req
 
 // signedQueryResponse signs the reply as one node: ed25519 over
 // "\x0Bic-response" and the hash of {status, reply|reject…, timestamp,
-// request_id}. The timestamp is wall-clock ns: agent-go hashes it as a
-// signed LEB128, which agrees with the spec's unsigned one only for values
-// like real timestamps.
+// request_id}. The timestamp is the ledger clock, the time certificates
+// carry: agent-js compares it with its clock synced to /time. agent-go
+// hashes it as a signed LEB128, which agrees with the spec's unsigned one
+// for values like real timestamps (the ledger clock never runs behind the
+// wall clock).
 func (s *Server) signedQueryResponse(rid [32]byte, reply []byte, rej *Reject) ([]byte, error) {
-	ts := time.Now().UnixNano()
+	ts := int64(s.clock.now())
 	var fields []certification.KeyValuePair
 	resp := map[string]any{}
 	if rej == nil {
@@ -240,10 +249,12 @@ func (s *Server) signedQueryResponse(rid [32]byte, reply []byte, rej *Reject) ([
 // requestStatus is an update's entry under /request_status/<rid>.
 type requestStatus struct {
 	sender principal.Principal
-	expiry uint64 // the request's ingress_expiry (wall-clock ns)
+	expiry uint64 // the request's ingress_expiry
 	done   bool
-	reply  []byte
-	reject *Reject
+	// finished is closed when done is set.
+	finished chan struct{}
+	reply    []byte
+	reject   *Reject
 }
 
 func (st *requestStatus) tree() *stree {
@@ -281,7 +292,8 @@ func (s *Server) pruneStatusesLocked(wallNow uint64) {
 	}
 }
 
-func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Principal, req *request, f Faults, sync bool) {
+func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Principal, req *request, f Faults, ep endpoint) {
+	sync := ep != epCallAsync
 	h := s.canister(ecid)
 	if h == nil {
 		rej := canisterNotFound(ecid)
@@ -299,8 +311,10 @@ func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Pr
 	s.statusMu.Lock()
 	st, seen := s.statuses[req.id]
 	if !seen {
-		st = &requestStatus{sender: req.sender, expiry: req.ingressExpiry}
-		if !(f.LoseReplies && !sync) {
+		st = &requestStatus{sender: req.sender, expiry: req.ingressExpiry, finished: make(chan struct{})}
+		// A lost reply on the v2 and v3 endpoints also loses the status, so
+		// pollers see the request as unknown; on v4 it stays certified.
+		if !(f.LoseReplies && ep != epCallSync) {
 			s.statuses[req.id] = st
 			s.pruneStatusesLocked(uint64(time.Now().UnixNano()))
 		}
@@ -316,12 +330,15 @@ func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Pr
 			s.statusMu.Lock()
 			st.reply, st.reject, st.done = reply, rej, true
 			s.statusMu.Unlock()
+			close(st.finished)
 		}
-		if sync || f.LoseReplies {
+		if f.LoseReplies {
 			exec()
 		} else {
-			// The asynchronous endpoint acknowledges before execution, so
-			// pollers see the request as processing until it is done.
+			// Execution runs apart from the HTTP exchange, as on the IC:
+			// the asynchronous endpoint acknowledges at once and pollers see
+			// the request as processing; a synchronous one waits for it up to
+			// a timeout.
 			if !s.work.enter() {
 				textError(w, http.StatusServiceUnavailable, "replica is shutting down")
 				return
@@ -343,13 +360,16 @@ func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	s.statusMu.Lock()
-	done := st.done
-	s.statusMu.Unlock()
-	if !done {
-		// Still executing under a concurrent duplicate: the IC answers 202
-		// and lets the client poll.
+	timeout := time.NewTimer(s.cfg.syncCallTimeout)
+	defer timeout.Stop()
+	select {
+	case <-st.finished:
+	case <-timeout.C:
+		// The specification's fallback: 202 with an empty body, and the
+		// client polls read_state.
 		w.WriteHeader(http.StatusAccepted)
+		return
+	case <-hr.Context().Done():
 		return
 	}
 	cert, err := s.stateCertificate(ecid, [][][]byte{{[]byte("request_status"), req.id[:]}, {[]byte("time")}}, f)
@@ -444,6 +464,13 @@ func (s *Server) stateCertificate(ecid principal.Principal, paths [][][]byte, f 
 		var kids []skid
 		if d := c.CertifiedData(); d != nil {
 			kids = append(kids, lbl([]byte("certified_data"), leaf(d)))
+		}
+		if pm, ok := c.(publicMetadata); ok {
+			var sections []skid
+			for name, v := range pm.PublicMetadata() {
+				sections = append(sections, lbl([]byte(name), leaf(v)))
+			}
+			kids = append(kids, lbl([]byte("metadata"), branch(sections...)))
 		}
 		cans = append(cans, lbl(c.ID().Raw, branch(kids...)))
 	}
@@ -578,7 +605,7 @@ type statKey struct {
 type statsTable struct{ m sync.Map } // statKey → *atomic.Uint64
 
 func (t *statsTable) count(id principal.Principal, ep endpoint, method string) {
-	if ep == epCallSync {
+	if ep == epCallSync || ep == epCallSyncV3 {
 		ep = epCallAsync
 	}
 	if ep == epReadState {

@@ -116,7 +116,9 @@ func TestAnonymousCaller(t *testing.T) {
 }
 
 func TestAsyncCallPolling(t *testing.T) {
-	f := newFixture(t)
+	// v3 is synchronous; with a short timeout it falls back to 202 while
+	// "block" runs, and the agent polls.
+	f := newFixture(t, WithSyncCallTimeout(20*time.Millisecond))
 	a, err := f.s.NewAgentWithConfig(agent.Config{Identity: f.id, ClientConfig: []agent.ClientOption{agent.WithLegacyAPI()}})
 	if err != nil {
 		t.Fatal(err)
@@ -238,9 +240,9 @@ func TestForgedSender(t *testing.T) {
 	}
 	forged, _ := f.s.NewAgent(forger{f.id, testIdentity(t, 2)})
 	_, err = forged.QueryRaw(f.echo.ID(), "whoami", nil)
-	wantErr(t, err, "(400)", "invalid signature")
+	wantErr(t, err, "(400)", "Invalid signature: ed25519 signature of request")
 	_, err = forged.CallRaw(f.echo.ID(), "whoami", []byte{})
-	wantErr(t, err, "(400)", "invalid signature")
+	wantErr(t, err, "(400)", "Invalid signature: ed25519 signature of request")
 	if f.echo.updateCount() != 0 {
 		t.Fatal("a forged call executed")
 	}
@@ -255,11 +257,11 @@ func TestForgedSender(t *testing.T) {
 		signer func([]byte) []byte
 		want   string
 	}{
-		"sender is not the key's principal": {withSender(base, other.Sender()), f.id.PublicKey(), sign(f.id), "invalid sender"},
-		"no signature":                      {withSender(base, f.id.Sender()), f.id.PublicKey(), nil, "missing signature"},
+		"sender is not the key's principal": {withSender(base, other.Sender()), f.id.PublicKey(), sign(f.id), "does not match the public key"},
+		"no signature":                      {withSender(base, f.id.Sender()), f.id.PublicKey(), nil, "Missing signature from user"},
 		"anonymous with a signature":        {withSender(base, principal.AnonymousID), f.id.PublicKey(), sign(f.id), "anonymous"},
-		"expired":                           {withExpiry(withSender(base, f.id.Sender()), uint64(time.Now().Add(-time.Second).UnixNano())), f.id.PublicKey(), sign(f.id), "expiry"},
-		"expiry too far ahead":              {withExpiry(withSender(base, f.id.Sender()), uint64(time.Now().Add(time.Hour).UnixNano())), f.id.PublicKey(), sign(f.id), "expiry"},
+		"expired":                           {withExpiry(withSender(base, f.id.Sender()), uint64(time.Now().Add(-time.Second).UnixNano())), f.id.PublicKey(), sign(f.id), "Invalid request expiry: Specified ingress_expiry not within expected range"},
+		"expiry too far ahead":              {withExpiry(withSender(base, f.id.Sender()), uint64(time.Now().Add(time.Hour).UnixNano())), f.id.PublicKey(), sign(f.id), "Invalid request expiry: "},
 		"no sender":                         {base, nil, nil, "no sender"},
 	}
 	for name, c := range cases {

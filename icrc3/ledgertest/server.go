@@ -24,6 +24,9 @@ type serverConfig struct {
 	listenAddr string
 	seed       int64
 	seeded     bool
+	// syncCallTimeout is how long a synchronous call waits for its
+	// execution before answering 202.
+	syncCallTimeout time.Duration
 }
 
 // Option configures a Server.
@@ -40,6 +43,13 @@ func WithAdmin() Option { return func(c *serverConfig) { c.admin = true } }
 // WithListenAddr sets the listen address (default "127.0.0.1:0"). Only
 // loopback hosts are accepted.
 func WithListenAddr(addr string) Option { return func(c *serverConfig) { c.listenAddr = addr } }
+
+// WithSyncCallTimeout sets how long the synchronous call endpoints (v3, v4)
+// wait for an update to finish before they answer 202 and leave the client
+// to poll (default 10 s).
+func WithSyncCallTimeout(d time.Duration) Option {
+	return func(c *serverConfig) { c.syncCallTimeout = d }
+}
 
 // WithSeed makes keys and canister ids deterministic.
 func WithSeed(seed int64) Option {
@@ -83,7 +93,7 @@ type hosted struct {
 
 // NewServer starts a replica; it is listening when NewServer returns.
 func NewServer(opts ...Option) (*Server, error) {
-	cfg := serverConfig{listenAddr: "127.0.0.1:0"}
+	cfg := serverConfig{listenAddr: "127.0.0.1:0", syncCallTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -206,7 +216,13 @@ func (s *Server) NewCanisterID() principal.Principal {
 func (s *Server) Now() uint64 { return s.clock.now() }
 
 // Advance moves the clock forward; d <= 0 does nothing.
-func (s *Server) Advance(d time.Duration) { s.clock.advance(d) }
+func (s *Server) Advance(d time.Duration) {
+	s.clock.advance(d)
+	if err := s.keys.refreshDelegation(s.clock.now()); err != nil {
+		// Signing only fails on a broken key, which newKeys rules out.
+		panic(fmt.Sprintf("ledgertest: refresh delegation: %v", err))
+	}
+}
 
 // SetFaults replaces the faults of canister id.
 func (s *Server) SetFaults(id principal.Principal, f Faults) {
