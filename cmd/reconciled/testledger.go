@@ -76,12 +76,15 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	seed := fs.Int64("seed", 1, "seed for keys, canister ids and history")
 	ledgers := fs.Int("ledgers", 1, "number of ledgers")
 	threshold := fs.Uint64("archive-threshold", 0, "archive when the ledger holds this many blocks (0: never)")
-	admin := fs.Bool("admin", false, "enable the /admin/time and /admin/faults endpoints")
+	admin := fs.Bool("admin", false, "enable the /admin/time, /admin/faults and /admin/ledgers/ID/mint endpoints")
 	rootSubnet := fs.Bool("root-subnet", false, "serve as the root subnet (no delegation), like the ICP ledger")
 	style := fs.String("block-style", "dfinity", "block style: dfinity (tx.op) or spec (btype)")
 	tip := fs.String("tip-format", "leb128", "certified tip layout: leb128 or legacy")
+	window := fs.Duration("transaction-window", 24*time.Hour, "the ledgers' transaction window (dedup and TooOld)")
+	drift := fs.Duration("permitted-drift", time.Minute, "the ledgers' permitted drift (CreatedInFuture)")
 	var balances balanceFlags
 	fs.Var(&balances, "initial-balance", "ACCOUNT=AMOUNT minted at creation on every ledger (repeatable)")
+	fs.Var(&balances, "fund", "ACCOUNT=AMOUNT: the same as --initial-balance (an account is a principal, or principal.subaccount)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -100,7 +103,10 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *blocks < 0 {
 		return fmt.Errorf("%w: --blocks must not be negative, got %d", errUsage, *blocks)
 	}
-	cfg := ledgertest.LedgerConfig{ArchiveThreshold: *threshold, InitialBalances: balances}
+	if *window <= 0 || *drift <= 0 {
+		return fmt.Errorf("%w: --transaction-window and --permitted-drift must be positive", errUsage)
+	}
+	cfg := ledgertest.LedgerConfig{ArchiveThreshold: *threshold, InitialBalances: balances, TransactionWindow: *window, PermittedDrift: *drift}
 	switch *style {
 	case "dfinity":
 		cfg.BlockStyle = ledgertest.StyleDFINITY

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aviate-labs/agent-go"
 	"github.com/aviate-labs/agent-go/candid/idl"
@@ -110,6 +111,9 @@ func TestTestLedgerUsageErrors(t *testing.T) {
 		{"--tip-format", "be64"},
 		{"--initial-balance", "nobody"},
 		{"--initial-balance", "aaaaa-aa=-5"},
+		{"--fund", "nobody"},
+		{"--transaction-window", "0s"},
+		{"--permitted-drift", "-1s"},
 		{"--no-such-flag"},
 		{"extra"},
 	} {
@@ -121,5 +125,98 @@ func TestTestLedgerUsageErrors(t *testing.T) {
 		if stdout.Len() != 0 {
 			t.Fatalf("%q printed %q", args, stdout.String())
 		}
+	}
+}
+
+// TestTestLedgerWindowAndFunding: --transaction-window and --permitted-drift
+// reach the ledgers, --fund credits accounts at creation and the admin mint
+// endpoint funds them later with an ordinary mint block.
+func TestTestLedgerWindowAndFunding(t *testing.T) {
+	alice := principal.NewSelfAuthenticating([]byte("testledger-alice"))
+	bob := principal.NewSelfAuthenticating([]byte("testledger-bob"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runTestLedger(ctx, []string{
+			"--listen", "127.0.0.1:0", "--admin", "--fund", alice.Encode() + "=5000000",
+			"--transaction-window", "1h", "--permitted-drift", "5s",
+		}, pw, &stderr)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no ready line: %v (stderr %q)", err, stderr.String())
+	}
+	var out testLedgerOut
+	if err := json.Unmarshal([]byte(line), &out); err != nil {
+		t.Fatal(err)
+	}
+	ledger := principal.MustDecode(out.Ledgers[0].CanisterID)
+	resp, err := ledgertest.LoopbackHTTPClient().Post(out.URL+"/admin/ledgers/"+ledger.Encode()+"/mint", "application/json",
+		strings.NewReader(`{"to":"`+bob.Encode()+`","amount":"777"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"block":"1"`) {
+		t.Fatalf("admin mint: %d %s", resp.StatusCode, body)
+	}
+	u, _ := url.Parse(out.URL)
+	a, err := agent.New(agent.Config{FetchRootKey: true, ClientConfig: []agent.ClientOption{
+		agent.WithHostURL(u), agent.WithHttpClient(ledgertest.LoopbackHTTPClient()),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bal idl.Nat
+	if err := a.Query(ledger, "icrc1_balance_of", []any{icrc3.CandidAccount{Owner: bob}}, []any{&bal}); err != nil || bal.BigInt().Int64() != 777 {
+		t.Fatalf("minted balance %v, %v", bal.BigInt(), err)
+	}
+	// The ledger's clock is the replica's; read it from the admin endpoint.
+	resp, err = ledgertest.LoopbackHTTPClient().Get(out.URL + "/admin/time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now struct {
+		NowNS string `json:"now_ns"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&now)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := icrc3.ParseNat(now.NowNS)
+	ns := n.Big().Uint64()
+	for _, c := range []struct {
+		created uint64
+		want    string
+	}{
+		{ns - uint64(61*time.Minute), "TooOld"},          // older than the 1 h window
+		{ns + uint64(10*time.Second), "CreatedInFuture"}, // beyond the 5 s drift
+	} {
+		var tr icrc3.TransferResult
+		created := c.created
+		arg := icrc3.TransferArg{To: icrc3.CandidAccount{Owner: alice}, Amount: idl.NewNat(uint64(1)), CreatedAtTime: &created}
+		if err := a.Call(ledger, "icrc1_transfer", []any{arg}, []any{&tr}); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		switch {
+		case tr.Err != nil && tr.Err.TooOld != nil:
+			got = "TooOld"
+		case tr.Err != nil && tr.Err.CreatedInFuture != nil:
+			got = "CreatedInFuture"
+		}
+		if got != c.want {
+			t.Fatalf("created_at_time %d: %+v, want %s", c.created, tr, c.want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

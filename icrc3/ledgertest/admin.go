@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // adminRoutes serves the clock and the fault switches over HTTP for tests
@@ -17,6 +18,51 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /admin/time", s.adminAdvance)
 	mux.HandleFunc("GET /admin/faults/{id}", s.adminGetFaults)
 	mux.HandleFunc("POST /admin/faults/{id}", s.adminSetFaults)
+	mux.HandleFunc("POST /admin/ledgers/{id}/mint", s.adminMint)
+}
+
+// adminMint funds an account: an icrc1_transfer from the ledger's minting
+// account, so the ledger records an ordinary mint block.
+func (s *Server) adminMint(w http.ResponseWriter, r *http.Request) {
+	id, err := principal.Decode(r.PathValue("id"))
+	if err != nil {
+		textError(w, http.StatusBadRequest, "admin mint: canister id %q: %v", r.PathValue("id"), err)
+		return
+	}
+	var ledger *Ledger
+	if h := s.canister(id); h != nil {
+		ledger, _ = h.c.(*Ledger)
+	}
+	if ledger == nil {
+		textError(w, http.StatusNotFound, "admin mint: %s is not a ledger on this replica", id)
+		return
+	}
+	var in struct {
+		To     string `json:"to"`
+		Amount string `json:"amount"`
+	}
+	if err := decodeJSON(r, &in); err != nil {
+		textError(w, http.StatusBadRequest, "admin mint: %v", err)
+		return
+	}
+	to, err := icrc3.ParseAccount(in.To)
+	if err != nil {
+		textError(w, http.StatusBadRequest, "admin mint: to %q: %v", in.To, err)
+		return
+	}
+	amount, err := icrc3.ParseNat(in.Amount)
+	if err != nil {
+		textError(w, http.StatusBadRequest, "admin mint: amount %q: %v", in.Amount, err)
+		return
+	}
+	idx, err := ledger.Mint(to, amount)
+	if err != nil {
+		textError(w, http.StatusConflict, "admin mint: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Block string `json:"block"`
+	}{strconv.FormatUint(idx, 10)})
 }
 
 type adminTime struct {

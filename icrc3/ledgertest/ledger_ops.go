@@ -538,3 +538,15 @@ func (l *Ledger) Approve(caller principal.Principal, a ApproveArg) (uint64, erro
 func (l *Ledger) TransferFrom(caller principal.Principal, a TransferFromArg) (uint64, error) {
 	return goCall(l, "icrc2_transfer_from", caller, a, func() (*txReq, *TrapError) { return l.transferFromReq(caller, &a) }, (*ledgerErr).transferFromError)
 }
+
+// Mint credits to with amount by a transfer from the minting account at the
+// server's current time: the ledger records a mint block, as the DFINITY
+// ledger does for transfers from its minting account.
+func (l *Ledger) Mint(to icrc3.Account, amount icrc3.Nat) (uint64, error) {
+	a := TransferArg{To: to.ToCandid(), Amount: icrc3.IDLNat(amount)}
+	if sub := l.minting.Subaccount; sub != nil {
+		s := append([]byte(nil), sub...)
+		a.FromSubaccount = &s
+	}
+	return l.Transfer(l.minting.Owner, a)
+}
