@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +83,7 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tip := fs.String("tip-format", "leb128", "certified tip layout: leb128 or legacy")
 	window := fs.Duration("transaction-window", 24*time.Hour, "the ledgers' transaction window (dedup and TooOld)")
 	drift := fs.Duration("permitted-drift", time.Minute, "the ledgers' permitted drift (CreatedInFuture)")
+	envFile := fs.String("env-file", "", "once serving, write the URL, root key and first ledger id to this file as shell variables (TESTLEDGER_URL, TESTLEDGER_ROOT_KEY, TESTLEDGER_LEDGER)")
 	var balances balanceFlags
 	fs.Var(&balances, "initial-balance", "ACCOUNT=AMOUNT minted at creation on every ledger (repeatable)")
 	fs.Var(&balances, "fund", "ACCOUNT=AMOUNT: the same as --initial-balance (an account is a principal, or principal.subaccount)")
@@ -168,6 +170,12 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 		s.Close()
 		return fmt.Errorf("encode ready line: %w", err)
 	}
+	if *envFile != "" {
+		if err := writeEnvFile(*envFile, out); err != nil {
+			s.Close()
+			return err
+		}
+	}
 	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
 		s.Close()
 		return fmt.Errorf("write ready line: %w", err)
@@ -190,6 +198,21 @@ func loopbackOnly(addr string) error {
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
+}
+
+// writeEnvFile writes the ready line's essentials as a file a shell can
+// source. It appears whole (written aside, then renamed), so a script may
+// wait for it to exist.
+func writeEnvFile(path string, out testLedgerOut) error {
+	body := fmt.Sprintf("TESTLEDGER_URL=%s\nTESTLEDGER_ROOT_KEY=%s\nTESTLEDGER_LEDGER=%s\n", out.URL, out.RootKey, out.Ledgers[0].CanisterID)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		return fmt.Errorf("--env-file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--env-file: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +136,7 @@ func TestTestLedgerUsageErrors(t *testing.T) {
 func TestTestLedgerWindowAndFunding(t *testing.T) {
 	alice := principal.NewSelfAuthenticating([]byte("testledger-alice"))
 	bob := principal.NewSelfAuthenticating([]byte("testledger-bob"))
+	envFile := filepath.Join(t.TempDir(), "testledger.env")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -142,7 +145,7 @@ func TestTestLedgerWindowAndFunding(t *testing.T) {
 	go func() {
 		done <- runTestLedger(ctx, []string{
 			"--listen", "127.0.0.1:0", "--admin", "--fund", alice.Encode() + "=5000000",
-			"--transaction-window", "1h", "--permitted-drift", "5s",
+			"--transaction-window", "1h", "--permitted-drift", "5s", "--env-file", envFile,
 		}, pw, &stderr)
 		pw.Close()
 	}()
@@ -155,6 +158,10 @@ func TestTestLedgerWindowAndFunding(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := principal.MustDecode(out.Ledgers[0].CanisterID)
+	env, err := os.ReadFile(envFile)
+	if want := "TESTLEDGER_URL=" + out.URL + "\nTESTLEDGER_ROOT_KEY=" + out.RootKey + "\nTESTLEDGER_LEDGER=" + ledger.Encode() + "\n"; err != nil || string(env) != want {
+		t.Fatalf("--env-file holds %q (%v), want %q", env, err, want)
+	}
 	resp, err := ledgertest.LoopbackHTTPClient().Post(out.URL+"/admin/ledgers/"+ledger.Encode()+"/mint", "application/json",
 		strings.NewReader(`{"to":"`+bob.Encode()+`","amount":"777"}`))
 	if err != nil {
