@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,27 +25,11 @@ import (
 
 func TestTestLedgerPrintsReadyLineAndServes(t *testing.T) {
 	owner := principal.NewSelfAuthenticating([]byte("testledger-owner"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runTestLedger(ctx, []string{
-			"--listen", "127.0.0.1:0", "--blocks", "40", "--seed", "5", "--ledgers", "2",
-			"--initial-balance", owner.Encode() + "=123456789", "--archive-threshold", "20",
-			"--block-style", "spec", "--tip-format", "legacy", "--admin",
-		}, pw, &stderr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no ready line: %v (stderr %q)", err, stderr.String())
-	}
-	var out testLedgerOut
-	if err := json.Unmarshal([]byte(line), &out); err != nil {
-		t.Fatalf("ready line %q: %v", line, err)
-	}
+	out, stop := startTestLedger(t,
+		"--listen", "127.0.0.1:0", "--blocks", "40", "--seed", "5", "--ledgers", "2",
+		"--initial-balance", owner.Encode()+"=123456789", "--archive-threshold", "20",
+		"--block-style", "spec", "--tip-format", "legacy", "--admin",
+	)
 	if !strings.HasPrefix(out.URL, "http://127.0.0.1:") || len(out.Ledgers) != 2 {
 		t.Fatalf("ready line %+v", out)
 	}
@@ -78,8 +63,7 @@ func TestTestLedgerPrintsReadyLineAndServes(t *testing.T) {
 		t.Fatalf("balance of the initial holder = %s", bal.BigInt())
 	}
 
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run after cancel: %v", err)
 	}
 }
@@ -137,26 +121,10 @@ func TestTestLedgerWindowAndFunding(t *testing.T) {
 	alice := principal.NewSelfAuthenticating([]byte("testledger-alice"))
 	bob := principal.NewSelfAuthenticating([]byte("testledger-bob"))
 	envFile := filepath.Join(t.TempDir(), "testledger.env")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runTestLedger(ctx, []string{
-			"--listen", "127.0.0.1:0", "--admin", "--fund", alice.Encode() + "=5000000",
-			"--transaction-window", "1h", "--permitted-drift", "5s", "--env-file", envFile,
-		}, pw, &stderr)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no ready line: %v (stderr %q)", err, stderr.String())
-	}
-	var out testLedgerOut
-	if err := json.Unmarshal([]byte(line), &out); err != nil {
-		t.Fatal(err)
-	}
+	out, stop := startTestLedger(t,
+		"--listen", "127.0.0.1:0", "--admin", "--fund", alice.Encode()+"=5000000",
+		"--transaction-window", "1h", "--permitted-drift", "5s", "--env-file", envFile,
+	)
 	ledger := principal.MustDecode(out.Ledgers[0].CanisterID)
 	env, err := os.ReadFile(envFile)
 	if want := "TESTLEDGER_URL=" + out.URL + "\nTESTLEDGER_ROOT_KEY=" + out.RootKey + "\nTESTLEDGER_LEDGER=" + ledger.Encode() + "\n"; err != nil || string(env) != want {
@@ -222,8 +190,41 @@ func TestTestLedgerWindowAndFunding(t *testing.T) {
 			t.Fatalf("created_at_time %d: %+v, want %s", c.created, tr, c.want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startTestLedger runs the testledger command until stop, which cancels it
+// and returns its error, and returns its ready line.
+func startTestLedger(t *testing.T, args ...string) (out testLedgerOut, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runTestLedger(ctx, args, pw, &stderr)
+		pw.Close()
+	}()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		stop()
+		t.Fatalf("no ready line: %v (stderr %q)", err, stderr.String())
+	}
+	if err := json.Unmarshal([]byte(line), &out); err != nil {
+		stop()
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	return out, stop
 }

@@ -316,6 +316,9 @@ func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Pr
 		// pollers see the request as unknown; on v4 it stays certified.
 		if !(f.LoseReplies && ep != epCallSync) {
 			s.statuses[req.id] = st
+			// By the wall clock, which never runs ahead of the ledger clock:
+			// an expiry stays acceptable until both have passed it, and so
+			// must its status, or a replay would execute again.
 			s.pruneStatusesLocked(uint64(time.Now().UnixNano()))
 		}
 	}
