@@ -174,3 +174,43 @@ func TestCandidServiceMetadata(t *testing.T) {
 		t.Fatalf("archive candid:service:\n%s", adid)
 	}
 }
+
+// TestSubnetReadState: the subnet-addressed read_state serves the subnet's
+// paths (agent-go lists the subnets through it) and refuses canister paths.
+func TestSubnetReadState(t *testing.T) {
+	for _, m := range modes() {
+		t.Run(m.name, func(t *testing.T) {
+			f := newFixture(t, m.opts...)
+			subnets, err := f.agent.GetSubnets()
+			if m.name == "root-subnet" {
+				// agent-go asks its hard-coded root subnet, which this replica is.
+				if err != nil || len(subnets) != 1 || !subnets[0].Equal(f.s.SubnetID()) {
+					t.Fatalf("subnets %v, %v", subnets, err)
+				}
+			}
+			for _, v := range []string{"v2", "v3"} {
+				url := f.s.URL() + "/api/" + v + "/subnet/" + f.s.SubnetID().Encode() + "/read_state"
+				for _, c := range []struct {
+					path []hashtree.Label
+					want int
+				}{
+					{[]hashtree.Label{hashtree.Label("time")}, http.StatusOK},
+					{[]hashtree.Label{hashtree.Label("subnet"), f.s.SubnetID().Raw, hashtree.Label("public_key")}, http.StatusOK},
+					{[]hashtree.Label{hashtree.Label("canister"), f.echo.ID().Raw, hashtree.Label("module_hash")}, http.StatusNotFound},
+				} {
+					req := agent.Request{Type: agent.RequestTypeReadState, Sender: f.id.Sender(), Paths: [][]hashtree.Label{c.path}, IngressExpiry: uint64(time.Now().Add(time.Minute).UnixNano())}
+					body, _ := envelope(t, req, f.id.PublicKey(), sign(f.id))
+					resp, b := post(t, url, body)
+					if resp.StatusCode != c.want {
+						t.Fatalf("%s %s: %d %s", v, c.path, resp.StatusCode, b)
+					}
+				}
+			}
+			other := f.s.NewCanisterID()
+			resp, _ := post(t, f.s.URL()+"/api/v3/subnet/"+other.Encode()+"/read_state", nil)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("another subnet: %d", resp.StatusCode)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v2/status", s.handleStatus)
 	mux.HandleFunc("POST /api/{version}/canister/{ecid}/{endpoint}", s.handleCanister)
+	mux.HandleFunc("POST /api/{version}/subnet/{sid}/read_state", s.handleSubnetReadState)
 	if s.cfg.admin {
 		s.adminRoutes(mux)
 	}
@@ -80,22 +81,8 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 		textError(w, http.StatusBadRequest, "invalid effective canister id %q: %v", hr.PathValue("ecid"), err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, hr.Body, maxBodyBytes))
-	if err != nil {
-		status := http.StatusBadRequest
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			status = http.StatusRequestEntityTooLarge
-		}
-		textError(w, status, "could not read request body: %v", err)
-		return
-	}
-	req, err := decodeRequestAt(body, requestTimes{ledger: s.clock.now(), wall: uint64(time.Now().UnixNano())})
-	if err != nil {
-		status := http.StatusBadRequest
-		if e, ok := asEnvelopeError(err); ok {
-			status = e.status
-		}
-		textError(w, status, "%v", err)
+	req, ok := s.readRequest(w, hr)
+	if !ok {
 		return
 	}
 	if want := requestTypes[ep]; req.typ != want {
@@ -128,6 +115,79 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 	default:
 		s.call(w, hr, ecid, req, f, ep)
 	}
+}
+
+// readRequest reads and authenticates a request envelope, answering the
+// client itself when it cannot.
+func (s *Server) readRequest(w http.ResponseWriter, hr *http.Request) (*request, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, hr.Body, maxBodyBytes))
+	if err != nil {
+		status := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			status = http.StatusRequestEntityTooLarge
+		}
+		textError(w, status, "could not read request body: %v", err)
+		return nil, false
+	}
+	req, err := decodeRequestAt(body, requestTimes{ledger: s.clock.now(), wall: uint64(time.Now().UnixNano())})
+	if err != nil {
+		status := http.StatusBadRequest
+		if e, ok := asEnvelopeError(err); ok {
+			status = e.status
+		}
+		textError(w, status, "%v", err)
+		return nil, false
+	}
+	return req, true
+}
+
+// handleSubnetReadState serves read_state addressed to the subnet rather
+// than to a canister: the subnet-wide paths only (/time, /subnet,
+// /canister_ranges), as the specification asks clients to read them.
+func (s *Server) handleSubnetReadState(w http.ResponseWriter, hr *http.Request) {
+	if v := hr.PathValue("version"); v != "v2" && v != "v3" {
+		http.NotFound(w, hr)
+		return
+	}
+	sid, err := principal.Decode(hr.PathValue("sid"))
+	if err != nil {
+		textError(w, http.StatusBadRequest, "invalid effective subnet id %q: %v", hr.PathValue("sid"), err)
+		return
+	}
+	if !bytes.Equal(sid.Raw, s.keys.subnetID.Raw) {
+		textError(w, http.StatusBadRequest, "Effective subnet id %s is not this replica's subnet %s", sid, s.keys.subnetID)
+		return
+	}
+	req, ok := s.readRequest(w, hr)
+	if !ok {
+		return
+	}
+	if req.typ != "read_state" {
+		textError(w, http.StatusBadRequest, "unexpected request type %q on the read_state endpoint", req.typ)
+		return
+	}
+	if len(req.paths) == 0 {
+		textError(w, http.StatusBadRequest, "read_state request has no paths")
+		return
+	}
+	for _, p := range req.paths {
+		if len(p) == 0 {
+			textError(w, http.StatusBadRequest, "read_state path is empty")
+			return
+		}
+		switch string(p[0]) {
+		case "time", "subnet", "canister_ranges":
+		default:
+			textError(w, http.StatusNotFound, "invalid path requested: /%s is not a subnet path", p[0])
+			return
+		}
+	}
+	cert, err := s.stateCertificate(sid, req.paths, Faults{})
+	if err != nil {
+		textError(w, http.StatusInternalServerError, "ledgertest: certify read_state: %v", err)
+		return
+	}
+	writeCBOR(w, http.StatusOK, map[string][]byte{"certificate": cert})
 }
 
 // errorCodes are the replica's textual error codes for each reject code
