@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -15,15 +16,25 @@ import (
 	"time"
 )
 
-// freeAddr is a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
+// freeAddr is a loopback address nothing listens on right now, below the
+// ephemeral port range: listeners on port 0 (every other test) never get
+// it, so it stays free for the script that binds it a moment later.
+func freeAddr(t *testing.T, taken map[string]bool) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	start := 20000 + os.Getpid()%10000
+	for i := range 10000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+(start-20000+i)%10000)
+		if taken[addr] {
+			continue
+		}
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			taken[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 20000-29999")
+	return ""
 }
 
 // TestReadmeICPWalkthrough runs the README's walkthrough — icp CLI from
@@ -44,11 +55,12 @@ func TestReadmeICPWalkthrough(t *testing.T) {
 		t.Fatal("README: no sh block in the walkthrough")
 	}
 	script, _, _ := strings.Cut(block, "\n```\n")
+	taken := map[string]bool{}
 	for _, documented := range []string{"127.0.0.1:8080", "127.0.0.1:4222"} {
 		if !strings.Contains(script, documented) {
 			t.Fatalf("README walkthrough no longer uses %s", documented)
 		}
-		script = strings.ReplaceAll(script, documented, freeAddr(t))
+		script = strings.ReplaceAll(script, documented, freeAddr(t, taken))
 	}
 
 	dir := t.TempDir()
