@@ -25,7 +25,9 @@ func envelopeSeeds(t testing.TB) [][]byte {
 		out = append(out, b)
 	}
 	anon, _ := envelope(t, agent.Request{Type: agent.RequestTypeQuery, Sender: principal.AnonymousID, CanisterID: cid, MethodName: "m", Arguments: []byte{}, IngressExpiry: exp}, nil, nil)
-	return append(out, anon)
+	delegated, _ := delegatedEnvelope(t, agent.Request{Type: agent.RequestTypeCall, CanisterID: cid, MethodName: "m", Arguments: []byte{}, IngressExpiry: exp},
+		ed25519Signer(1), []delegationSpec{{to: ed25519Signer(2), expiration: exp, targets: []principal.Principal{cid}}})
+	return append(out, anon, delegated)
 }
 
 func TestDecodeRequestMatchesAgent(t *testing.T) {
