@@ -32,12 +32,12 @@ const maxDelegations = 20
 const maxDelegationTargets = 1000
 
 var (
-	oidEd25519      = asn1.ObjectIdentifier{1, 3, 101, 112}
-	oidECPublicKey  = asn1.ObjectIdentifier{1, 2, 840, 10045, 2, 1}
-	oidSecp256k1    = asn1.ObjectIdentifier{1, 3, 132, 0, 10}
-	oidP256         = asn1.ObjectIdentifier{1, 2, 840, 10045, 3, 1, 7}
-	oidCanisterSig  = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 56387, 1, 2}
-	errUnsupportedK = errors.New("unsupported public key")
+	oidEd25519        = asn1.ObjectIdentifier{1, 3, 101, 112}
+	oidECPublicKey    = asn1.ObjectIdentifier{1, 2, 840, 10045, 2, 1}
+	oidSecp256k1      = asn1.ObjectIdentifier{1, 3, 132, 0, 10}
+	oidP256           = asn1.ObjectIdentifier{1, 2, 840, 10045, 3, 1, 7}
+	oidCanisterSig    = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 56387, 1, 2}
+	errUnsupportedKey = errors.New("unsupported public key")
 )
 
 // senderKey is a parsed sender public key of one of the IC's basic
@@ -60,28 +60,28 @@ func parseSenderKey(der []byte) (*senderKey, error) {
 	var spki subjectPublicKeyInfo
 	rest, err := asn1.Unmarshal(der, &spki)
 	if err != nil || len(rest) != 0 {
-		return nil, fmt.Errorf("%w: not a DER SubjectPublicKeyInfo", errUnsupportedK)
+		return nil, fmt.Errorf("%w: not a DER SubjectPublicKeyInfo", errUnsupportedKey)
 	}
 	alg := spki.Algorithm.Algorithm
 	switch {
 	case alg.Equal(oidEd25519):
 		k, err := x509.ParsePKIXPublicKey(der)
 		if err != nil {
-			return nil, fmt.Errorf("%w: ed25519: %v", errUnsupportedK, err)
+			return nil, fmt.Errorf("%w: ed25519: %v", errUnsupportedKey, err)
 		}
 		ek := k.(ed25519.PublicKey)
 		return &senderKey{scheme: "ed25519", verify: func(msg, sig []byte) bool { return ed25519.Verify(ek, msg, sig) }}, nil
 	case alg.Equal(oidECPublicKey):
 		var curve asn1.ObjectIdentifier
 		if _, err := asn1.Unmarshal(spki.Algorithm.Parameters.FullBytes, &curve); err != nil {
-			return nil, fmt.Errorf("%w: ECDSA key without a named curve", errUnsupportedK)
+			return nil, fmt.Errorf("%w: ECDSA key without a named curve", errUnsupportedKey)
 		}
 		point := spki.PublicKey.RightAlign()
 		switch {
 		case curve.Equal(oidP256):
 			k, err := x509.ParsePKIXPublicKey(der)
 			if err != nil {
-				return nil, fmt.Errorf("%w: P-256: %v", errUnsupportedK, err)
+				return nil, fmt.Errorf("%w: P-256: %v", errUnsupportedKey, err)
 			}
 			pk := k.(*ecdsa.PublicKey)
 			return &senderKey{scheme: "ecdsa_p256", verify: func(msg, sig []byte) bool {
@@ -95,7 +95,7 @@ func parseSenderKey(der []byte) (*senderKey, error) {
 		case curve.Equal(oidSecp256k1):
 			pk, err := secp256k1.ParsePubKey(point)
 			if err != nil {
-				return nil, fmt.Errorf("%w: secp256k1: %v", errUnsupportedK, err)
+				return nil, fmt.Errorf("%w: secp256k1: %v", errUnsupportedKey, err)
 			}
 			return &senderKey{scheme: "ecdsa_secp256k1", verify: func(msg, sig []byte) bool {
 				if len(sig) != 64 {
@@ -112,12 +112,12 @@ func parseSenderKey(der []byte) (*senderKey, error) {
 				return secpecdsa.NewSignature(&r, &s).Verify(h[:], pk)
 			}}, nil
 		default:
-			return nil, fmt.Errorf("%w: ECDSA curve %v (the IC accepts P-256 and secp256k1)", errUnsupportedK, curve)
+			return nil, fmt.Errorf("%w: ECDSA curve %v (the IC accepts P-256 and secp256k1)", errUnsupportedKey, curve)
 		}
 	case alg.Equal(oidCanisterSig):
-		return nil, fmt.Errorf("%w: canister signatures are not supported by this replica", errUnsupportedK)
+		return nil, fmt.Errorf("%w: canister signatures are not supported by this replica", errUnsupportedKey)
 	}
-	return nil, fmt.Errorf("%w: algorithm %v", errUnsupportedK, alg)
+	return nil, fmt.Errorf("%w: algorithm %v", errUnsupportedKey, alg)
 }
 
 type rawSignedDelegation struct {
