@@ -56,13 +56,41 @@ func TestMain(m *testing.M) {
 // requireTools fails under CI=true and skips elsewhere when a tool is missing.
 func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is required for the peer conformance suite: %v", tool, err)
-			}
-			t.Skipf("%s not found (the suite fails instead under CI=true): %v", tool, err)
+	if missing, fatal := missingTool(exec.LookPath, os.Getenv, tools...); missing != "" {
+		if fatal {
+			t.Fatal(missing)
 		}
+		t.Skip(missing)
+	}
+}
+
+// missingTool names the first tool that lookPath cannot find, and whether
+// that is fatal (CI=true) rather than a reason to skip.
+func missingTool(lookPath func(string) (string, error), getenv func(string) string, tools ...string) (msg string, fatal bool) {
+	for _, tool := range tools {
+		if _, err := lookPath(tool); err != nil {
+			if getenv("CI") == "true" {
+				return fmt.Sprintf("%s is required for the peer conformance suite: %v", tool, err), true
+			}
+			return fmt.Sprintf("%s not found (the suite fails instead under CI=true): %v", tool, err), false
+		}
+	}
+	return "", false
+}
+
+func TestMissingToolFailsInCI(t *testing.T) {
+	none := func(string) (string, error) { return "", exec.ErrNotFound }
+	all := func(name string) (string, error) { return "/bin/" + name, nil }
+	ci := func(k string) string { return map[string]string{"CI": "true"}[k] }
+	local := func(string) string { return "" }
+	if msg, fatal := missingTool(none, ci, "node"); msg == "" || !fatal {
+		t.Fatalf("CI=true without node: %q, fatal %v", msg, fatal)
+	}
+	if msg, fatal := missingTool(none, local, "npm"); msg == "" || fatal {
+		t.Fatalf("no npm outside CI: %q, fatal %v", msg, fatal)
+	}
+	if msg, _ := missingTool(all, ci, "node", "npm"); msg != "" {
+		t.Fatalf("with the tools: %q", msg)
 	}
 }
 
