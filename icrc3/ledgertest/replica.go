@@ -110,7 +110,7 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 		}
 	case epReadState:
 		if delay(hr, f) {
-			s.readState(w, ecid, req, f)
+			s.readState(w, ecid, req, f, false)
 		}
 	default:
 		s.call(w, hr, ecid, req, f, ep)
@@ -166,28 +166,7 @@ func (s *Server) handleSubnetReadState(w http.ResponseWriter, hr *http.Request) 
 		textError(w, http.StatusBadRequest, "unexpected request type %q on the read_state endpoint", req.typ)
 		return
 	}
-	if len(req.paths) == 0 {
-		textError(w, http.StatusBadRequest, "read_state request has no paths")
-		return
-	}
-	for _, p := range req.paths {
-		if len(p) == 0 {
-			textError(w, http.StatusBadRequest, "read_state path is empty")
-			return
-		}
-		switch string(p[0]) {
-		case "time", "subnet", "canister_ranges":
-		default:
-			textError(w, http.StatusNotFound, "invalid path requested: /%s is not a subnet path", p[0])
-			return
-		}
-	}
-	cert, err := s.stateCertificate(sid, req.paths, Faults{})
-	if err != nil {
-		textError(w, http.StatusInternalServerError, "ledgertest: certify read_state: %v", err)
-		return
-	}
-	writeCBOR(w, http.StatusOK, map[string][]byte{"certificate": cert})
+	s.readState(w, sid, req, Faults{}, true)
 }
 
 // errorCodes are the replica's textual error codes for each reject code
@@ -443,7 +422,9 @@ func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Pr
 	writeCBOR(w, http.StatusOK, map[string]any{"status": "replied", "certificate": cert})
 }
 
-func (s *Server) readState(w http.ResponseWriter, ecid principal.Principal, req *request, f Faults) {
+// readState answers a read_state addressed to canister ecid, or with
+// subnet to the subnet ecid, which serves only the subnet-wide paths.
+func (s *Server) readState(w http.ResponseWriter, ecid principal.Principal, req *request, f Faults, subnet bool) {
 	if len(req.paths) == 0 {
 		textError(w, http.StatusBadRequest, "read_state request has no paths")
 		return
@@ -451,6 +432,10 @@ func (s *Server) readState(w http.ResponseWriter, ecid principal.Principal, req 
 	for _, p := range req.paths {
 		if len(p) == 0 {
 			textError(w, http.StatusBadRequest, "read_state path is empty")
+			return
+		}
+		if subnet && string(p[0]) != "time" && string(p[0]) != "subnet" && string(p[0]) != "canister_ranges" {
+			textError(w, http.StatusNotFound, "invalid path requested: /%s is not a subnet path", p[0])
 			return
 		}
 		switch string(p[0]) {
