@@ -157,7 +157,7 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
 	out := make([]Verdict, len(ins))
 	for i, in := range ins {
-		out[i] = Verdict{IntentID: in.ID}
+		out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	}
 	all := func(err error) ([]Verdict, error) {
 		if ctx.Err() != nil {
@@ -348,7 +348,7 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
-		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind)}
+		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
