@@ -164,20 +164,28 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		byLedger[l] = append(byLedger[l], i)
 	}
 	for _, l := range order {
-		idx := byLedger[l]
-		group := make([]*matcher.Intent, len(idx))
-		for k, i := range idx {
-			group[k] = ins[i]
-		}
-		vs, err := e.decideLedger(ctx, l, group)
-		if err != nil {
+		if err := decideAt(out, ins, byLedger[l], func(g []*matcher.Intent) ([]Verdict, error) { return e.decideLedger(ctx, l, g) }); err != nil {
 			return nil, err
-		}
-		for k, i := range idx {
-			out[i] = vs[k]
 		}
 	}
 	return out, nil
+}
+
+// decideAt decides the intents at positions idx of ins together and puts
+// their verdicts at the same positions of out.
+func decideAt(out []Verdict, ins []*matcher.Intent, idx []int, decide func([]*matcher.Intent) ([]Verdict, error)) error {
+	group := make([]*matcher.Intent, len(idx))
+	for k, i := range idx {
+		group[k] = ins[i]
+	}
+	vs, err := decide(group)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		out[i] = vs[k]
+	}
+	return nil
 }
 
 // decideLedger answers the intents the ledger's rules refuse (an
@@ -190,8 +198,7 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	}
 	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
 	out := make([]Verdict, len(ins))
-	var scan []*matcher.Intent
-	var at []int
+	var scan []int
 	for i, in := range ins {
 		if me := in.CheckRules(r); me != nil {
 			w := in.Window(r)
@@ -200,17 +207,13 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
 			continue
 		}
-		scan, at = append(scan, in), append(at, i)
+		scan = append(scan, i)
 	}
 	if len(scan) == 0 {
 		return out, nil
 	}
-	vs, err := e.scanLedger(ctx, ledger, scan)
-	if err != nil {
+	if err := decideAt(out, ins, scan, func(g []*matcher.Intent) ([]Verdict, error) { return e.scanLedger(ctx, ledger, g) }); err != nil {
 		return nil, err
-	}
-	for k, i := range at {
-		out[i] = vs[k]
 	}
 	return out, nil
 }

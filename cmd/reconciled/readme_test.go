@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -293,7 +294,15 @@ func TestReadmeNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := st.GetLastMsgForSubject(ctx, ex.getLastFor)
+	// A core subscriber can see the verdict before the stream has stored
+	// it: read until the stream holds it.
+	var last *jetstream.RawStreamMsg
+	for tick := time.NewTicker(5 * time.Millisecond); ; <-tick.C {
+		if last, err = st.GetLastMsgForSubject(ctx, ex.getLastFor); !errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+			tick.Stop()
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
