@@ -138,6 +138,9 @@ func TestReadmeNATSExample(t *testing.T) {
 			t.Errorf("README %s is %q, want %q", c.what, c.got, c.want)
 		}
 	}
+	if !strings.Contains(readme, "```text\n"+string(in.HashedForm())+"\n```\n\nand its `intent_hash` is `"+in.HashHex()+"`") {
+		t.Errorf("README: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
+	}
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
 		t.Error("README: the ### Intent block and the intent.json heredoc differ")
 	}
