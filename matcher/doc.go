@@ -23,7 +23,7 @@
 //     all-zero subaccount is not an absent one) and tx.fee present exactly
 //     when the call set a fee. A block equal only up to normalisation is
 //     then another call's: a near miss differing in subaccount_form or
-//     fee_form. Without arg_hex matching is normalised.
+//     fee_form (Result.Normalized). Without arg_hex matching is normalised.
 //   - ingress_expiry 0 is refused on parsing, one before S−D by CheckRules
 //     (it needs the ledger's drift); Window never narrows below S−D.
 //   - Canonical covers every field, `after` and `arg_hex` included; Hash

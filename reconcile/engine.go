@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -359,6 +360,11 @@ type decision struct {
 	match *icrc3.Block
 	// exact: match was compared as the ledger deduplicates (arg_hex).
 	exact bool
+	// loose: the lowest block matching an arg_hex intent only up to
+	// normalisation (another call under the stamp on the DFINITY ledger).
+	// It answers the intent only once the window closed with no exact
+	// match: then it is found as normalized, never absent.
+	loose *icrc3.Block
 	near  []NearMiss
 	seen  map[uint64]bool
 	read  uint64
@@ -392,6 +398,10 @@ func (d *decision) scan(page []icrc3.Block) {
 			}
 		case r.NearMiss:
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
+			if r.Normalized && (d.loose == nil || b.Index < d.loose.Index) {
+				cp := *b
+				d.loose = &cp
+			}
 		}
 	}
 }
@@ -414,6 +424,16 @@ func evidence(t icrc3.Tip, d *decision) *Evidence {
 func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	v.DecidedAt = e.now().UTC()
 	v.NearMisses = d.near
+	if d.match == nil && closed && d.loose != nil {
+		// No block holds the sent bytes and none can any more, but one
+		// holds the same transfer up to normalisation: absent would invite
+		// paying again for a payment already made.
+		d.match, d.exact = d.loose, false
+		v.NearMisses = slices.DeleteFunc(slices.Clone(d.near), func(n NearMiss) bool { return uint64(n.Index) == d.loose.Index })
+		if len(v.NearMisses) == 0 {
+			v.NearMisses = nil
+		}
+	}
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
