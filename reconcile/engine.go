@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,32 @@ type LedgerConfig struct {
 	TW, Drift time.Duration
 	// MintingAccount overrides the one the ledger reports.
 	MintingAccount *icrc3.Account
+	// AllowNarrowWindow accepts a TW or Drift narrower than the DFINITY
+	// ICRC ledger's (24 h, 60 s), for a ledger whose own window is that
+	// narrow. Without it such a configuration is refused (Validate).
+	AllowNarrowWindow bool
+}
+
+// ConfigError is a ledger configuration the engine refuses to decide with.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return "reconcile: ledger configuration: " + e.Msg }
+
+// Validate refuses a TW or Drift narrower than the ledger family's own
+// unless AllowNarrowWindow says the ledger's own window is that narrow: a
+// window that closes before the ledger's would publish absent while the
+// original can still execute.
+func (c LedgerConfig) Validate() error {
+	if c.AllowNarrowWindow {
+		return nil
+	}
+	if c.TW > 0 && c.TW < matcher.FamilyTW {
+		return &ConfigError{fmt.Sprintf("tw %s is narrower than the DFINITY ICRC ledger's transaction window %s: windows would close before the original could execute; allow_narrow_window only for a ledger whose own window is that narrow", c.TW, matcher.FamilyTW)}
+	}
+	if c.Drift > 0 && c.Drift < matcher.FamilyDrift {
+		return &ConfigError{fmt.Sprintf("drift %s is narrower than the DFINITY ICRC ledger's permitted drift %s: windows would miss calls stamped ahead of ledger time; allow_narrow_window only for a ledger whose own drift is that narrow", c.Drift, matcher.FamilyDrift)}
+	}
+	return nil
 }
 
 // Sources gives the engine a ledger's history; it is called once per ledger
@@ -138,26 +165,64 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		byLedger[l] = append(byLedger[l], i)
 	}
 	for _, l := range order {
-		idx := byLedger[l]
-		group := make([]*matcher.Intent, len(idx))
-		for k, i := range idx {
-			group[k] = ins[i]
-		}
-		vs, err := e.decideLedger(ctx, l, group)
-		if err != nil {
+		if err := decideAt(out, ins, byLedger[l], func(g []*matcher.Intent) ([]Verdict, error) { return e.decideLedger(ctx, l, g) }); err != nil {
 			return nil, err
-		}
-		for k, i := range idx {
-			out[i] = vs[k]
 		}
 	}
 	return out, nil
 }
 
+// decideAt decides the intents at positions idx of ins together and puts
+// their verdicts at the same positions of out.
+func decideAt(out []Verdict, ins []*matcher.Intent, idx []int, decide func([]*matcher.Intent) ([]Verdict, error)) error {
+	group := make([]*matcher.Intent, len(idx))
+	for k, i := range idx {
+		group[k] = ins[i]
+	}
+	vs, err := decide(group)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		out[i] = vs[k]
+	}
+	return nil
+}
+
+// decideLedger answers the intents the ledger's rules refuse (an
+// ingress_expiry before S−D) as invalid, without scanning, and scans for
+// the rest.
 func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
+	s, _, err := e.source(ledger)
+	if err != nil || s.cfg.Validate() != nil {
+		return e.scanLedger(ctx, ledger, ins) // which reports the failure
+	}
+	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
+	out := make([]Verdict, len(ins))
+	var scan []int
+	for i, in := range ins {
+		if me := in.CheckRules(r); me != nil {
+			w := in.Window(r)
+			out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex(), Status: StatusInvalid, Final: true,
+				Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy},
+				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
+			continue
+		}
+		scan = append(scan, i)
+	}
+	if len(scan) == 0 {
+		return out, nil
+	}
+	if err := decideAt(out, ins, scan, func(g []*matcher.Intent) ([]Verdict, error) { return e.scanLedger(ctx, ledger, g) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
 	out := make([]Verdict, len(ins))
 	for i, in := range ins {
-		out[i] = Verdict{IntentID: in.ID}
+		out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	}
 	all := func(err error) ([]Verdict, error) {
 		if ctx.Err() != nil {
@@ -169,6 +234,9 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		return out, nil
 	}
 	s, c, err := e.source(ledger)
+	if err == nil {
+		err = s.cfg.Validate()
+	}
 	if err != nil {
 		return all(err)
 	}
@@ -290,6 +358,13 @@ type decision struct {
 	rules matcher.LedgerRules
 	w     matcher.Window
 	match *icrc3.Block
+	// exact: match was compared as the ledger deduplicates (arg_hex).
+	exact bool
+	// loose: the lowest block matching an arg_hex intent only up to
+	// normalisation (another call under the stamp on the DFINITY ledger).
+	// It answers the intent only once the window closed with no exact
+	// match: then it is found as normalized, never absent.
+	loose *icrc3.Block
 	near  []NearMiss
 	seen  map[uint64]bool
 	read  uint64
@@ -319,10 +394,14 @@ func (d *decision) scan(page []icrc3.Block) {
 			// only be re-executions the ledger's dedup would have refused.
 			if d.match == nil || b.Index < d.match.Index {
 				cp := *b
-				d.match = &cp
+				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
+			if r.Normalized && (d.loose == nil || b.Index < d.loose.Index) {
+				cp := *b
+				d.loose = &cp
+			}
 		}
 	}
 }
@@ -345,10 +424,23 @@ func evidence(t icrc3.Tip, d *decision) *Evidence {
 func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	v.DecidedAt = e.now().UTC()
 	v.NearMisses = d.near
+	if d.match == nil && closed && d.loose != nil {
+		// No block holds the sent bytes and none can any more, but one
+		// holds the same transfer up to normalisation: absent would invite
+		// paying again for a payment already made.
+		d.match, d.exact = d.loose, false
+		v.NearMisses = slices.DeleteFunc(slices.Clone(d.near), func(n NearMiss) bool { return uint64(n.Index) == d.loose.Index })
+		if len(v.NearMisses) == 0 {
+			v.NearMisses = nil
+		}
+	}
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
-		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind)}
+		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
+		if d.exact {
+			v.Block.Match = MatchExact
+		}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
@@ -379,6 +471,7 @@ func ReasonCode(err error) string {
 	var ie *icrc3.Error
 	var cf *chainFault
 	var ul *UnknownLedgerError
+	var ce *ConfigError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
@@ -386,6 +479,8 @@ func ReasonCode(err error) string {
 		return "E_CHAIN"
 	case errors.As(err, &ul):
 		return "E_UNKNOWN_LEDGER"
+	case errors.As(err, &ce):
+		return "E_LEDGER_CONFIG"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "E_TIMEOUT"
 	}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 	}
 	rec := IntentRecord{ID: id, Canister: str(head.Canister), Caller: str(head.Caller), Method: str(head.Method),
 		Body: append([]byte(nil), data...), Hash: sha256.Sum256(data)}
-	v := Verdict{IntentID: id, Seq: 1, Status: StatusInvalid, Final: true,
+	v := Verdict{IntentID: id, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusInvalid, Final: true,
 		Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: s.cfg.Now().UTC()}
 	return s.admit(ctx, rec, nil, &v)
 }
@@ -169,15 +170,7 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "store intent", err)
 	}
 	if res == PutConflict {
-		msg := fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID)
-		log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
-		s.m.reject("E_INTENT_CONFLICT")
-		if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
-			// The reject is advisory (core NATS); the stored data is what
-			// matters and it is untouched. Redelivering would only repeat it.
-			log.Warn("publish reject", zap.Error(err))
-		}
-		return Outcome{Kind: Ack}
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID))
 	}
 	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
 
@@ -189,6 +182,9 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "read latest verdict", err)
 	default:
 		// Known: the store answers it, nothing is scanned.
+		if s.streamHoldsOtherBody(ctx, rec) {
+			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		}
 		if err := s.ensurePublished(ctx, latest, hdr); err != nil {
 			return s.retry(ctx, log, "re-publish stored verdict", err)
 		}
@@ -212,6 +208,8 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		}
 	}
 	v.Seq = 1
+	// The verdict answers the body just stored, whatever the decider set.
+	v.IntentHash = hex.EncodeToString(rec.Hash[:])
 	var w *Watch
 	if !v.Final {
 		attempts := 0
@@ -232,6 +230,11 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
+		if s.streamHoldsOtherBody(ctx, rec) {
+			// Another instance, whose store took this id first for
+			// another body, decided it: the stream is the fleet's answer.
+			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		}
 		// Stored but not published: the redelivery finds it in the store
 		// and publishes it, with this seq; so does the outbox, should the
 		// intent never be redelivered here.
@@ -239,6 +242,27 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	}
 	s.markPublished(ctx, log, v)
 	return Outcome{Kind: Ack}
+}
+
+// refuseConflict answers a body under an id taken by another body.
+func (s *Service) refuseConflict(ctx context.Context, log *zap.Logger, rec IntentRecord, msg string) Outcome {
+	log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
+	s.m.reject("E_INTENT_CONFLICT")
+	if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
+		// The reject is advisory (core NATS); the stored data is what
+		// matters and it is untouched. Redelivering would only repeat it.
+		log.Warn("publish reject", zap.Error(err))
+	}
+	return Outcome{Kind: Ack}
+}
+
+// streamHoldsOtherBody reports whether the verdict stream's latest verdict
+// of rec's id was decided for another body. Each instance's store refuses
+// a second body on its own, but two stores can each take a different body
+// first; the stream then holds one of them.
+func (s *Service) streamHoldsOtherBody(ctx context.Context, rec IntentRecord) bool {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+	return err == nil && last != nil && last.IntentHash != "" && last.IntentHash != hex.EncodeToString(rec.Hash[:])
 }
 
 // markPublished clears v's outbox entries once the stream holds it. A
@@ -265,6 +289,7 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 // last verdict of the intent is older (or missing), the stored one is
 // re-published with its original seq.
 func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) error {
+	latest = withIntentHash(latest, hdr)
 	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
 	if err != nil {
 		return err
@@ -279,6 +304,15 @@ func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr Inten
 	}
 	s.log.Info("stored verdict re-published", zap.String("intent_id", latest.IntentID), zap.Uint64("seq", latest.Seq))
 	return nil
+}
+
+// withIntentHash gives a verdict stored before verdicts carried intent_hash
+// the hash of the stored intent it was decided for, which hdr carries.
+func withIntentHash(v Verdict, hdr IntentHeader) Verdict {
+	if v.IntentHash == "" && len(hdr.Body) > 0 {
+		v.IntentHash = hex.EncodeToString(hdr.Hash[:])
+	}
+	return v
 }
 
 // ensureWatched adds a watch entry for a non-final intent that has none,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	wantRejectSubj, _ := subj.Reject(doc.IntentID)
 	for _, c := range []struct{ what, got, want string }{
 		{"nats req subject", ex.reqSubject, wantIntentSubj},
-		{"Nats-Msg-Id", ex.msgID, doc.IntentID},
+		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, ex.intent)},
 		{"nats stream get stream", ex.getStream, queue.VerdictsStream},
 		{"--last-for subject", ex.getLastFor, wantVerdictSubj},
 		{"nats sub verdicts subject", ex.subVerdicts, wantVerdictSubj},
@@ -136,6 +137,9 @@ func TestReadmeNATSExample(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("README %s is %q, want %q", c.what, c.got, c.want)
 		}
+	}
+	if !strings.Contains(readme, "```text\n"+string(in.HashedForm())+"\n```\n\nand its `intent_hash` is `"+in.HashHex()+"`") {
+		t.Errorf("README: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
 	}
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
 		t.Error("README: the ### Intent block and the intent.json heredoc differ")
@@ -274,7 +278,11 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatalf("evidence %+v: want a certified time past the window", v.Evidence)
 	}
 	// The README's verdict example shows this decision.
+	if v.IntentHash != in.HashHex() {
+		t.Fatalf("verdict intent_hash %q, want the example's %s", v.IntentHash, in.HashHex())
+	}
 	if documented.Status != v.Status || documented.Final != v.Final || documented.IntentID != v.IntentID ||
+		documented.IntentHash != v.IntentHash ||
 		documented.Window == nil || documented.Window.FromTS != v.Window.FromTS || documented.Window.ToTS != v.Window.ToTS {
 		t.Errorf("README verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
 			documented.Status, documented.Window, m.Data)
@@ -289,7 +297,15 @@ func TestReadmeNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := st.GetLastMsgForSubject(ctx, ex.getLastFor)
+	// A core subscriber can see the verdict before the stream has stored
+	// it: read until the stream holds it.
+	var last *jetstream.RawStreamMsg
+	for tick := time.NewTicker(5 * time.Millisecond); ; <-tick.C {
+		if last, err = st.GetLastMsgForSubject(ctx, ex.getLastFor); !errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+			tick.Stop()
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
