@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,11 +61,7 @@ func accountTerms(a icrc3.Account, role string) []term {
 func bodyTerms(rec *IntentRecord) ([]term, *int64) {
 	in, err := matcher.ParseIntent(rec.Body)
 	if err != nil {
-		var ts []term
-		if rec.Caller != "" {
-			ts = append(ts, term{"p:" + strings.ToLower(rec.Caller), "caller"})
-		}
-		return append(ts, term{"p:" + rec.CanisterID, "canister"}), nil
+		return refusedTerms(rec), nil
 	}
 	ts := accountTerms(in.CallerAccount(), "caller")
 	for _, a := range []struct {
@@ -82,6 +79,31 @@ func bodyTerms(rec *IntentRecord) ([]term, *int64) {
 	}
 	stamp := sat64(in.Stamp())
 	return ts, &stamp
+}
+
+// refusedTerms reads a body the matcher refused loosely: its caller, its
+// ledger and whichever accounts still parse, so that support staff find a
+// refused intent by the accounts the customer names.
+func refusedTerms(rec *IntentRecord) []term {
+	var ts []term
+	if rec.Caller != "" {
+		ts = append(ts, term{"p:" + strings.ToLower(rec.Caller), "caller"})
+	}
+	ts = append(ts, term{"p:" + rec.CanisterID, "canister"})
+	var body struct {
+		Args map[string]any `json:"args"`
+	}
+	if json.Unmarshal(rec.Body, &body) != nil {
+		return ts
+	}
+	for _, role := range []string{"from", "to", "spender"} {
+		if s, ok := body.Args[role].(string); ok {
+			if a, err := icrc3.ParseAccount(s); err == nil {
+				ts = append(ts, accountTerms(a, role)...)
+			}
+		}
+	}
+	return ts
 }
 
 func insertTerms(ctx context.Context, t *sqlx.Tx, id string, ts []term) error {
@@ -235,4 +257,14 @@ func (s *Store) matches(ctx context.Context, f *ListFilter, out []IntentSummary)
 		out[i].Matches = append(out[i].Matches, r.Role)
 	}
 	return nil
+}
+
+// Canisters lists the ledgers of stored intents.
+func (s *Store) Canisters(ctx context.Context) ([]string, error) {
+	var out []string
+	if err := s.r.SelectContext(ctx, &out,
+		`SELECT DISTINCT canister_id FROM intents WHERE canister_id IS NOT NULL ORDER BY canister_id`); err != nil {
+		return nil, fmt.Errorf("store: list ledgers: %w", err)
+	}
+	return out, nil
 }
