@@ -161,7 +161,10 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 // is taken as UTC.
 func ParseTime(s string) (time.Time, error) {
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
+		if t, err := time.Parse(layout, s); err == nil || layout != time.RFC3339Nano && func() bool {
+			t, err = time.Parse(layout+"Z", s)
+			return err == nil
+		}() {
 			if t.Year() < 1678 || t.Year() > 2261 {
 				return time.Time{}, fmt.Errorf("outside 1678..2261")
 			}

@@ -234,7 +234,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		return "The payment went through — do not pay again."
 	case reconcile.StatusAbsent:
 		if x.nearMiss != "" {
-			return "It did not happen as asked, and can no longer happen. But " + x.nearMiss +
+			return "It did not happen as asked, and can no longer happen. " + strings.ToUpper(x.nearMiss[:1]) + x.nearMiss[1:] +
 				" — check it before paying again."
 		}
 		if len(v.NearMisses) > 0 {
