@@ -91,7 +91,8 @@ func (d *daemon) httpHandler(supportToken string, log *zap.Logger) http.Handler 
 	return newHTTPHandler(httpDeps{
 		ready:   d.ready,
 		gather:  d.gatherer,
-		support: newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support")),
+		support: newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support"),
+			d.cfg.ExplorerBlockURL, d.cfg.ExplorerAccountURL),
 		log:     log.Named("http"),
 	})
 }
