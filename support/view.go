@@ -210,6 +210,8 @@ type adviceContext struct {
 	// 07:05 UTC on 30 Nov 2026 (block 2005)"); "" when there is none.
 	nearMiss string
 	watch    *WatchView
+	// blockTime adds the matched block's ledger time.
+	blockTime bool
 }
 
 // utcText is a time as a person reads it aloud.
@@ -226,7 +228,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		}
 		if v.Block != nil {
 			at := ""
-			if t := LedgerTime(uint64(v.Block.TS)); t != nil {
+			if t := LedgerTime(uint64(v.Block.TS)); t != nil && x.blockTime {
 				at = " at " + utcText(*t)
 			}
 			return fmt.Sprintf("The payment went through in block %d%s — do not pay again.", v.Block.Index, at)
@@ -337,7 +339,7 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 			d.Evidence.CertifiedAt = LedgerTime(uint64(*e.CertifiedTime))
 		}
 	}
-	x := adviceContext{watch: watch}
+	x := adviceContext{watch: watch, blockTime: true}
 	for _, nm := range latest.NearMisses {
 		v := NearMissView{NearMiss: nm, URL: h.blockURL(d.CanisterID, uint64(nm.Index))}
 		if b := nm.Block; b != nil {
