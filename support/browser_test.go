@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -460,6 +461,33 @@ func TestConsole(t *testing.T) {
 		c.goTo("intent=" + supporttest.IDNearAbsent)
 		c.see("A similar payment")
 		checkPNG(t, "support-detail", c.shot("support-detail"))
+	})
+
+	// With RECONCILED_AXE naming axe-core's axe.min.js (npm pack axe-core),
+	// every view is checked for accessibility violations.
+	t.Run("axe", func(t *testing.T) {
+		c.t = t
+		path := os.Getenv("RECONCILED_AXE")
+		if path == "" {
+			t.Skip("RECONCILED_AXE not set")
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, frag := range []string{"", "status=found", "q=" + supporttest.Caller, "intent=" + supporttest.IDNearAbsent,
+			"intent=" + supporttest.IDUnreadable, "intent=pay-99999"} {
+			c.goTo(frag)
+			c.settled()
+			c.see("Search by")
+			var res string
+			c.run("axe", chromedp.Evaluate(string(src), nil), chromedp.Evaluate(
+				`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(r.violations.map(v => [v.id, v.help, v.nodes.map(n => n.target.join(" "))])))`,
+				&res, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+			if res != "[]" {
+				t.Errorf("#%s: axe violations: %s", frag, res)
+			}
+		}
 	})
 
 	t.Run("refresh", func(t *testing.T) {
