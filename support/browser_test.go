@@ -235,6 +235,17 @@ func (c *console) notSee(txt string, unwanted ...string) {
 	}
 }
 
+// heading waits until the view's heading is exactly h: a heading that
+// merely contains h may be the previous view's.
+func (c *console) heading(h string) {
+	c.t.Helper()
+	c.until(fmt.Sprintf("the heading %q", h), func() bool {
+		var st string
+		c.eval(`document.body.dataset.state`, &st)
+		return st != "loading" && c.text("#view-h") == h
+	})
+}
+
 func (c *console) text(sel string) string {
 	c.t.Helper()
 	var s string
@@ -394,8 +405,8 @@ func TestConsole(t *testing.T) {
 			"pay-ord",                          // its beginning
 		} {
 			c.search(q)
-			c.settled()
-			txt := c.see("Search results for "+q, supporttest.IDOrder)
+			c.heading("Search results for " + q)
+			txt := c.see(supporttest.IDOrder)
 			c.notSee(txt, "E_BAD", "Failed")
 		}
 		c.search(supporttest.PayeeSub)
@@ -517,14 +528,18 @@ func TestConsole(t *testing.T) {
 		c.t = t
 		c.run("390 px", emulation.SetDeviceMetricsOverride(390, 844, 2, true))
 		defer c.run("wide", emulation.ClearDeviceMetricsOverride())
-		for _, frag := range []string{"", "intent=" + supporttest.IDNearAbsent, "q=" + supporttest.Payee} {
-			c.goTo(frag)
-			c.settled()
-			c.see("Search by")
+		for _, v := range []struct{ frag, want string }{
+			{"", supporttest.IDNotYet},
+			{"status=found", supporttest.BulkPrefix + "000"},
+			{"intent=" + supporttest.IDNearAbsent, "Near misses"},
+			{"q=" + supporttest.Payee, supporttest.BulkPrefix + "129"},
+		} {
+			c.goTo(v.frag)
+			c.see(v.want)
 			var w int
-			c.eval(`document.documentElement.scrollWidth`, &w)
+			c.eval(`Math.max(document.documentElement.scrollWidth, ...[...document.querySelectorAll("body *")].map(e => Math.ceil(e.getBoundingClientRect().right)))`, &w)
 			if w > 390 {
-				t.Errorf("#%s is %d px wide at a 390 px viewport", frag, w)
+				t.Errorf("#%s is %d px wide at a 390 px viewport", v.frag, w)
 			}
 		}
 		c.shot("narrow-detail")
