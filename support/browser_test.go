@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -121,6 +122,9 @@ type console struct {
 	ctx   context.Context
 	srv   *switchable
 	shots string
+	// downloads is where the browser saves files; it outlives the
+	// browser, so that no download lands in a removed directory.
+	downloads string
 }
 
 func newConsole(t *testing.T, srv *switchable) *console {
@@ -131,6 +135,7 @@ func newConsole(t *testing.T, srv *switchable) *console {
 		}
 		t.Skipf("%s not found (apt-get install -y chromium); CI=true makes this a failure", chromium)
 	}
+	downloads := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()),
@@ -149,7 +154,7 @@ func newConsole(t *testing.T, srv *switchable) *console {
 	if shots == "" {
 		shots = t.TempDir()
 	}
-	return &console{t: t, ctx: ctx, srv: srv, shots: shots}
+	return &console{t: t, ctx: ctx, srv: srv, shots: shots, downloads: downloads}
 }
 
 func (c *console) run(what string, actions ...chromedp.Action) {
@@ -458,6 +463,16 @@ func TestConsole(t *testing.T) {
 			}
 		}
 		c.shot("list-found")
+		// Export downloads the same filter's every page as a file.
+		dl := c.downloads
+		c.run("export", browser.SetDownloadBehavior(browser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(dl),
+			chromedp.Click(`.export button`, chromedp.ByQuery))
+		var lines int
+		c.until("intents.csv to be downloaded", func() bool {
+			b, err := os.ReadFile(filepath.Join(dl, "intents.csv"))
+			lines = strings.Count(string(b), "\n")
+			return err == nil && lines == want+1
+		})
 	})
 
 	t.Run("screenshots", func(t *testing.T) {
