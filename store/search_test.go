@@ -184,3 +184,29 @@ func TestListByDecided(t *testing.T) {
 		t.Errorf("newest decided first: %v", got)
 	}
 }
+
+// Migration 0004 indexes what a database written before it holds: the
+// verdicts' blocks and decided times in SQL, the bodies when the store opens.
+func TestSearchMigrationOfOlderDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "recon.db")
+	s := openAt(t, path)
+	mustPut(t, s, payment(t, "old", "4025000000", "order-10100", searchStamp))
+	found(t, s, "old", 2001, 2005, searchStamp.Add(time.Hour))
+	if _, err := s.w.ExecContext(ctx, `DROP TABLE intent_keys; DROP TABLE intent_facts;
+		DELETE FROM schema_version WHERE version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	got := searchIDs(t, s, ListFilter{Keys: []Key{BlockKey(2001), BlockKey(2005), MemoKey(hex.EncodeToString([]byte("order-10100")), false)}})
+	if !mapsEqual(got, map[string][]string{"old": {"block", "memo", "near_miss"}}) {
+		t.Errorf("after migration: %v", got)
+	}
+	rows, _, err := s.ListIntents(ctx, ListFilter{ByDecided: true})
+	if err != nil || len(rows) != 1 || !rows[0].DecidedAt.Equal(searchStamp.Add(time.Hour)) {
+		t.Errorf("decided time after migration: %+v %v", rows, err)
+	}
+}
