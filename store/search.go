@@ -184,13 +184,9 @@ func keyCond(f *ListFilter) (string, []any) {
 	var ors []string
 	var args []any
 	if len(f.Keys) > 0 {
-		var ks []string
-		for _, k := range f.Keys {
-			c, a := termCond(k)
-			ks = append(ks, c)
-			args = append(args, a...)
-		}
-		ors = append(ors, "i.intent_id IN (SELECT intent_id FROM intent_keys WHERE "+strings.Join(ks, " OR ")+")")
+		c, a := termsCond(f.Keys)
+		ors = append(ors, "i.intent_id IN (SELECT intent_id FROM intent_keys WHERE "+c+")")
+		args = append(args, a...)
 	}
 	if f.IDPrefix != "" {
 		ors = append(ors, "(i.intent_id >= ? AND i.intent_id < ?)")
@@ -200,6 +196,18 @@ func keyCond(f *ListFilter) (string, []any) {
 		return "", nil
 	}
 	return "(" + strings.Join(ors, " OR ") + ")", args
+}
+
+// termsCond is the condition on intent_keys.term of any of the keys.
+func termsCond(keys []Key) (string, []any) {
+	var ks []string
+	var args []any
+	for _, k := range keys {
+		c, a := termCond(k)
+		ks = append(ks, c)
+		args = append(args, a...)
+	}
+	return "(" + strings.Join(ks, " OR ") + ")", args
 }
 
 func termCond(k Key) (string, []any) {
@@ -232,13 +240,7 @@ func (s *Store) matches(ctx context.Context, f *ListFilter, out []IntentSummary)
 	if len(f.Keys) == 0 {
 		return nil
 	}
-	var ks []string
-	var args []any
-	for _, k := range f.Keys {
-		c, a := termCond(k)
-		ks = append(ks, c)
-		args = append(args, a...)
-	}
+	cond, args := termsCond(f.Keys)
 	ids := make([]any, 0, len(out))
 	for i := range out {
 		ids = append(ids, out[i].IntentID)
@@ -248,7 +250,7 @@ func (s *Store) matches(ctx context.Context, f *ListFilter, out []IntentSummary)
 		Role string `db:"role"`
 	}
 	q := `SELECT DISTINCT intent_id, role FROM intent_keys WHERE intent_id IN (?` + strings.Repeat(", ?", len(ids)-1) +
-		`) AND (` + strings.Join(ks, " OR ") + `) ORDER BY intent_id, role`
+		`) AND ` + cond + ` ORDER BY intent_id, role`
 	if err := s.r.SelectContext(ctx, &rows, q, append(ids, args...)...); err != nil {
 		return fmt.Errorf("store: search matches: %w", err)
 	}
