@@ -61,6 +61,9 @@ func TestDetailAdviceAndFacts(t *testing.T) {
 	if d.Block == nil || d.Block.URL != "https://explorer.example/"+supporttest.Ledger+"/block/2001" {
 		t.Errorf("block: %+v", d.Block)
 	}
+	if got := csvRow(&IntentItem{IntentID: "-1", Memo: &Memo{Hex: "3d31", Text: "=1+2"}}); got[0] != "'-1" || got[10] != "'=1+2" || got[11] != "3d31" {
+		t.Errorf("csv cells that a spreadsheet would run: %q", got)
+	}
 	// A memo that is not text is shown as hex only.
 	if m := memoView([]byte{0, 1, 0xff}); m.Text != "" || m.Hex != "0001ff" {
 		t.Errorf("binary memo: %+v", m)

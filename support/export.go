@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -101,8 +102,21 @@ func csvRow(it *IntentItem) []string {
 	if !it.FirstSeen.IsZero() {
 		first = ts(&it.FirstSeen)
 	}
-	return []string{it.IntentID, string(it.Status), strconv.FormatBool(it.Final), it.Method, ledger, amount, units,
+	row := []string{it.IntentID, string(it.Status), strconv.FormatBool(it.Final), it.Method, ledger, amount, units,
 		it.From, it.To, it.Spender, memoText, memoHex, ts(it.Stamp), first, ts(it.DecidedAt)}
+	for i, c := range row {
+		row[i] = inert(c)
+	}
+	return row
+}
+
+// inert keeps a spreadsheet from running a cell as a formula: a memo is the
+// customer's text, and "=HYPERLINK(…)" in it must stay text.
+func inert(c string) string {
+	if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return "'" + c
+	}
+	return c
 }
 
 // nopWriter lets internal log a failure after the reply has started.
