@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -397,13 +398,35 @@ func (d *decision) scan(page []icrc3.Block) {
 				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
-			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
+			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs, Block: nearMissBlock(b)})
 			if r.Normalized && (d.loose == nil || b.Index < d.loose.Index) {
 				cp := *b
 				d.loose = &cp
 			}
 		}
 	}
+}
+
+func nearMissBlock(b *icrc3.Block) *NearMissBlock {
+	nb := &NearMissBlock{Kind: string(b.Kind), TS: U64(b.TS)}
+	acct := func(a *icrc3.Account) string {
+		if a == nil {
+			return ""
+		}
+		return a.String()
+	}
+	nb.From, nb.To, nb.Spender = acct(b.From), acct(b.To), acct(b.Spender)
+	if b.Amount != nil {
+		nb.Amount = b.Amount.String()
+	}
+	if f := b.EffectiveFee(); f != nil {
+		nb.Fee = f.String()
+	}
+	if b.HasMemo {
+		m := hex.EncodeToString(b.Memo)
+		nb.Memo = &m
+	}
+	return nb
 }
 
 func evidence(t icrc3.Tip, d *decision) *Evidence {

@@ -43,6 +43,11 @@ func TestDecideFoundNotYetAbsent(t *testing.T) {
 	if len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != idx || v.NearMisses[0].Differs[0] != "memo" {
 		t.Fatalf("unpaid: near misses %+v, want block %d differing in memo", v.NearMisses, idx)
 	}
+	// The near miss shows what the block moved, for support staff.
+	if b := v.NearMisses[0].Block; b == nil || b.Amount != "150000" || b.Memo == nil || *b.Memo != "6c756e6368" ||
+		b.To != acct(bob, nil).String() || b.From == "" || b.Kind != "1xfer" || b.TS == 0 {
+		t.Fatalf("unpaid: near miss block values %+v", v.NearMisses[0].Block)
+	}
 	if want := stamp + uint64(24*time.Hour+2*time.Minute); uint64(v.Window.ToTS) != want {
 		t.Fatalf("window to %d, want %d", v.Window.ToTS, want)
 	}

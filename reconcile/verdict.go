@@ -105,6 +105,23 @@ const (
 type NearMiss struct {
 	Index   U64      `json:"index"`
 	Differs []string `json:"differs"`
+	// Block is what the block recorded, so that support staff can see what
+	// did move without fetching the block. Omitted by earlier versions.
+	Block *NearMissBlock `json:"block,omitempty"`
+}
+
+// NearMissBlock is a near miss's recorded values: accounts in ICRC-1 text,
+// amounts in the ledger's raw units, the memo in hex.
+type NearMissBlock struct {
+	Kind    string `json:"kind"`
+	TS      U64    `json:"ts"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Spender string `json:"spender,omitempty"`
+	Amount  string `json:"amount,omitempty"`
+	Fee     string `json:"fee,omitempty"`
+	// Memo is nil when the block has no memo.
+	Memo *string `json:"memo,omitempty"`
 }
 
 // Window is the ledger-time window that can hold the original and, once

@@ -110,6 +110,9 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 				rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
 				rec.CanonicalHash[:], seen, now.UnixNano())
+			if err == nil {
+				err = indexIntent(ctx, t, &rec)
+			}
 			res = Created
 		case err != nil:
 			return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
@@ -120,6 +123,9 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 				body = ?, canonical_hash = ?, updated_at = ? WHERE intent_id = ?`,
 				rec.CanisterID, rec.Caller, rec.Method, string(rec.Body), rec.CanonicalHash[:],
 				now.UnixNano(), rec.IntentID)
+			if err == nil {
+				err = indexIntent(ctx, t, &rec)
+			}
 			res = Adopted
 		case bytes.Equal(stored, rec.CanonicalHash[:]):
 			res = Existing
@@ -140,6 +146,10 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 const intentCols = `intent_id, canister_id, caller, method, body, canonical_hash,
 	first_seen, status, final, latest_seq, updated_at`
 
+// listCols are intentCols of intents i and the times of intent_facts f.
+const listCols = `i.intent_id, i.canister_id, i.caller, i.method, i.body, i.canonical_hash,
+	i.first_seen, i.status, i.final, i.latest_seq, i.updated_at, f.decided_at, f.stamp`
+
 type intentRow struct {
 	IntentID   string         `db:"intent_id"`
 	CanisterID sql.NullString `db:"canister_id"`
@@ -152,6 +162,8 @@ type intentRow struct {
 	Final      bool           `db:"final"`
 	LatestSeq  int64          `db:"latest_seq"`
 	UpdatedAt  int64          `db:"updated_at"`
+	DecidedAt  sql.NullInt64  `db:"decided_at"`
+	Stamp      sql.NullInt64  `db:"stamp"`
 }
 
 // Intent returns the stored intent. An id known only from verdicts decided
@@ -192,10 +204,21 @@ type IntentSummary struct {
 	// HasBody is false for an intent known only from verdicts decided by
 	// another sidecar.
 	HasBody bool
+	// Body is the intent as received (nil when HasBody is false).
+	Body json.RawMessage
+	// DecidedAt is the latest verdict's decided_at; zero before the first.
+	DecidedAt time.Time
+	// Stamp is the intent's created_at_time in ledger ns; 0 when the body
+	// has none the matcher accepts.
+	Stamp uint64
+	// Matches says why a listing with keys returned the intent: the roles
+	// of the matching keys (caller, from, to, spender, canister, amount,
+	// memo, block, near_miss) and "intent_id".
+	Matches []string
 }
 
 func (row *intentRow) summary() IntentSummary {
-	return IntentSummary{
+	s := IntentSummary{
 		IntentID:   row.IntentID,
 		CanisterID: row.CanisterID.String,
 		Caller:     row.Caller.String,
@@ -207,6 +230,16 @@ func (row *intentRow) summary() IntentSummary {
 		UpdatedAt:  fromNanos(row.UpdatedAt),
 		HasBody:    row.Body.Valid,
 	}
+	if row.Body.Valid {
+		s.Body = json.RawMessage(row.Body.String)
+	}
+	if row.DecidedAt.Valid {
+		s.DecidedAt = fromNanos(row.DecidedAt.Int64)
+	}
+	if row.Stamp.Valid {
+		s.Stamp = uint64(row.Stamp.Int64)
+	}
+	return s
 }
 
 // ListFilter selects intents. Zero fields do not filter.
@@ -220,6 +253,18 @@ type ListFilter struct {
 	Since time.Time
 	// Open keeps intents without a final verdict.
 	Open bool
+	// Until keeps intents first seen before it.
+	Until time.Time
+	// StampFrom and StampTo keep intents whose created_at_time is in
+	// [StampFrom, StampTo); either may be zero.
+	StampFrom, StampTo time.Time
+	// Keys keep intents that carry any of the keys, and IDPrefix (also)
+	// intents whose id starts with it; both empty select by neither.
+	Keys     []Key
+	IDPrefix string
+	// ByDecided orders by the latest verdict's decided time instead of
+	// first_seen, and so lists only intents with a verdict.
+	ByDecided bool
 	// Newest lists newest first; the default is oldest first.
 	Newest bool
 	// Cursor continues a listing from the nextCursor of a previous call with
@@ -256,7 +301,7 @@ func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary,
 		var in []any
 		for _, st := range f.Status {
 			if st == "" {
-				ors = append(ors, "status IS NULL")
+				ors = append(ors, "i.status IS NULL")
 				continue
 			}
 			if !st.Valid() {
@@ -265,17 +310,17 @@ func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary,
 			in = append(in, string(st))
 		}
 		if len(in) > 0 {
-			ors = append(ors, "status IN (?"+strings.Repeat(", ?", len(in)-1)+")")
+			ors = append(ors, "i.status IN (?"+strings.Repeat(", ?", len(in)-1)+")")
 			args = append(args, in...)
 		}
 		where = append(where, "("+strings.Join(ors, " OR ")+")")
 	}
 	if f.Canister != "" {
-		where = append(where, "canister_id = ?")
+		where = append(where, "i.canister_id = ?")
 		args = append(args, f.Canister)
 	}
 	if f.Caller != "" {
-		where = append(where, "caller = ?")
+		where = append(where, "i.caller = ?")
 		args = append(args, f.Caller)
 	}
 	if !f.Since.IsZero() {
@@ -283,32 +328,55 @@ func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary,
 		if err != nil {
 			return nil, "", err
 		}
-		where = append(where, "first_seen >= ?")
+		where = append(where, "i.first_seen >= ?")
 		args = append(args, since)
 	}
+	for _, b := range []struct {
+		what, cond string
+		t          time.Time
+	}{{"until", "i.first_seen < ?", f.Until}, {"stamp from", "f.stamp >= ?", f.StampFrom}, {"stamp to", "f.stamp < ?", f.StampTo}} {
+		if b.t.IsZero() {
+			continue
+		}
+		n, err := nanos(b.what, b.t)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, b.cond)
+		args = append(args, n)
+	}
+	if c, a := keyCond(&f); c != "" {
+		where = append(where, c)
+		args = append(args, a...)
+	}
 	if f.Open {
-		where = append(where, "final = 0")
+		where = append(where, "i.final = 0")
 	}
 	cmp, order := ">", "ASC"
 	if f.Newest {
 		cmp, order = "<", "DESC"
+	}
+	key := "i.first_seen"
+	if f.ByDecided {
+		key = "f.decided_at"
+		where = append(where, "f.decided_at IS NOT NULL")
 	}
 	if f.Cursor != "" {
 		c, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		if c.newest != f.Newest {
+		if c.newest != f.Newest || c.decided != f.ByDecided {
 			return nil, "", fmt.Errorf("%w: cursor was taken with the other order", ErrInvalid)
 		}
-		where = append(where, "(first_seen, intent_id) "+cmp+" (?, ?)")
+		where = append(where, "("+key+", i.intent_id) "+cmp+" (?, ?)")
 		args = append(args, c.seen, c.id)
 	}
-	q := "SELECT " + intentCols + " FROM intents"
+	q := "SELECT " + listCols + " FROM intents i LEFT JOIN intent_facts f ON f.intent_id = i.intent_id"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY first_seen " + order + ", intent_id " + order + " LIMIT ?"
+	q += " ORDER BY " + key + " " + order + ", i.intent_id " + order + " LIMIT ?"
 	args = append(args, limit+1)
 
 	var rows []intentRow
@@ -319,11 +387,18 @@ func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary,
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[limit-1]
-		next = cursor{newest: f.Newest, seen: last.FirstSeen, id: last.IntentID}.encode()
+		seen := last.FirstSeen
+		if f.ByDecided {
+			seen = last.DecidedAt.Int64
+		}
+		next = cursor{newest: f.Newest, decided: f.ByDecided, seen: seen, id: last.IntentID}.encode()
 	}
 	out := make([]IntentSummary, len(rows))
 	for i := range rows {
 		out[i] = rows[i].summary()
+	}
+	if err := s.matches(ctx, &f, out); err != nil {
+		return nil, "", err
 	}
 	return out, next, nil
 }
@@ -331,15 +406,19 @@ func (s *Store) ListIntents(ctx context.Context, f ListFilter) ([]IntentSummary,
 // cursor is the last row of a page. It is opaque to callers; the version
 // prefix lets its format change without misreading old cursors.
 type cursor struct {
-	newest bool
-	seen   int64
-	id     string
+	newest  bool
+	decided bool // seen is the decided time
+	seen    int64
+	id      string
 }
 
 func (c cursor) encode() string {
 	dir := "a"
 	if c.newest {
 		dir = "d"
+	}
+	if c.decided {
+		dir = strings.ToUpper(dir)
 	}
 	return base64.RawURLEncoding.EncodeToString([]byte("1." + dir + "." + strconv.FormatInt(c.seen, 10) + "." + c.id))
 }
@@ -351,14 +430,14 @@ func decodeCursor(s string) (cursor, error) {
 		return cursor{}, bad
 	}
 	parts := strings.SplitN(string(b), ".", 4)
-	if len(parts) != 4 || parts[0] != "1" || (parts[1] != "a" && parts[1] != "d") || !ValidIntentID(parts[3]) {
+	if len(parts) != 4 || parts[0] != "1" || len(parts[1]) != 1 || !strings.Contains("adAD", parts[1]) || !ValidIntentID(parts[3]) {
 		return cursor{}, bad
 	}
 	seen, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
 		return cursor{}, bad
 	}
-	return cursor{newest: parts[1] == "d", seen: seen, id: parts[3]}, nil
+	return cursor{newest: strings.EqualFold(parts[1], "d"), decided: parts[1] == "A" || parts[1] == "D", seen: seen, id: parts[3]}, nil
 }
 
 // CountByStatus counts intents by their latest verdict's status; the key ""

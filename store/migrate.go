@@ -14,7 +14,11 @@ import (
 
 // migrations/NNNN_name.sql, applied in order; version N is the file
 // numbered N. A released file is never edited: change the schema by adding
-// the next number.
+// the next number. Numbers are unique and ascending but may have gaps while
+// numbers are reserved for work not merged yet; each migration is applied
+// once, by whether its own number is recorded, so one merged in below an
+// applied one still runs (migrations must therefore not depend on the
+// order of unrelated ones).
 //
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -34,14 +38,16 @@ func readMigrations(fsys fs.FS) ([]migration, error) {
 	}
 	sort.Strings(names)
 	ms := make([]migration, 0, len(names))
-	for i, n := range names {
+	last := 0
+	for _, n := range names {
 		base := strings.TrimPrefix(n, "migrations/")
 		num, _, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != i+1 {
-			// A gap or duplicate would make the recorded version ambiguous.
-			return nil, fmt.Errorf("store: migration %s: want number %04d", base, i+1)
+		if !ok || err != nil || len(num) != 4 || v <= last {
+			// A duplicate would make the recorded version ambiguous.
+			return nil, fmt.Errorf("store: migration %s: want a unique 4-digit number above %04d", base, last)
 		}
+		last = v
 		b, err := fs.ReadFile(fsys, n)
 		if err != nil {
 			return nil, fmt.Errorf("store: read migration %s: %w", base, err)
@@ -51,13 +57,14 @@ func readMigrations(fsys fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
-// SchemaVersion is the schema version this program migrates to.
+// SchemaVersion is the schema version this program migrates to: its
+// highest migration number.
 func SchemaVersion() int {
 	ms, err := loadMigrations()
-	if err != nil {
+	if err != nil || len(ms) == 0 {
 		return 0
 	}
-	return len(ms)
+	return ms[len(ms)-1].version
 }
 
 // migrate brings the database to the newest schema, one transaction per
@@ -83,16 +90,21 @@ func (s *Store) applyMigrations(ctx context.Context, ms []migration) error {
 	) STRICT`); err != nil {
 		return fmt.Errorf("store: create schema_version: %w", err)
 	}
+	newest := ms[len(ms)-1].version
 	for _, m := range ms {
 		err := s.tx(ctx, "migrate", func(t *sqlx.Tx) error {
 			cur, err := schemaVersion(ctx, t)
 			if err != nil {
 				return err
 			}
-			if cur > len(ms) {
-				return fmt.Errorf("%w: database at version %d, program knows %d", ErrSchemaTooNew, cur, len(ms))
+			if cur > newest {
+				return fmt.Errorf("%w: database at version %d, program knows %d", ErrSchemaTooNew, cur, newest)
 			}
-			if cur >= m.version {
+			var done int
+			if err := t.GetContext(ctx, &done, `SELECT count(*) FROM schema_version WHERE version = ?`, m.version); err != nil {
+				return fmt.Errorf("store: read schema version: %w", err)
+			}
+			if done > 0 {
 				return nil
 			}
 			if _, err := t.ExecContext(ctx, m.sql); err != nil {

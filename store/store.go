@@ -124,6 +124,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
+	if err := s.backfillIndex(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
 	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
 	if err != nil {
 		w.Close()

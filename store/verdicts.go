@@ -117,6 +117,9 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 			WHERE intent_id = ?`, string(v.Status), v.Final, seq, now, v.IntentID); err != nil {
 			return fmt.Errorf("store: %s: update intent: %w", what, err)
 		}
+		if err := indexVerdict(ctx, t, &v, decided); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
 		if toOutbox {
 			if err := addOutbox(ctx, t, v.IntentID, seq); err != nil {
 				return fmt.Errorf("store: %s: %w", what, err)

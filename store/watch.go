@@ -151,3 +151,16 @@ func ByCanister(entries []WatchEntry) map[string][]WatchEntry {
 	}
 	return out
 }
+
+// WatchOf returns the intent's watch entry, or ErrNotFound when it is not
+// watched.
+func (s *Store) WatchOf(ctx context.Context, id string) (WatchEntry, error) {
+	ws, err := s.watches(ctx, "watch of "+id, `SELECT `+watchCols+` FROM watch WHERE intent_id = ?`, id)
+	if err != nil {
+		return WatchEntry{}, err
+	}
+	if len(ws) == 0 {
+		return WatchEntry{}, fmt.Errorf("store: watch of %s: %w", id, ErrNotFound)
+	}
+	return ws[0], nil
+}

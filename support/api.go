@@ -100,8 +100,17 @@ func (h *handler) loadDetail(r *http.Request, id string) (Detail, bool, error) {
 			FirstSeen: rec.FirstSeen, HasBody: true, Ledger: h.ledger(rec.CanisterID),
 		}
 	}
-	d := h.detail(recp, item, vs)
+	var watch *WatchView
+	switch w, err := h.cfg.Store.WatchOf(ctx, id); {
+	case err == nil:
+		watch = &WatchView{Attempts: w.Attempts, NextCheck: w.NextCheck}
+	case !errors.Is(err, store.ErrNotFound):
+		return Detail{}, false, err
+	}
+	d := h.detail(recp, item, vs, watch)
 	if len(vs) > 0 {
+		t := vs[len(vs)-1].DecidedAt
+		d.DecidedAt = &t
 		d.UpdatedAt = vs[len(vs)-1].DecidedAt
 	} else {
 		d.UpdatedAt = d.FirstSeen
@@ -110,7 +119,7 @@ func (h *handler) loadDetail(r *http.Request, id string) (Detail, bool, error) {
 }
 
 // listKnown are the parameters of GET /api/v1/intents.
-var listKnown = []string{"status", "canister", "caller", "since", "open", "order", "cursor", "limit"}
+var listKnown = []string{"status", "canister", "caller", "since", "until", "from", "to", "open", "order", "sort", "cursor", "limit"}
 
 // ParseStatuses reads a comma-separated status list; "none" selects intents
 // without a verdict.
@@ -147,6 +156,24 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// ParseTime reads an RFC 3339 time, or one without a zone or seconds
+// ("2026-11-30T07:05", as a browser's datetime-local field gives it), which
+// is taken as UTC.
+func ParseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil || layout != time.RFC3339Nano && func() bool {
+			t, err = time.Parse(layout+"Z", s)
+			return err == nil
+		}() {
+			if t.Year() < 1678 || t.Year() > 2261 {
+				return time.Time{}, fmt.Errorf("outside 1678..2261")
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not an RFC 3339 time like 2026-11-30T07:05:00Z")
+}
+
 func parseFilter(q url.Values, now time.Time) (store.ListFilter, error) {
 	var f store.ListFilter
 	if s := q.Get("status"); q.Has("status") {
@@ -174,6 +201,25 @@ func parseFilter(q url.Values, now time.Time) (store.ListFilter, error) {
 			return f, err
 		}
 		f.Since = t
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"until", &f.Until}, {"from", &f.StampFrom}, {"to", &f.StampTo}} {
+		if s := q.Get(p.name); s != "" {
+			t, err := ParseTime(s)
+			if err != nil {
+				return f, bad("E_BAD_TIME", "%s %q: %v", p.name, s, err)
+			}
+			*p.dst = t
+		}
+	}
+	switch q.Get("sort") {
+	case "", "first_seen":
+	case "decided":
+		f.ByDecided = true
+	default:
+		return f, bad("E_BAD_SORT", "sort %q is not first_seen or decided", q.Get("sort"))
 	}
 	if q.Has("open") {
 		switch q.Get("open") {
@@ -215,14 +261,7 @@ func (h *handler) listIntents(w http.ResponseWriter, r *http.Request) {
 	}
 	rows, next, err := h.cfg.Store.ListIntents(r.Context(), f)
 	if err != nil {
-		// Every other parameter was checked above, so an invalid-record
-		// refusal here is the cursor's (malformed, or taken in the other
-		// order).
-		if f.Cursor != "" && errors.Is(err, store.ErrInvalid) {
-			writeError(w, http.StatusBadRequest, "E_BAD_CURSOR", "cursor is not one this listing gave out")
-			return
-		}
-		h.internal(w, r, err)
+		h.listFailed(w, r, f, err)
 		return
 	}
 	rep := ListReply{Intents: make([]IntentItem, len(rows)), NextCursor: next}

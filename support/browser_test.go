@@ -1,158 +1,571 @@
 package support
 
 import (
-	"bytes"
 	"context"
-	"net/http/httptest"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 
 // chromium is where Debian's chromium package installs the browser.
 const chromium = "/usr/bin/chromium"
 
-// browse loads url in headless Chromium and returns the DOM once the page's
-// scripts have settled. State is carried in the URL fragment, so no
-// DevTools session is needed: --virtual-time-budget lets the page's fetches
-// finish (virtual time stops while requests are pending) before
-// --dump-dom prints. With screenshot set, it also saves a PNG there.
-func browse(t *testing.T, url, screenshot string) string {
+// switchable serves the handler on a fixed loopback address and can be
+// taken down and brought back, as a daemon restarts.
+type switchable struct {
+	addr string
+	h    http.Handler
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func (s *switchable) up(t *testing.T) {
 	t.Helper()
-	args := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--disable-default-apps", "--no-default-browser-check",
-		"--user-data-dir=" + t.TempDir(),
-		// Belt and braces: no name resolves, so nothing but the loopback
-		// test server can be reached whatever the browser would try.
-		"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-		"--virtual-time-budget=15000",
-		"--window-size=1280,1500",
+	addr := s.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	if screenshot != "" {
-		args = append(args, "--screenshot="+screenshot)
-	} else {
-		args = append(args, "--dump-dom")
+	var ln net.Listener
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// The port may linger briefly after the previous server closed.
+		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	s.addr = ln.Addr().String()
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	go srv.Serve(ln)
+}
+
+func (s *switchable) down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		s.srv.Close()
+		s.srv = nil
+	}
+}
+
+// gate holds the detail request of one intent until released, so that a
+// test can make an older answer arrive after a newer one.
+type gate struct {
+	mu      sync.Mutex
+	id      string
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (g *gate) hold(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.id, g.arrived, g.release = id, make(chan struct{}), make(chan struct{})
+}
+
+func (g *gate) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		id, arrived, release := g.id, g.arrived, g.release
+		if id != "" && r.URL.Path == "/api/v1/intents/"+id {
+			g.id = ""
+		} else {
+			arrived = nil
+		}
+		g.mu.Unlock()
+		if arrived != nil {
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		// A search for "boom" fails as a store failure would.
+		if r.URL.Path == "/api/v1/search" && r.URL.Query().Get("q") == "boom" {
+			writeError(w, http.StatusInternalServerError, "E_INTERNAL", "internal error; see the server log")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// console is one Chromium tab on the support page.
+type console struct {
+	t     *testing.T
+	ctx   context.Context
+	srv   *switchable
+	shots string
+	// downloads is where the browser saves files; it outlives the
+	// browser, so that no download lands in a removed directory.
+	downloads string
+}
+
+func newConsole(t *testing.T, srv *switchable) *console {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not found: the support page's browser test needs Debian's chromium package", chromium)
+		}
+		t.Skipf("%s not found (apt-get install -y chromium); CI=true makes this a failure", chromium)
+	}
+	downloads := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		// No name resolves, so nothing but the loopback test server can be
+		// reached whatever the browser would try.
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.WindowSize(1200, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	shots := os.Getenv("RECONCILED_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	return &console{t: t, ctx: ctx, srv: srv, shots: shots, downloads: downloads}
+}
+
+func (c *console) run(what string, actions ...chromedp.Action) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, append(args, url)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\n%s", url, err, errOut.String())
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
 	}
-	return out.String()
 }
 
-var tagRE = regexp.MustCompile(`<[^>]*>`)
-
-// text strips tags, so checks read like what a person sees.
-func text(dom string) string {
-	s := tagRE.ReplaceAllString(dom, " ")
-	return strings.Join(strings.Fields(s), " ")
+func (c *console) eval(js string, out any) {
+	c.t.Helper()
+	c.run("evaluate "+js, chromedp.Evaluate(js, out))
 }
 
-func mustContain(t *testing.T, what, s string, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(s, w) {
-			t.Errorf("%s lacks %q", what, w)
+// open loads the page afresh with a fragment; go_ changes the fragment in
+// the same tab, as following a link does.
+func (c *console) open(fragment string) {
+	c.t.Helper()
+	c.run("open", chromedp.Navigate("http://"+c.srv.addr+"/ui/#"+fragment))
+}
+
+func (c *console) goTo(fragment string) {
+	c.t.Helper()
+	c.eval(fmt.Sprintf("location.hash = %q", fragment), nil)
+}
+
+// visible is what a person sees in the page's main area and message:
+// innerText leaves out hidden elements.
+func (c *console) visible() string {
+	c.t.Helper()
+	var s string
+	c.eval(`[document.querySelector("nav"), document.querySelector("main")].map(e => e ? e.innerText : "").join("\n")`, &s)
+	return s
+}
+
+func (c *console) settled() {
+	c.t.Helper()
+	c.until("the page to settle", func() bool {
+		var st string
+		c.eval(`document.body.dataset.state`, &st)
+		return st != "loading"
+	})
+}
+
+// until polls cond until it holds; on timeout it fails with what is on
+// screen and a screenshot.
+func (c *console) until(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			png := c.shot("timeout-" + strings.NewReplacer(" ", "-", "/", "-", "\"", "").Replace(what))
+			c.t.Fatalf("timed out waiting for %s; screenshot %s; on screen:\n%s", what, png, c.visible())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// see waits until every want is visible.
+func (c *console) see(wants ...string) string {
+	c.t.Helper()
+	var txt string
+	c.until(fmt.Sprintf("%q on screen", wants), func() bool {
+		txt = c.visible()
+		for _, w := range wants {
+			if !strings.Contains(txt, w) {
+				return false
+			}
+		}
+		return true
+	})
+	return txt
+}
+
+func (c *console) notSee(txt string, unwanted ...string) {
+	c.t.Helper()
+	for _, u := range unwanted {
+		if strings.Contains(txt, u) {
+			c.t.Errorf("on screen, but must not be: %q\n%s", u, txt)
 		}
 	}
 }
 
-func TestBrowser(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		t.Skipf("headless browser test skipped: %s not found (install Debian's chromium package: apt-get install -y chromium)", chromium)
+// heading waits until the view's heading is exactly h: a heading that
+// merely contains h may be the previous view's.
+func (c *console) heading(h string) {
+	c.t.Helper()
+	c.until(fmt.Sprintf("the heading %q", h), func() bool {
+		var st string
+		c.eval(`document.body.dataset.state`, &st)
+		return st != "loading" && c.text("#view-h") == h
+	})
+}
+
+func (c *console) text(sel string) string {
+	c.t.Helper()
+	var s string
+	c.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.innerText : "" })()`, sel), &s)
+	return s
+}
+
+// search types q into the search box and presses Enter.
+func (c *console) search(q string) {
+	c.t.Helper()
+	c.eval(`document.getElementById("q").value = ""`, nil)
+	c.run("search "+q, chromedp.Click("#q", chromedp.ByID), chromedp.SendKeys("#q", q+kb.Enter, chromedp.ByID))
+}
+
+func (c *console) shot(name string) string {
+	c.t.Helper()
+	var png []byte
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)); err != nil {
+		c.t.Errorf("screenshot %s: %v", name, err)
+		return ""
 	}
-	if testing.Short() {
-		t.Skip("headless browser test skipped in -short mode")
+	p := filepath.Join(c.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		c.t.Errorf("screenshot %s: %v", name, err)
 	}
+	return p
+}
+
+// icpAccountID is the ICP ledger's account identifier, computed here
+// independently of the code under test.
+func icpAccountID(a icrc3.Account) string {
+	sub := a.Subaccount
+	if sub == nil {
+		sub = make([]byte, 32)
+	}
+	h := sha256.New224()
+	h.Write([]byte("\x0Aaccount-id"))
+	h.Write(a.Owner.Raw)
+	h.Write(sub)
+	sum := h.Sum(nil)
+	out := binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(sum))
+	return hex.EncodeToString(append(out, sum...))
+}
+
+func TestConsole(t *testing.T) {
 	st := supporttest.Open(t)
 	supporttest.Seed(t, st)
-	srv := httptest.NewServer(NewHandler(Config{Store: st, Token: []byte(testToken), Ledgers: supporttest.Ledgers}))
-	defer srv.Close()
-	page := srv.URL + "/ui/"
+	supporttest.SeedConsole(t, st)
+	g := &gate{}
+	srv := &switchable{h: g.wrap(NewHandler(Config{Store: st, Token: []byte(testToken), Ledgers: supporttest.Ledgers}))}
+	srv.up(t)
+	t.Cleanup(srv.down)
+	c := newConsole(t, srv)
 
-	t.Run("home", func(t *testing.T) {
-		dom := browse(t, page+"#token="+testToken, "")
-		mustContain(t, "home", dom, `data-state="ready"`)
-		txt := text(dom)
-		open, final := strings.Index(txt, "Open intents"), strings.Index(txt, "Recent final verdicts")
-		if open < 0 || final < open {
-			t.Fatalf("open intents are not listed before finals:\n%s", txt)
-		}
-		mustContain(t, "open list", txt[open:final], "pay-notyet", "pay-unreadable", "pay-new", "no verdict yet")
-		mustContain(t, "final list", txt[final:], "pay-found", "pay-absent", "pay-invalid", "remote-found")
-		if strings.Contains(txt[open:final], "pay-found") || strings.Contains(txt[final:], "pay-notyet") {
-			t.Errorf("intents in the wrong list:\n%s", txt)
-		}
-		mustContain(t, "counts", txt, "open: 3", "total: 7")
-		if strings.Contains(dom, testToken) {
-			t.Error("the token is still in the page after it was moved to sessionStorage")
+	t.Run("token", func(t *testing.T) {
+		c.t = t
+		c.open("intent=" + supporttest.IDFound)
+		txt := c.see("Enter the support token")
+		c.notSee(txt, "1042")
+		c.open("token=" + testToken)
+		c.see("Open intents")
+		var href string
+		c.eval(`location.href`, &href)
+		if strings.Contains(href, testToken) {
+			t.Errorf("the token stays in the address bar: %s", href)
 		}
 	})
 
-	t.Run("search", func(t *testing.T) {
-		dom := browse(t, page+"#token="+testToken+"&q="+supporttest.IDFound, "")
-		mustContain(t, "search", dom, `data-state="ready"`, `href="#intent=pay-found"`)
-		mustContain(t, "search", text(dom), "Search results for pay-found", "intent id")
-		dom = browse(t, page+"#token="+testToken+"&q=1040", "")
-		mustContain(t, "block search", dom, `href="#intent=pay-found"`, `href="#intent=pay-absent"`)
-		mustContain(t, "block search", text(dom), "near miss")
+	t.Run("heading", func(t *testing.T) {
+		c.t = t
+		c.goTo("intent=" + supporttest.IDFound)
+		c.see("Intent pay-found", "went through in block 1042")
+		c.goTo("intent=pay-99999")
+		c.settled()
+		txt := c.see("pay-99999")
+		c.notSee(txt, "1042", "went through")
+
+		c.search(supporttest.IDFound)
+		c.until("the search to be answered", func() bool { return strings.Contains(c.text("#search-list"), supporttest.IDFound) })
+		c.search("boom")
+		c.settled()
+		txt = c.see("boom")
+		c.notSee(txt, "pay-found")
 	})
 
-	t.Run("detail", func(t *testing.T) {
-		dom := browse(t, page+"#token="+testToken+"&intent="+supporttest.IDFound, "")
-		mustContain(t, "detail", dom, `data-state="ready"`, `<tr class="differs"><th scope="row">amount</th>`)
-		txt := text(dom)
-		mustContain(t, "detail", txt,
-			"Intent pay-found",
-			"Tell the person: The payment went through in block 1042 — do not pay again.",
-			"Amount 1.5 ICP (150000000 units)",
-			"Index 1042", "Time (UTC) 2026-11-29T11:59:00Z", "Kind xfer",
-			"From (UTC) 2026-11-29T11:57:00Z", "To (UTC) 2026-11-30T12:01:00Z", "First block 998", "Last block 1311",
-			"Verified by certificate+chain", "Tip index 1500", "Certified time (UTC) 2026-11-29T12:01:00Z",
-			"Block 1040", "amount 150000000 differs",
-			"Verdict history", "1 not_yet no 2026-11-29T13:00:00Z", "2 found yes 2026-11-29T13:01:00Z 1042")
-		if strings.Contains(dom, `<tr class="differs"><th scope="row">to</th>`) {
-			t.Error("a field that matched is highlighted")
+	t.Run("stale", func(t *testing.T) {
+		c.t = t
+		g.hold(supporttest.IDAbsent)
+		c.goTo("intent=" + supporttest.IDAbsent)
+		<-g.arrived
+		c.goTo("intent=" + supporttest.IDFound)
+		c.see("Intent pay-found", "went through in block 1042")
+		close(g.release)
+		c.until("the held answer to reach the page", func() bool {
+			var n int
+			c.eval(`performance.getEntriesByType("resource").filter(e => e.name.endsWith("/api/v1/intents/pay-absent") && e.responseEnd > 0).length`, &n)
+			return n > 0
+		})
+		for range 10 { // the late answer must never be drawn
+			c.notSee(c.visible(), supporttest.IDAbsent, "not happen")
+			time.Sleep(50 * time.Millisecond)
 		}
-		dom = browse(t, page+"#token="+testToken+"&intent="+supporttest.IDNotYet, "")
-		mustContain(t, "not_yet detail", text(dom),
-			"Tell the person: Not yet known; the window closes at 2026-11-30T12:01:00Z; do not pay again before then.")
+		c.see("Intent pay-found", "went through in block 1042")
+	})
 
-		png := filepath.Join(t.TempDir(), "detail-absent.png")
-		browse(t, page+"#token="+testToken+"&intent="+supporttest.IDAbsent, png)
-		b, err := os.ReadFile(png)
-		if err != nil || len(b) < 10000 || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
-			t.Fatalf("screenshot %s: %d bytes, %v", png, len(b), err)
+	t.Run("advice", func(t *testing.T) {
+		c.t = t
+		c.goTo("intent=" + supporttest.IDNearAbsent)
+		txt := c.see("A similar payment of 2.5 ICP left your account at 07:05", "check it before paying again")
+		c.notSee(txt, "safe to pay again", "Blocks read 0")
+		nm := c.text("#near-misses")
+		for _, w := range []string{"2.5 ICP", "2 ICP", supporttest.OtherCaller, "order-10200"} {
+			if !strings.Contains(nm, w) {
+				t.Errorf("near-miss table lacks %q:\n%s", w, nm)
+			}
 		}
-		if dir := os.Getenv("SUPPORT_SCREENSHOT_DIR"); dir != "" {
-			// Lets a person look at the page without a browser of their own.
-			if err := os.WriteFile(filepath.Join(dir, "detail-absent.png"), b, 0o644); err != nil {
-				t.Error(err)
+		c.goTo("intent=" + supporttest.IDApprove)
+		txt = c.see("approval is in place", "no tokens moved")
+		c.notSee(c.text("#advice"), "went through")
+		c.goTo("intent=" + supporttest.IDInvalid)
+		c.see("Intent pay-invalid")
+		adv := c.text("#advice")
+		for _, w := range []string{"outcome is unknown", "do not pay again", "scalate"} {
+			if !strings.Contains(adv, w) {
+				t.Errorf("invalid advice lacks %q: %s", w, adv)
+			}
+		}
+		c.notSee(adv, "could not be read:", "created_at_time is required")
+		c.goTo("intent=" + supporttest.IDUnreadable)
+		c.see("Intent pay-unreadable")
+		adv = c.text("#advice")
+		for _, w := range []string{"4 attempts", "next retry", "13:30"} {
+			if !strings.Contains(adv, w) {
+				t.Errorf("unreadable advice lacks %q: %s", w, adv)
 			}
 		}
 	})
 
-	t.Run("token", func(t *testing.T) {
-		dom := browse(t, page+"#intent="+supporttest.IDFound, "")
-		mustContain(t, "no token", dom, `data-state="error"`)
-		mustContain(t, "no token", text(dom), "Enter the support token to see data.")
-		if strings.Contains(text(dom), "1042") {
-			t.Error("data shown without a token")
+	t.Run("search", func(t *testing.T) {
+		c.t = t
+		caller, err := icrc3.ParseAccount(supporttest.Caller)
+		if err != nil {
+			t.Fatal(err)
 		}
-		dom = browse(t, page+"#token=wrong&intent="+supporttest.IDFound, "")
-		mustContain(t, "wrong token", dom, `data-state="error"`)
-		mustContain(t, "wrong token", text(dom), "Token missing or wrong")
+		for _, q := range []string{
+			"40.25",               // amount in tokens
+			supporttest.MemoOrder, // memo as text
+			hex.EncodeToString([]byte(supporttest.MemoOrder)), // memo as hex
+			icpAccountID(caller),                              // the ICP ledger's account id
+			strings.ToUpper(icpAccountID(caller)),
+			supporttest.Caller[:11], // part of a principal
+			supporttest.Caller,
+			fmt.Sprint(supporttest.OrderBlock), // block index
+			supporttest.IDOrder,                // intent id
+			"pay-ord",                          // its beginning
+		} {
+			c.search(q)
+			c.heading("Search results for " + q)
+			txt := c.see(supporttest.IDOrder)
+			c.notSee(txt, "E_BAD", "Failed")
+		}
+		c.search(supporttest.PayeeSub)
+		c.see(supporttest.IDNotYet)
+		// A time range alone: what was paid between 07:04 and 07:06 UTC.
+		c.goTo("from=2026-11-30T07:04:00Z&to=2026-11-30T07:06:00Z")
+		txt := c.see(supporttest.IDOrder, supporttest.IDNearAbsent, supporttest.IDApprove)
+		c.notSee(txt, supporttest.BulkPrefix, supporttest.IDFound)
 	})
+
+	t.Run("lists", func(t *testing.T) {
+		c.t = t
+		c.goTo("")
+		c.see("Recent final verdicts")
+		final := c.text("#final-list")
+		for _, w := range []string{"Amount", "From", "To", "Memo", "Paid at", "Decided", "0.01 ICP", supporttest.Payee[:14]} {
+			if !strings.Contains(final, w) {
+				t.Errorf("final list lacks %q", w)
+			}
+		}
+		var first string
+		c.eval(`(() => { const r = document.querySelector("#final-list tbody tr a"); return r ? r.textContent : "" })()`, &first)
+		if first != supporttest.BulkPrefix+"000" {
+			t.Errorf("newest decided first: got %q first, want %s000", first, supporttest.BulkPrefix)
+		}
+		// A count filters when clicked, and paging goes past 100.
+		c.run("click found", chromedp.Click(`#counts a[data-status="found"]`, chromedp.ByQuery))
+		c.see("found intents")
+		want := supporttest.BulkCount + 4 // bulk, pay-found, remote-found, pay-order, pay-approve
+		c.until(fmt.Sprintf("all %d found intents listed", want), func() bool {
+			var n int
+			c.eval(`document.querySelectorAll("#list-view tbody tr").length`, &n)
+			if n >= want {
+				return true
+			}
+			var more bool
+			c.eval(`(() => { const b = document.querySelector("#list-view button.more"); if (b && !b.disabled) { b.click(); return true } return false })()`, &more)
+			return false
+		})
+		var other int
+		c.eval(`[...document.querySelectorAll("#list-view tbody tr .status")].filter(e => e.textContent !== "found").length`, &other)
+		if other != 0 {
+			t.Errorf("%d rows of another status in the found list", other)
+		}
+		found := c.text("#list-view")
+		for _, w := range []string{"40.25 ICP", supporttest.MemoOrder, "2026-11-30 07:05:00", fmt.Sprintf("%d intents, all shown", want)} {
+			if !strings.Contains(found, w) {
+				t.Errorf("found list lacks %q", w)
+			}
+		}
+		c.shot("list-found")
+		// Export downloads the same filter's every page as a file.
+		dl := c.downloads
+		c.run("export", browser.SetDownloadBehavior(browser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(dl),
+			chromedp.Click(`.export button`, chromedp.ByQuery))
+		var lines int
+		c.until("intents.csv to be downloaded", func() bool {
+			b, err := os.ReadFile(filepath.Join(dl, "intents.csv"))
+			lines = strings.Count(string(b), "\n")
+			return err == nil && lines == want+1
+		})
+	})
+
+	t.Run("screenshots", func(t *testing.T) {
+		c.t = t
+		c.run("size", emulation.SetDeviceMetricsOverride(1100, 820, 1, false))
+		defer c.run("wide", emulation.ClearDeviceMetricsOverride())
+		c.goTo("")
+		c.see("Recent final verdicts")
+		for name, png := range map[string]string{"support-list": c.shot("support-list")} {
+			checkPNG(t, name, png)
+		}
+		c.goTo("intent=" + supporttest.IDNearAbsent)
+		c.see("A similar payment")
+		checkPNG(t, "support-detail", c.shot("support-detail"))
+	})
+
+	// With RECONCILED_AXE naming axe-core's axe.min.js (npm pack axe-core),
+	// every view is checked for accessibility violations.
+	t.Run("axe", func(t *testing.T) {
+		c.t = t
+		path := os.Getenv("RECONCILED_AXE")
+		if path == "" {
+			t.Skip("RECONCILED_AXE not set")
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, frag := range []string{"", "status=found", "q=" + supporttest.Caller, "intent=" + supporttest.IDNearAbsent,
+			"intent=" + supporttest.IDUnreadable, "intent=pay-99999"} {
+			c.goTo(frag)
+			c.settled()
+			c.see("Search by")
+			var res string
+			c.run("axe", chromedp.Evaluate(string(src), nil), chromedp.Evaluate(
+				`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(r.violations.map(v => [v.id, v.help, v.nodes.map(n => n.target.join(" "))])))`,
+				&res, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+			if res != "[]" {
+				t.Errorf("#%s: axe violations: %s", frag, res)
+			}
+		}
+	})
+
+	t.Run("refresh", func(t *testing.T) {
+		c.t = t
+		c.goTo("intent=" + supporttest.IDNone)
+		c.see("Intent pay-new", "No verdict yet", "As of")
+		supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconcile.StatusUnreadable,
+			Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "connection refused"}, DecidedAt: supporttest.Base.Add(2 * time.Hour)})
+		c.see("history could not be read")
+	})
+
+	t.Run("daemon-down", func(t *testing.T) {
+		c.t = t
+		c.goTo("")
+		c.see("Open intents")
+		srv.down()
+		c.goTo("q=" + supporttest.IDFound)
+		txt := c.see("Cannot reach the reconciled daemon")
+		c.notSee(txt, "Failed to fetch")
+		srv.up(t)
+		// Back without anyone reloading the page.
+		c.until("the search to be answered", func() bool { return strings.Contains(c.text("#search-list"), supporttest.IDFound) })
+		c.notSee(c.visible(), "Cannot reach")
+	})
+
+	t.Run("narrow", func(t *testing.T) {
+		c.t = t
+		c.run("390 px", emulation.SetDeviceMetricsOverride(390, 844, 2, true))
+		defer c.run("wide", emulation.ClearDeviceMetricsOverride())
+		for _, v := range []struct{ frag, want string }{
+			{"", supporttest.IDNotYet},
+			{"status=found", supporttest.BulkPrefix + "000"},
+			{"intent=" + supporttest.IDNearAbsent, "Near misses"},
+			{"q=" + supporttest.Payee, supporttest.BulkPrefix + "129"},
+		} {
+			c.goTo(v.frag)
+			c.see(v.want)
+			var w int
+			c.eval(`Math.max(document.documentElement.scrollWidth, ...[...document.querySelectorAll("body *")].map(e => Math.ceil(e.getBoundingClientRect().right)))`, &w)
+			if w > 390 {
+				t.Errorf("#%s is %d px wide at a 390 px viewport", v.frag, w)
+			}
+		}
+		c.shot("narrow-detail")
+	})
+
+}
+
+func checkPNG(t *testing.T, name, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 5000 || !strings.HasPrefix(string(b), "\x89PNG\r\n\x1a\n") {
+		t.Errorf("screenshot %s (%s): %d bytes, %v", name, path, len(b), err)
+	}
 }

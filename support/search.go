@@ -1,260 +1,167 @@
 package support
 
 import (
-	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/store"
 )
 
-// search answers GET /api/v1/search?q=. One query may be several things at
-// once (a decimal is also a valid intent id; a principal may be a caller, an
-// account owner or a canister), so every reading is tried and the hits are
-// merged per intent.
-//
-// Intent ids and callers are indexed lookups. Block indexes and accounts
-// inside args are not indexed by the store, so they are found by scanning
-// the newest intents up to the scan limit; the reply says when the scan was
-// cut short.
+// searchKnown are the parameters of GET /api/v1/search and /api/v1/export.
+var searchKnown = append([]string{"q", "format"}, listKnown...)
+
+// search answers GET /api/v1/search?q=: what a customer knows (an amount in
+// tokens, a memo as text or hex, an account in any of its forms, a block
+// index, an intent id) becomes store keys, and every reading is looked up at
+// once; the filters of /api/v1/intents narrow it, and from/to (the stamp's
+// time range) may stand alone. Every lookup is an index probe, and the reply
+// pages with next_cursor like a listing, so nothing is cut silently.
 func (h *handler) search(w http.ResponseWriter, r *http.Request) {
-	qs, err := query(r, "q", "limit")
+	f, q, readings, err := h.searchFilter(r)
 	if err != nil {
 		writeBad(w, err)
 		return
 	}
-	q := strings.TrimSpace(qs.Get("q"))
-	if q == "" {
-		writeError(w, http.StatusBadRequest, "E_BAD_QUERY", "q is empty: give an intent id, an account or a block index")
+	rows, next, err := h.cfg.Store.ListIntents(r.Context(), f)
+	if err != nil {
+		h.listFailed(w, r, f, err)
 		return
 	}
-	limit := 100
-	if s := qs.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, "E_BAD_LIMIT", "limit "+strconv.Quote(s)+" is not an integer in 1..1000")
-			return
+	rep := SearchReply{Query: q, Hits: make([]SearchHit, len(rows)), Readings: readings, NextCursor: next, Truncated: next != ""}
+	for i, s := range rows {
+		m := s.Matches
+		if m == nil {
+			m = []string{}
 		}
-		limit = n
-	}
-	s := &searcher{h: h, ctx: r.Context(), hits: map[string]*SearchHit{}, limit: limit}
-
-	idOK := store.ValidIntentID(q)
-	if idOK {
-		if err := s.byID(q); err != nil {
-			h.internal(w, r, err)
-			return
-		}
-	}
-	var (
-		blockIdx *uint64
-		acct     *icrc3.Account
-	)
-	if n, err := strconv.ParseUint(q, 10, 64); err == nil {
-		blockIdx = &n
-	}
-	if a, err := icrc3.ParseAccount(q); err == nil {
-		acct = &a
-	}
-	if !idOK && blockIdx == nil && acct == nil {
-		writeError(w, http.StatusBadRequest, "E_BAD_ACCOUNT",
-			"q "+strconv.Quote(q)+" is neither an intent id, an ICRC-1 account nor a block index")
-		return
-	}
-	if acct != nil && acct.Subaccount == nil {
-		// A bare principal: indexed lookups first.
-		if err := s.byCaller(q); err != nil {
-			h.internal(w, r, err)
-			return
-		}
-	}
-	if blockIdx != nil || acct != nil {
-		if err := s.scan(blockIdx, acct, q); err != nil {
-			h.internal(w, r, err)
-			return
-		}
-	}
-	rep := SearchReply{Query: q, Hits: []SearchHit{}, Scanned: s.scanned, Truncated: s.truncated}
-	for _, id := range s.order {
-		if len(rep.Hits) == limit {
-			rep.Truncated = true
-			break
-		}
-		rep.Hits = append(rep.Hits, *s.hits[id])
+		rep.Hits[i] = SearchHit{Matches: m, Intent: h.item(s)}
 	}
 	writeJSON(w, http.StatusOK, rep)
 }
 
-type searcher struct {
-	h         *handler
-	ctx       context.Context
-	hits      map[string]*SearchHit
-	order     []string
-	limit     int
-	scanned   int
-	truncated bool
-}
-
-// full reports that more intents matched than the reply may hold; looking
-// further would only find hits that are cut anyway.
-func (s *searcher) full() bool {
-	if len(s.order) > s.limit {
-		s.truncated = true
-		return true
-	}
-	return false
-}
-
-func (s *searcher) add(item IntentItem, why string) {
-	hit, ok := s.hits[item.IntentID]
-	if !ok {
-		hit = &SearchHit{Intent: item}
-		s.hits[item.IntentID] = hit
-		s.order = append(s.order, item.IntentID)
-	}
-	for _, m := range hit.Matches {
-		if m == why {
-			return
-		}
-	}
-	hit.Matches = append(hit.Matches, why)
-}
-
-func (s *searcher) byID(id string) error {
-	rec, err := s.h.cfg.Store.Intent(s.ctx, id)
-	switch {
-	case err == nil:
-		item := IntentItem{IntentID: id, CanisterID: rec.CanisterID, Caller: rec.Caller, Method: rec.Method,
-			FirstSeen: rec.FirstSeen, HasBody: true, UpdatedAt: rec.FirstSeen, Ledger: s.h.ledger(rec.CanisterID)}
-		s.withLatest(&item)
-		s.add(item, "intent_id")
-		return nil
-	case !errors.Is(err, store.ErrNotFound):
-		return err
-	}
-	// Known only from another sidecar's verdicts?
-	v, err := s.h.cfg.Store.LatestVerdict(s.ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
+func (h *handler) searchFilter(r *http.Request) (store.ListFilter, string, []string, error) {
+	qs, err := query(r, searchKnown...)
 	if err != nil {
-		return err
+		return store.ListFilter{}, "", nil, err
 	}
-	s.add(IntentItem{IntentID: id, Status: v.Status, Final: v.Final, LatestSeq: v.Seq, UpdatedAt: v.DecidedAt}, "intent_id")
-	return nil
-}
-
-func (s *searcher) withLatest(item *IntentItem) {
-	if v, err := s.h.cfg.Store.LatestVerdict(s.ctx, item.IntentID); err == nil {
-		item.Status, item.Final, item.LatestSeq, item.UpdatedAt = v.Status, v.Final, v.Seq, v.DecidedAt
+	if !qs.Has("order") {
+		qs.Set("order", "newest")
 	}
-}
-
-func (s *searcher) byCaller(p string) error {
-	f := store.ListFilter{Caller: p, Newest: true, Limit: 1000}
-	for range 100 {
-		rows, next, err := s.h.cfg.Store.ListIntents(s.ctx, f)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			s.add(s.h.item(r), "caller")
-		}
-		if next == "" || s.full() {
-			return nil
-		}
-		f.Cursor = next
-	}
-	return nil
-}
-
-// scan walks the newest intents, matching the block index against each
-// latest verdict's block and near misses, and the account against the
-// canister, the caller side and every account in the args.
-func (s *searcher) scan(idx *uint64, acct *icrc3.Account, text string) error {
-	f := store.ListFilter{Newest: true, Limit: 500}
-	for {
-		rows, next, err := s.h.cfg.Store.ListIntents(s.ctx, f)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if s.scanned == s.h.scan {
-				s.truncated = true
-				return nil
-			}
-			if s.full() {
-				return nil
-			}
-			s.scanned++
-			item := s.h.item(r)
-			if idx != nil && r.Status != "" {
-				v, err := s.h.cfg.Store.LatestVerdict(s.ctx, r.IntentID)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				if err == nil {
-					if v.Block != nil && uint64(v.Block.Index) == *idx {
-						s.add(item, "block")
-					}
-					for _, nm := range v.NearMisses {
-						if uint64(nm.Index) == *idx {
-							s.add(item, "near_miss")
-						}
-					}
-				}
-			}
-			if acct != nil && r.HasBody {
-				if acct.Subaccount == nil && r.CanisterID == text {
-					s.add(item, "canister")
-				}
-				rec, err := s.h.cfg.Store.Intent(s.ctx, r.IntentID)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				if err == nil && bodyHasAccount(rec.Body, *acct, text) {
-					s.add(item, "account")
-				}
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		f.Cursor = next
-	}
-}
-
-// bodyHasAccount reports whether an intent names the account: with a
-// subaccount, by ICRC-1 equality; a bare principal matches any account it
-// owns. A body the matcher refuses (an invalid intent) is searched as text,
-// so a support person still finds the intent that was refused.
-func bodyHasAccount(body []byte, want icrc3.Account, text string) bool {
-	// Accounts and callers are spelt canonically in a readable intent, so
-	// every account of this owner contains the owner's text. Checking that
-	// first skips parsing the bodies that cannot match, unless the body
-	// escapes characters in its strings and so could hide the text.
-	if !bytes.Contains(body, []byte(want.Owner.Encode())) && !bytes.Contains(body, []byte(`\u`)) {
-		return false
-	}
-	in, err := matcher.ParseIntent(body)
+	f, err := parseFilter(qs, time.Now())
 	if err != nil {
-		return strings.Contains(string(body), `"`+text+`"`)
+		return f, "", nil, err
 	}
-	accts := []icrc3.Account{in.CallerAccount()}
-	for _, a := range []*icrc3.Account{in.Args.To, in.Args.From, in.Args.Spender} {
-		if a != nil {
-			accts = append(accts, *a)
+	q := strings.TrimSpace(qs.Get("q"))
+	if q == "" {
+		if f.StampFrom.IsZero() && f.StampTo.IsZero() && r.URL.Path == "/api/v1/search" {
+			return f, q, nil, bad("E_BAD_QUERY", "q is empty: give an intent id, an account, an amount, a memo or a block index, or a time range (from, to)")
+		}
+		return f, q, []string{}, nil
+	}
+	readings, err := h.readQuery(r.Context(), q, &f)
+	if err != nil {
+		return f, q, nil, err
+	}
+	if len(readings) == 0 {
+		return f, q, nil, bad("E_BAD_QUERY", "%q is not an intent id, an account, an account id, an amount, a memo or a block index", q)
+	}
+	return f, q, readings, nil
+}
+
+var (
+	hexRE       = regexp.MustCompile(`^(?:[0-9a-fA-F]{2})+$`)
+	principalRE = regexp.MustCompile(`^[a-z2-7-]{5,63}$`)
+	tokensRE    = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:\s+([A-Za-z][A-Za-z0-9]{0,15}))?$`)
+)
+
+// readQuery adds a key for every reading of q to f and names the readings.
+func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) ([]string, error) {
+	var readings []string
+	add := func(what string, ks ...store.Key) {
+		f.Keys = append(f.Keys, ks...)
+		readings = append(readings, what)
+	}
+	if store.ValidIntentID(q) {
+		f.IDPrefix = q
+		readings = append(readings, "intent id")
+	}
+	if a, err := icrc3.ParseAccount(q); err == nil {
+		if a.IsDefaultSubaccount() {
+			add("account owner", store.OwnerKey(a.Owner.Encode(), false))
+		} else {
+			add("account", store.AccountKey(a))
+		}
+	} else if lq := strings.ToLower(q); principalRE.MatchString(lq) && strings.Contains(lq, "-") {
+		// Part of a principal, as a customer reads it off a wallet.
+		add("principal beginning", store.OwnerKey(lq, true))
+	}
+	if hexRE.MatchString(q) {
+		if len(q) == 64 {
+			add("ICP account id", store.AccountIDKey(q, false))
+		} else if len(q) >= 8 && len(q) < 64 {
+			add("ICP account id beginning", store.AccountIDKey(q, true))
+		}
+		add("memo (hex)", store.MemoKey(q, false))
+	}
+	if len(q) >= 3 {
+		// A memo as text; a beginning of it is as good, since the hex of a
+		// prefix is a prefix of the hex.
+		add("memo (text)", store.MemoKey(hex.EncodeToString([]byte(q)), true))
+	}
+	if n, err := strconv.ParseUint(q, 10, 63); err == nil {
+		add("block index", store.BlockKey(n))
+	}
+	if m := tokensRE.FindStringSubmatch(q); m != nil {
+		ks, err := h.amountKeys(ctx, m[1], m[2])
+		if err != nil {
+			return nil, err
+		}
+		if len(ks) > 0 {
+			what := "amount " + m[1]
+			if m[2] != "" {
+				what += " " + m[2]
+			}
+			add(what, ks...)
 		}
 	}
-	for _, a := range accts {
-		if want.Subaccount == nil && a.Owner.Equal(want.Owner) || want.Subaccount != nil && a.Equal(want) {
-			return true
+	return readings, nil
+}
+
+// amountKeys are the keys of an amount in tokens on every stored ledger
+// whose decimals are known (and whose symbol is sym, when given); on a
+// ledger of unknown decimals an integer is taken as raw units.
+func (h *handler) amountKeys(ctx context.Context, tokens, sym string) ([]store.Key, error) {
+	cans, err := h.cfg.Store.Canisters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ks []store.Key
+	for _, c := range cans {
+		l := h.ledger(c)
+		switch {
+		case l == nil && sym == "" && !strings.Contains(tokens, "."):
+			ks = append(ks, store.AmountKey(c, strings.TrimLeft(tokens, "0")))
+		case l != nil && (sym == "" || strings.EqualFold(sym, l.Symbol)):
+			if u, ok := ParseTokens(tokens, l.Decimals); ok {
+				ks = append(ks, store.AmountKey(c, u))
+			}
 		}
 	}
-	return false
+	return ks, nil
+}
+
+func (h *handler) listFailed(w http.ResponseWriter, r *http.Request, f store.ListFilter, err error) {
+	// Every other parameter was checked before, so an invalid-record
+	// refusal here is the cursor's (malformed, or taken in another order).
+	if f.Cursor != "" && errors.Is(err, store.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, "E_BAD_CURSOR", "cursor is not one this listing gave out")
+		return
+	}
+	h.internal(w, r, err)
 }

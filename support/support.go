@@ -28,6 +28,8 @@ type Reader interface {
 	LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error)
 	ListIntents(ctx context.Context, f store.ListFilter) ([]store.IntentSummary, string, error)
 	CountByStatus(ctx context.Context) (map[reconcile.Status]int, error)
+	WatchOf(ctx context.Context, id string) (store.WatchEntry, error)
+	Canisters(ctx context.Context) ([]string, error)
 }
 
 var _ Reader = (*store.Store)(nil)
@@ -47,31 +49,27 @@ type Config struct {
 	// Logger logs server-side failures; nil logs nothing. The token and
 	// the Authorization header are never logged.
 	Logger *zap.Logger
-	// SearchScanLimit bounds how many intents one search may scan for
-	// block indexes and accounts; 0 means DefaultSearchScanLimit.
-	SearchScanLimit int
+	// ExplorerBlockURL and ExplorerAccountURL are a block explorer's URL
+	// templates for the detail view's links; empty: no links. Placeholders:
+	// {ledger}, {block}; {account} (ICRC-1 text) and {account_id} (the ICP
+	// ledger's hex account id).
+	ExplorerBlockURL   string
+	ExplorerAccountURL string
 }
 
-// DefaultSearchScanLimit is the default Config.SearchScanLimit.
-const DefaultSearchScanLimit = 5000
-
 type handler struct {
-	cfg  Config
-	log  *zap.Logger
-	mux  *http.ServeMux
-	scan int
+	cfg Config
+	log *zap.Logger
+	mux *http.ServeMux
 }
 
 // NewHandler returns the handler for /api/v1/ and /ui/. Mount it for both
 // prefixes (mux.Handle("/api/v1/", h); mux.Handle("/ui/", h)); it answers
 // 404 for anything else.
 func NewHandler(cfg Config) http.Handler {
-	h := &handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), scan: cfg.SearchScanLimit}
+	h := &handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	if h.log == nil {
 		h.log = zap.NewNop()
-	}
-	if h.scan <= 0 {
-		h.scan = DefaultSearchScanLimit
 	}
 	api := func(pattern string, fn func(http.ResponseWriter, *http.Request)) {
 		h.mux.Handle(pattern, h.authed(http.HandlerFunc(fn)))
@@ -80,6 +78,7 @@ func NewHandler(cfg Config) http.Handler {
 	api("GET /api/v1/intents", h.listIntents)
 	api("GET /api/v1/counts", h.counts)
 	api("GET /api/v1/search", h.search)
+	api("GET /api/v1/export", h.export)
 	api("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "E_NO_ROUTE", "no such API endpoint: "+r.URL.Path)
 	})

@@ -1,9 +1,12 @@
 package support
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +39,22 @@ type IntentItem struct {
 	// sidecar decided.
 	HasBody bool    `json:"has_body"`
 	Ledger  *Ledger `json:"ledger,omitempty"`
+
+	// What the customer knows, read from the body: accounts in ICRC-1
+	// text, the amount, the memo, and the stamp (created_at_time) in UTC.
+	// Empty when the body is not stored or the matcher refused it.
+	Amount  *Amount    `json:"amount,omitempty"`
+	From    string     `json:"from,omitempty"`
+	To      string     `json:"to,omitempty"`
+	Spender string     `json:"spender,omitempty"`
+	Memo    *Memo      `json:"memo,omitempty"`
+	Stamp   *time.Time `json:"stamp,omitempty"`
+	// DecidedAt is the latest verdict's decided_at.
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+}
+
+func (it *IntentItem) setPayment(p payment) {
+	it.Amount, it.From, it.To, it.Spender, it.Memo, it.Stamp = p.amount, p.from, p.to, p.spender, p.memo, p.stamp
 }
 
 // ListReply is GET /api/v1/intents.
@@ -58,16 +77,18 @@ type CountsReply struct {
 type SearchReply struct {
 	Query string      `json:"query"`
 	Hits  []SearchHit `json:"hits"`
-	// Scanned counts intents examined for block and account matches.
-	// Truncated says the search stopped early, at the scan limit or at
-	// more hits than the reply's limit, so further intents may match.
-	Scanned   int  `json:"scanned"`
-	Truncated bool `json:"truncated"`
+	// Readings says what the query was taken as ("intent id", "account",
+	// "amount 40.25 ICP", ...).
+	Readings []string `json:"readings"`
+	// NextCursor continues the search; "" after the last page. Truncated
+	// is NextCursor != "".
+	NextCursor string `json:"next_cursor"`
+	Truncated  bool   `json:"truncated"`
 }
 
 // SearchHit is an intent and why it matched: "intent_id", "block" (its
 // verdict names the block), "near_miss" (the block is one of its near
-// misses), "caller", "account" (an account in its args), "canister".
+// misses), "caller", "from", "to", "spender", "canister", "amount", "memo".
 type SearchHit struct {
 	Matches []string   `json:"matches"`
 	Intent  IntentItem `json:"intent"`
@@ -79,15 +100,37 @@ type Detail struct {
 	IntentItem
 	// Intent is the intent's JSON as received; null when HasBody is false.
 	Intent json.RawMessage `json:"intent"`
-	// Advice is what the tool layer should tell the person.
-	Advice     string               `json:"advice"`
-	Amount     *Amount              `json:"amount,omitempty"`
-	Block      *BlockView           `json:"block"`
-	Window     *WindowView          `json:"window"`
-	Evidence   *EvidenceView        `json:"evidence"`
-	NearMisses []reconcile.NearMiss `json:"near_misses"`
-	Reason     *reconcile.Reason    `json:"reason"`
-	Verdicts   []reconcile.Verdict  `json:"verdicts"`
+	// Advice is what support staff can tell the customer.
+	Advice     string              `json:"advice"`
+	Block      *BlockView          `json:"block"`
+	Window     *WindowView         `json:"window"`
+	Evidence   *EvidenceView       `json:"evidence"`
+	NearMisses []NearMissView      `json:"near_misses"`
+	Reason     *reconcile.Reason   `json:"reason"`
+	Verdicts   []reconcile.Verdict `json:"verdicts"`
+	// Accounts are the intent's accounts, searchable as shown.
+	Accounts []AccountView `json:"accounts"`
+	// Watch is the follow-up of an open intent; nil when none is
+	// scheduled here.
+	Watch *WatchView `json:"watch"`
+	// AsOf is when this answer was read.
+	AsOf time.Time `json:"as_of"`
+}
+
+// NearMissView is a near miss with what its block moved made readable;
+// Amount, Memo and Time are nil when the verdict predates block values.
+type NearMissView struct {
+	reconcile.NearMiss
+	Amount *Amount    `json:"amount,omitempty"`
+	Memo   *Memo      `json:"memo,omitempty"`
+	Time   *time.Time `json:"time,omitempty"`
+	URL    string     `json:"url,omitempty"`
+}
+
+// WatchView is when this instance checks an open intent again.
+type WatchView struct {
+	Attempts  int       `json:"attempts"`
+	NextCheck time.Time `json:"next_check"`
 }
 
 // Amount is the intent's amount in raw units and, when the ledger is known,
@@ -101,6 +144,8 @@ type Amount struct {
 type BlockView struct {
 	reconcile.BlockRef
 	Time *time.Time `json:"time,omitempty"`
+	// URL is the block on the configured explorer.
+	URL string `json:"url,omitempty"`
 }
 
 // WindowView is the window with its ends in UTC.
@@ -128,11 +173,19 @@ func (h *handler) ledger(canister string) *Ledger {
 }
 
 func (h *handler) item(s store.IntentSummary) IntentItem {
-	return IntentItem{
+	it := IntentItem{
 		IntentID: s.IntentID, CanisterID: s.CanisterID, Caller: s.Caller, Method: s.Method,
 		FirstSeen: s.FirstSeen, Status: s.Status, Final: s.Final, LatestSeq: s.LatestSeq,
 		UpdatedAt: s.UpdatedAt, HasBody: s.HasBody, Ledger: h.ledger(s.CanisterID),
 	}
+	if s.HasBody {
+		it.setPayment(h.paymentOf(s.CanisterID, s.Body))
+	}
+	if !s.DecidedAt.IsZero() {
+		t := s.DecidedAt
+		it.DecidedAt = &t
+	}
+	return it
 }
 
 // LedgerTime converts ledger nanoseconds to UTC; nil beyond 2262, where
@@ -145,19 +198,51 @@ func LedgerTime(ns uint64) *time.Time {
 	return &t
 }
 
-// Advice is what the tool layer should tell the person for verdict v; nil
-// means no verdict yet.
-func Advice(v *reconcile.Verdict) string {
+// Advice is what support staff can tell the person for verdict v; nil
+// means no verdict yet. The detail's advice adds what only the store knows
+// (near misses' amounts, the follow-up schedule).
+func Advice(v *reconcile.Verdict) string { return advice(v, adviceContext{}) }
+
+// adviceContext is what advice says beyond the verdict.
+type adviceContext struct {
+	// nearMiss describes the first near miss that moved tokens from the
+	// person's account ("a similar payment of 2.5 ICP left your account at
+	// 07:05 UTC on 30 Nov 2026 (block 2005)"); "" when there is none.
+	nearMiss string
+	watch    *WatchView
+	// blockTime adds the matched block's ledger time.
+	blockTime bool
+}
+
+// utcText is a time as a person reads it aloud.
+func utcText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 2006") }
+
+func advice(v *reconcile.Verdict, x adviceContext) string {
 	if v == nil {
 		return "No verdict yet; do not pay again until there is one."
 	}
 	switch v.Status {
 	case reconcile.StatusFound:
+		if v.Block != nil && strings.Contains(v.Block.Kind, "approve") {
+			return fmt.Sprintf("The approval is in place (block %d); no tokens moved. Do not approve again.", v.Block.Index)
+		}
 		if v.Block != nil {
-			return fmt.Sprintf("The payment went through in block %d — do not pay again.", v.Block.Index)
+			at := ""
+			if t := LedgerTime(uint64(v.Block.TS)); t != nil && x.blockTime {
+				at = " at " + utcText(*t)
+			}
+			return fmt.Sprintf("The payment went through in block %d%s — do not pay again.", v.Block.Index, at)
 		}
 		return "The payment went through — do not pay again."
 	case reconcile.StatusAbsent:
+		if x.nearMiss != "" {
+			return "It did not happen as asked, and can no longer happen. " + strings.ToUpper(x.nearMiss[:1]) + x.nearMiss[1:] +
+				" — check it before paying again."
+		}
+		if len(v.NearMisses) > 0 {
+			return fmt.Sprintf("It did not happen as asked, and can no longer happen. But block %d has the same stamp and account "+
+				"and differs only in %s — check it before paying again.", v.NearMisses[0].Index, strings.Join(v.NearMisses[0].Differs, ", "))
+		}
 		return "It did not happen and can no longer happen — safe to pay again with a new stamp."
 	case reconcile.StatusNotYet:
 		if v.Window != nil {
@@ -168,19 +253,17 @@ func Advice(v *reconcile.Verdict) string {
 		}
 		return "Not yet known; the window has not closed; do not pay again before it does."
 	case reconcile.StatusUnreadable:
-		return "The ledger's history could not be read or verified; we keep trying. Do not pay again yet."
-	case reconcile.StatusInvalid:
-		msg := "no reason given"
-		if v.Reason != nil {
-			msg = v.Reason.Message
-			if v.Reason.Field != "" {
-				msg = v.Reason.Field + ": " + msg
-			}
-			if v.Reason.Code != "" {
-				msg += " (" + v.Reason.Code + ")"
-			}
+		msg := "The ledger's history could not be read or verified yet, so the outcome is not known"
+		if w := x.watch; w != nil {
+			msg += fmt.Sprintf(" (%d attempts so far; last try %s; next retry %s)", w.Attempts,
+				utcText(v.DecidedAt), utcText(w.NextCheck))
+		} else {
+			msg += fmt.Sprintf(" (last try %s)", utcText(v.DecidedAt))
 		}
-		return "The request could not be read: " + msg + "."
+		return msg + ". We keep trying — do not pay again yet."
+	case reconcile.StatusInvalid:
+		return "The request could not be checked, so the outcome is unknown: escalate to engineering with the intent id, " +
+			"and do not pay again until they answer."
 	}
 	return "Unknown status " + string(v.Status) + "; do not pay again."
 }
@@ -212,14 +295,20 @@ func FormatAmount(units string, decimals uint8, symbol string) string {
 	return s
 }
 
-func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile.Verdict) Detail {
-	d := Detail{IntentItem: sum, Verdicts: vs, NearMisses: []reconcile.NearMiss{}}
+func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile.Verdict, watch *WatchView) Detail {
+	d := Detail{IntentItem: sum, Verdicts: vs, NearMisses: []NearMissView{}, Accounts: []AccountView{}, Watch: watch,
+		AsOf: time.Now().UTC()}
 	if d.Verdicts == nil {
 		d.Verdicts = []reconcile.Verdict{}
 	}
 	if rec != nil {
 		d.Intent = rec.Body
-		d.Amount = h.amount(rec)
+		p := h.paymentOf(rec.CanisterID, rec.Body)
+		d.setPayment(p)
+		for _, a := range p.accounts {
+			a.URL = h.accountURL(rec.CanisterID, a)
+			d.Accounts = append(d.Accounts, a)
+		}
 	} else {
 		d.Intent = json.RawMessage("null")
 	}
@@ -227,13 +316,14 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 	if len(vs) > 0 {
 		latest = &vs[len(vs)-1]
 	}
-	d.Advice = Advice(latest)
 	if latest == nil {
+		d.Advice = advice(nil, adviceContext{})
 		return d
 	}
 	d.Status, d.Final, d.LatestSeq = latest.Status, latest.Final, latest.Seq
 	if latest.Block != nil {
-		d.Block = &BlockView{BlockRef: *latest.Block, Time: LedgerTime(uint64(latest.Block.TS))}
+		d.Block = &BlockView{BlockRef: *latest.Block, Time: LedgerTime(uint64(latest.Block.TS)),
+			URL: h.blockURL(d.CanisterID, uint64(latest.Block.Index))}
 	}
 	// An unreadable verdict may carry no window though an earlier one
 	// located it; the newest known window is still the right one to show.
@@ -249,29 +339,62 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 			d.Evidence.CertifiedAt = LedgerTime(uint64(*e.CertifiedTime))
 		}
 	}
-	if latest.NearMisses != nil {
-		d.NearMisses = latest.NearMisses
+	x := adviceContext{watch: watch, blockTime: true}
+	for _, nm := range latest.NearMisses {
+		v := NearMissView{NearMiss: nm, URL: h.blockURL(d.CanisterID, uint64(nm.Index))}
+		if b := nm.Block; b != nil {
+			v.Amount = h.units(d.CanisterID, b.Amount)
+			v.Time = LedgerTime(uint64(b.TS))
+			if b.Memo != nil {
+				if m, err := hex.DecodeString(*b.Memo); err == nil {
+					v.Memo = memoView(m)
+				}
+			}
+			if x.nearMiss == "" && v.Amount != nil && v.Time != nil {
+				what := "a similar payment of %s left your account at %s (block %d)"
+				if strings.Contains(b.Kind, "approve") {
+					what = "a similar approval of %s was given from your account at %s (block %d)"
+				}
+				x.nearMiss = fmt.Sprintf(what, v.Amount.Display, utcText(*v.Time), nm.Index)
+			}
+		}
+		d.NearMisses = append(d.NearMisses, v)
 	}
+	d.Advice = advice(latest, x)
 	d.Reason = latest.Reason
 	return d
 }
 
-// amount reads args.amount from the stored body. The body is shown as
-// received, so this reads it loosely: an intent refused as invalid may have
-// no readable amount, and then there is none to show.
-func (h *handler) amount(rec *store.IntentRecord) *Amount {
-	var body struct {
+// amountOf reads args.amount loosely from a body the matcher refused: an
+// invalid intent may still name an amount worth showing.
+func (h *handler) amountOf(canister string, body []byte) *Amount {
+	var b struct {
 		Args struct {
 			Amount string `json:"amount"`
 		} `json:"args"`
 	}
-	if json.Unmarshal(rec.Body, &body) != nil || body.Args.Amount == "" ||
-		strings.Trim(body.Args.Amount, "0123456789") != "" {
+	if json.Unmarshal(body, &b) != nil {
 		return nil
 	}
-	a := &Amount{Units: body.Args.Amount, Display: body.Args.Amount + " units"}
-	if l := h.ledger(rec.CanisterID); l != nil {
-		a.Display = FormatAmount(body.Args.Amount, l.Decimals, l.Symbol)
+	return h.units(canister, b.Args.Amount)
+}
+
+// blockURL and accountURL fill the configured explorer templates; "" when
+// none is configured.
+func (h *handler) blockURL(canister string, idx uint64) string {
+	return fillURL(h.cfg.ExplorerBlockURL, canister, strconv.FormatUint(idx, 10), "", "")
+}
+
+func (h *handler) accountURL(canister string, a AccountView) string {
+	return fillURL(h.cfg.ExplorerAccountURL, canister, "", a.Text, a.ICPAccountID)
+}
+
+// fillURL replaces {ledger}, {block}, {account} (ICRC-1 text) and
+// {account_id} (ICP hex), each path-escaped.
+func fillURL(tmpl, ledger, block, account, accountID string) string {
+	if tmpl == "" {
+		return ""
 	}
-	return a
+	return strings.NewReplacer("{ledger}", url.PathEscape(ledger), "{block}", url.PathEscape(block),
+		"{account}", url.PathEscape(account), "{account_id}", url.PathEscape(accountID)).Replace(tmpl)
 }

@@ -65,7 +65,7 @@ func diff(t *testing.T, what, got, want string) {
 
 const wantGetFound = `intent           pay-found
 status           found (final, verdict #2)
-tell them        The payment went through in block 1042 — do not pay again.
+tell them        The payment went through in block 1042 at 11:59 UTC on 29 Nov 2026 — do not pay again.
 canister         ygokf-hiaaa-aaaaq-aaaaq-cai
 method           icrc1_transfer
 caller           6ce4r-dqha4-dqoby-ha4dq-obyha-4ba
@@ -110,7 +110,7 @@ verdicts (1)
 
 const wantGetRemote = `intent       remote-found
 status       found (final, verdict #1)
-tell them    The payment went through in block 77 — do not pay again.
+tell them    The payment went through in block 77 at 11:59 UTC on 29 Nov 2026 — do not pay again.
 intent body  not stored here (decided by another instance)
 block        77  at 2026-11-29T11:59:00Z  kind xfer  hash 77aa
 window       -
@@ -137,7 +137,7 @@ func TestGetOutput(t *testing.T) {
 	}
 	// Flags after the id, and the token as a flag.
 	code, out, errOut := runCLI(t, nil, "get", supporttest.IDInvalid, "--server", srv.URL, "--token", cliToken)
-	if code != 0 || !strings.Contains(out, "tell them    The request could not be read: args.created_at_time: created_at_time is required (E_NO_STAMP).\n") ||
+	if code != 0 || !strings.Contains(out, "tell them    The request could not be checked, so the outcome is unknown: escalate to engineering with the intent id, and do not pay again until they answer.\n") ||
 		!strings.Contains(out, "reason       E_NO_STAMP (args.created_at_time): created_at_time is required\n") {
 		t.Errorf("get invalid: exit %d\n%s%s", code, out, errOut)
 	}

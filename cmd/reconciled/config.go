@@ -41,6 +41,9 @@ type serveConfig struct {
 	DataDir      string
 	HTTPAddr     string
 	SupportToken string
+	// ExplorerBlockURL and ExplorerAccountURL are the support page's
+	// block-explorer link templates (support.Config).
+	ExplorerBlockURL, ExplorerAccountURL string
 
 	PollInterval    time.Duration
 	MaxInflight     int
@@ -153,6 +156,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
 	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API")
 	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token")
+	fs.StringVar(&c.ExplorerBlockURL, "explorer-block-url", "", "support page's link to a block: URL template with {ledger} and {block}")
+	fs.StringVar(&c.ExplorerAccountURL, "explorer-account-url", "", "support page's link to an account: URL template with {ledger}, {account} (ICRC-1 text) or {account_id} (ICP hex)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 32, "intents handled at once (those of one ledger are decided in batches)")

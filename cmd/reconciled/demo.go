@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -28,6 +32,8 @@ func init() {
 			fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 			fs.SetOutput(stderr)
 			verbose := fs.Bool("v", false, "log the daemon's JSON lines to stderr")
+			serve := fs.Bool("serve", false, "then keep the daemon running with its support page and print the page's URL with a token link; Ctrl-C stops it")
+			httpAddr := fs.String("http", "127.0.0.1:0", "with --serve: the support page's listen address (loopback only; port 0 picks a free one)")
 			if err := fs.Parse(args); err != nil {
 				if errors.Is(err, flag.ErrHelp) {
 					return err
@@ -38,7 +44,14 @@ func init() {
 			if *verbose {
 				log, _ = newLogger(zapcore.InfoLevel, stderr)
 			}
-			return runDemo(ctx, log, stdout, stderr)
+			var sv *demoServe
+			if *serve {
+				if err := loopbackOnly(*httpAddr); err != nil {
+					return fmt.Errorf("%w: --http: %v", errUsage, err)
+				}
+				sv = &demoServe{addr: *httpAddr}
+			}
+			return runDemo(ctx, log, stdout, stderr, sv)
 		},
 	})
 }
@@ -49,10 +62,15 @@ type demoRow struct {
 	v                     reconcile.Verdict
 }
 
+// demoServe keeps the demo's daemon serving its support page on addr.
+type demoServe struct{ addr string }
+
 // runDemo runs an embedded NATS server, a loopback test replica with two
 // ledgers, the daemon, and a tool layer that pays with replies lost and
-// asks for verdicts, then prints them.
-func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer) error {
+// asks for verdicts, then prints them. With serve set it then serves the
+// daemon's support page until ctx ends.
+func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, serve *demoServe) error {
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if log == nil {
@@ -132,7 +150,31 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", r.intent, r.method, r.v.Status, r.v.Final, block, reason, r.story)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil || serve == nil {
+		return err
+	}
+	return serveDemo(outer, d, log, serve.addr, stdout)
+}
+
+// serveDemo serves the daemon's support page with a fresh token until ctx
+// ends. The token travels in the URL's fragment, which browsers never send.
+func serveDemo(ctx context.Context, d *daemon, log *zap.Logger, addr string, stdout io.Writer) error {
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return fmt.Errorf("support token: %w", err)
+	}
+	token := hex.EncodeToString(tok)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: d.httpHandler(token, log), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	fmt.Fprintf(stdout, "\nsupport page: http://%s/ui/#token=%s\nthe daemon keeps running (follow-ups included); Ctrl-C stops the demo\n",
+		ln.Addr(), token)
+	<-ctx.Done()
+	return nil
 }
 
 func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +20,42 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// The demo is the tour of every status: it must run and print them all.
+// The demo is the tour of every status: it must run and print them all,
+// and with --serve keep serving them on its support page.
 func TestDemoPrintsEveryStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var out, errOut bytes.Buffer
-	if err := runDemo(ctx, nil, &out, &errOut); err != nil {
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runDemo(ctx, nil, &out, &errOut, &demoServe{addr: "127.0.0.1:0"}) }()
+	pageRE := regexp.MustCompile(`support page: (http://127\.0\.0\.1:\d+)/ui/#token=([0-9a-f]{32})\n`)
+	var m []string
+	for m == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended before serving: %v\n%s\n%s", err, out.String(), errOut.String())
+		case <-time.After(20 * time.Millisecond):
+			m = pageRE.FindStringSubmatch(out.String())
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/demo-lost-reply", nil)
+	req.Header.Set("Authorization", "Bearer "+m[2])
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"status":"found"`) {
+		t.Errorf("served detail: %d %s", res.StatusCode, body)
+	}
+	if res, err := http.Get(m[1] + "/ui/"); err != nil || res.StatusCode != 200 {
+		t.Errorf("served page: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatalf("demo: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	got := map[string]int{}

@@ -88,10 +88,11 @@ func (l promLog) Println(v ...any) { l.log.Error("metrics: " + fmt.Sprint(v...))
 // the support API and page with each ledger's amounts in its own units.
 func (d *daemon) httpHandler(supportToken string, log *zap.Logger) http.Handler {
 	meta := d.newLedgerMeta(log.Named("ledgermeta"))
+	sup := newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support"), d.cfg.ExplorerBlockURL, d.cfg.ExplorerAccountURL)
 	return newHTTPHandler(httpDeps{
 		ready:   d.ready,
 		gather:  d.gatherer,
-		support: newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support")),
+		support: sup,
 		log:     log.Named("http"),
 	})
 }

@@ -39,7 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if cfg.Demo {
-		return runDemo(ctx, nil, stdout, stderr)
+		return runDemo(ctx, nil, stdout, stderr, nil)
 	}
 	log, err := newLogger(cfg.LogLevel, stderr)
 	if err != nil {

@@ -1,25 +1,36 @@
-// The support page. State lives in the URL fragment (#q=…, #intent=…), so a
-// view can be linked and reloaded. The token is asked for once and kept in
-// sessionStorage: it lasts as long as the tab and is sent only as the
-// Authorization header of same-origin API calls. A #token=… fragment is
-// accepted for scripted opening; it is moved into sessionStorage and wiped
-// from the address bar and history at once. Fragments never reach the server.
+// The support page. State lives in the URL fragment (#q=…, #intent=…,
+// #status=…), so a view can be linked and reloaded. The token is asked for
+// once and kept in sessionStorage: it lasts as long as the tab and is sent
+// only as the Authorization header of same-origin API calls. A #token=…
+// fragment is accepted for scripted opening; it is moved into sessionStorage
+// and wiped from the address bar and history at once. Fragments never reach
+// the server.
+//
+// Every view is drawn only from the answer to its own request: a navigation
+// starts a new generation, aborts the requests of the old one, and an answer
+// that arrives for an old generation is dropped. Until its answer is in, a
+// view shows only that it is loading; on an error, only the error.
 "use strict";
 
 const TOKEN_KEY = "reconciled.support.token";
+const REFRESH_MS = 3000; // open intents and the home page refresh this often
+const RETRY_MS = 3000; // while the daemon cannot be reached
+const PAGE = 100;
 const $ = (id) => document.getElementById(id);
 
 const ADVICE_STATUS = ["found", "absent", "not_yet", "unreadable", "invalid"];
+const FINAL = ["found", "absent", "invalid"];
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) {
-    if (k === undefined || k === null) continue;
+  for (const k of kids.flat(Infinity)) {
+    if (k === undefined || k === null || k === false) continue;
     e.append(k instanceof Node ? k : String(k));
   }
   return e;
@@ -31,212 +42,360 @@ class APIError extends Error {
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
 }
 
-async function api(path) {
+// gen is the current navigation; ctl aborts its requests when it ends.
+let gen = 0;
+let ctl = new AbortController();
+let timer = 0;
+
+async function api(path, raw) {
   const t = token();
   if (!t) throw new APIError(401, "E_TOKEN_MISSING", "Enter the support token to see data.");
-  const res = await fetch(path, { headers: { "Authorization": "Bearer " + t }, cache: "no-store" });
+  let res;
+  try {
+    res = await fetch(path, { headers: { "Authorization": "Bearer " + t }, cache: "no-store", signal: ctl.signal });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new APIError(0, "E_UNREACHABLE", "Cannot reach the reconciled daemon at " + location.host +
+      ". It may be restarting; this page tries again every few seconds.");
+  }
+  if (raw && res.ok) return res;
   let body = null;
   try { body = await res.json(); } catch (_) { /* not JSON: reported below */ }
   if (!res.ok) {
     const e = (body && body.error) || {};
     if (res.status === 401) throw new APIError(401, e.code || "E_TOKEN", "Token missing or wrong — enter the support token.");
-    throw new APIError(res.status, e.code || "E_HTTP", (e.message || res.statusText) + " (" + (e.code || res.status) + ")");
+    throw new APIError(res.status, e.code || "E_HTTP", (e.message || res.statusText || "HTTP " + res.status) + " (" + (e.code || res.status) + ")");
   }
   return body;
 }
 
 function statusBadge(st) {
   const s = st || "none";
-  return el("span", { class: "status " + s }, s === "none" ? "no verdict yet" : s);
+  return el("span", { class: "status " + s }, s === "none" ? "no verdict yet" : s.replace("_", " "));
 }
 
+// utc renders a Go time as "2026-11-30 07:05:00 UTC"; "—" for none.
 function utc(t) {
   // The zero time is Go's "unknown" (an intent known only from verdicts).
   if (!t || String(t).startsWith("0001-")) return "—";
-  // Go encodes UTC times with a trailing Z; keep seconds precision for reading.
-  return String(t).replace(/\.\d+Z$/, "Z");
+  return String(t).replace("T", " ").replace(/(\.\d+)?Z$/, " UTC");
+}
+
+function short(s, n) {
+  if (!s) return "—";
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+function memoText(m) {
+  if (!m) return "—";
+  return m.text ? m.text : "0x" + m.hex;
 }
 
 function intentLink(id) {
   return el("a", { href: "#intent=" + encodeURIComponent(id) }, id);
 }
 
-function intentTable(items, extra) {
-  if (!items.length) return el("p", { class: "help" }, "None.");
-  const head = el("tr", {}, ...["Intent", "Status", "Method", "Canister", "Caller", "First seen (UTC)", "Updated (UTC)"]
-    .concat(extra ? [extra.title] : []).map((h) => el("th", { scope: "col" }, h)));
-  const rows = items.map((it, i) => el("tr", {},
-    el("td", { class: "mono id" }, intentLink(it.intent_id)),
-    el("td", {}, statusBadge(it.status)),
-    el("td", {}, it.method || "—"),
-    el("td", { class: "mono" }, it.canister_id || "—"),
-    el("td", { class: "mono" }, it.caller || "—"),
-    el("td", { class: "nowrap" }, utc(it.first_seen)),
-    el("td", { class: "nowrap" }, utc(it.updated_at)),
-    extra ? el("td", {}, extra.cell(i)) : null));
-  return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
+function copyButton(text, what) {
+  return el("button", {
+    type: "button", class: "copy", "aria-label": "Copy " + what,
+    onclick: async (ev) => {
+      const b = ev.currentTarget;
+      try { await navigator.clipboard.writeText(text); b.textContent = "Copied"; } catch (_) { b.textContent = "Copy failed"; }
+      setTimeout(() => { b.textContent = "Copy"; }, 1500);
+    },
+  }, "Copy");
 }
 
-// pagedList renders a listing and a "More" button that follows next_cursor.
-async function pagedList(target, query) {
-  const box = el("div");
-  target.replaceChildren(box);
-  let cursor = "";
+const COLUMNS = [
+  ["Intent", (it) => intentLink(it.intent_id), "id"],
+  ["Status", (it) => statusBadge(it.status)],
+  ["Amount", (it) => (it.amount ? it.amount.display : "—"), "nowrap"],
+  ["From", (it) => el("span", { title: it.from || "" }, short(it.from, 15)), "mono acct-cell"],
+  ["To", (it) => el("span", { title: it.to || it.spender || "" }, short(it.to || it.spender, 15)), "mono acct-cell"],
+  ["Memo", (it) => memoText(it.memo)],
+  ["Paid at (UTC)", (it) => utc(it.stamp).replace(" UTC", ""), "nowrap"],
+  ["Decided (UTC)", (it) => utc(it.decided_at).replace(" UTC", ""), "nowrap"],
+];
+
+function intentTable(items, label, extra) {
+  if (!items.length) return el("p", { class: "help" }, "None.");
+  const cols = extra ? COLUMNS.concat([extra]) : COLUMNS;
+  return el("table", { class: "list", "aria-label": label },
+    el("thead", {}, el("tr", {}, cols.map(([h]) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, items.map((it, i) => el("tr", {},
+      cols.map(([h, cell, cls]) => el("td", { class: cls, "data-label": h }, cell(it, i)))))));
+}
+
+// pagedList draws a listing with a "More" button that follows next_cursor,
+// and says how many are shown and whether more exist, so paging never stops
+// unnoticed.
+function pagedList(path, params, label, extra, pick) {
+  const box = el("div", { class: "paged" });
   const all = [];
+  const hits = [];
+  let cursor = "";
   const more = el("button", { type: "button", class: "more" }, "More");
+  const note = el("p", { class: "help", "aria-live": "polite" });
+  const myGen = gen;
   async function page() {
-    const q = new URLSearchParams(query);
+    const q = new URLSearchParams(params);
     if (cursor) q.set("cursor", cursor);
-    const rep = await api("/api/v1/intents?" + q);
-    all.push(...rep.intents);
+    more.disabled = true;
+    const rep = await api(path + "?" + q);
+    if (myGen !== gen) return rep;
+    const rows = pick(rep);
+    all.push(...rows.map((r) => r.item));
+    hits.push(...rows);
     cursor = rep.next_cursor;
-    box.replaceChildren(intentTable(all));
+    more.disabled = false;
+    note.textContent = all.length + (cursor ? " shown; more match — press More." : all.length === 1 ? " intent." : " intents, all shown.");
+    box.replaceChildren(intentTable(all, label, extra && [extra[0], (it, i) => extra[1](hits[i])]), note);
     if (cursor) box.append(more);
+    return rep;
   }
-  more.addEventListener("click", () => page().catch(showError));
-  await page();
+  more.addEventListener("click", () => { userPaged = true; page().catch(showError); });
+  return { box, first: page };
 }
 
 async function loadCounts() {
   const c = await api("/api/v1/counts");
   const parts = [];
+  const names = { none: "no verdict", not_yet: "not yet", unreadable: "unreadable", found: "found", absent: "absent", invalid: "invalid" };
   for (const k of ["not_yet", "unreadable", "none", "found", "absent", "invalid"]) {
-    parts.push(el("span", {}, k === "none" ? "no verdict" : k, ": ", el("b", {}, c.counts[k] || 0)), " · ");
+    parts.push(el("a", { href: "#status=" + k, "data-status": k }, names[k], ": ", el("b", {}, c.counts[k] || 0)), " · ");
   }
   parts.push(el("span", {}, "open: ", el("b", {}, c.open)), " · ", el("span", {}, "total: ", el("b", {}, c.total)));
-  $("counts").replaceChildren(...parts);
+  return parts;
 }
 
-async function showHome() {
-  $("home-view").hidden = false;
-  await Promise.all([
-    pagedList($("open-list"), { open: "1", order: "newest", limit: "50" }),
-    pagedList($("final-list"), { status: "found,absent,invalid", order: "newest", limit: "25" }),
-  ]);
+function heading(text) {
+  return el("h2", { id: "view-h", tabindex: "-1" }, text);
 }
 
-async function showSearch(q) {
-  $("q").value = q;
-  $("search-view").hidden = false;
-  $("search-h").textContent = "Search results for " + q;
-  const rep = await api("/api/v1/search?q=" + encodeURIComponent(q));
-  const list = $("search-list");
-  list.replaceChildren(intentTable(rep.hits.map((h) => h.intent),
-    { title: "Matched by", cell: (i) => rep.hits[i].matches.join(", ").replace(/_/g, " ") }));
-  if (rep.truncated) {
-    list.append(el("p", { class: "help" }, "Only the newest " + rep.scanned +
-      " intents were scanned for block and account matches; older ones may match too."));
-  }
+async function viewHome() {
+  const open = pagedList("/api/v1/intents", { open: "1", order: "newest", limit: "50" }, "Open intents", null,
+    (rep) => rep.intents.map((it) => ({ item: it })));
+  const final = pagedList("/api/v1/intents", { status: FINAL.join(","), sort: "decided", order: "newest", limit: "25" },
+    "Recent final verdicts", null, (rep) => rep.intents.map((it) => ({ item: it })));
+  await Promise.all([open.first(), final.first()]);
+  return [
+    el("section", { "aria-labelledby": "open-h" },
+      el("h2", { id: "open-h" }, "Open intents ", el("span", { class: "help" }, "(no final verdict yet: not yet, unreadable, or none)")),
+      el("div", { id: "open-list" }, open.box)),
+    el("section", { "aria-labelledby": "final-h" },
+      el("h2", { id: "final-h" }, "Recent final verdicts ", el("span", { class: "help" }, "(found, absent, invalid — newest decided first)")),
+      el("div", { id: "final-list" }, final.box)),
+  ];
 }
 
-function fact(dt, dd) { return [el("dt", {}, dt), el("dd", {}, dd === undefined || dd === null || dd === "" ? "—" : dd)]; }
+function exportButtons(params) {
+  const go = async (format) => {
+    const q = new URLSearchParams(params);
+    q.delete("limit");
+    q.set("format", format);
+    try {
+      const res = await api("/api/v1/export?" + q, true);
+      const url = URL.createObjectURL(await res.blob());
+      const a = el("a", { href: url, download: "intents." + format });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) { showError(err); }
+  };
+  return el("p", { class: "export" }, "Export this list: ",
+    el("button", { type: "button", onclick: () => go("csv") }, "CSV"), " ",
+    el("button", { type: "button", onclick: () => go("json") }, "JSON"));
+}
+
+// viewList is a filtered listing: by status (a clicked count), ledger and
+// first-seen time.
+async function viewList(p) {
+  const st = p.get("status") || "";
+  const params = { limit: String(PAGE), order: "newest" };
+  if (st) params.status = st;
+  if (st && st.split(",").every((s) => FINAL.includes(s))) params.sort = "decided";
+  for (const k of ["canister", "since", "until"]) if (p.get(k)) params[k] = p.get(k);
+  const what = st ? st.split(",").map((s) => (s === "none" ? "no-verdict" : s.replace("_", " "))).join(", ") : "all";
+  const list = pagedList("/api/v1/intents", params, what + " intents", null, (rep) => rep.intents.map((it) => ({ item: it })));
+  await list.first();
+  const ledger = el("input", { id: "f-ledger", name: "canister", value: p.get("canister") || "", class: "mono" });
+  const since = el("input", { id: "f-since", name: "since", value: p.get("since") || "", placeholder: "24h or 2026-11-30T00:00:00Z" });
+  const status = el("select", { id: "f-status", name: "status" },
+    ["", "not_yet", "unreadable", "none", "found", "absent", "invalid"].map((s) =>
+      el("option", { value: s, selected: s === st }, s === "" ? "any" : s === "none" ? "no verdict" : s.replace("_", " "))));
+  const form = el("form", { class: "filters", "aria-label": "Filters",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams();
+      q.set("status", status.value);
+      if (ledger.value.trim()) q.set("canister", ledger.value.trim());
+      if (since.value.trim()) q.set("since", since.value.trim());
+      location.hash = q.toString();
+    } },
+  el("label", { for: "f-status" }, "Status"), status,
+  el("label", { for: "f-ledger" }, "Ledger"), ledger,
+  el("label", { for: "f-since" }, "First seen since"), since,
+  el("button", { type: "submit" }, "Filter"));
+  return [heading(what + " intents"), form, exportButtons(params), el("div", { id: "list-view" }, list.box)];
+}
+
+async function viewSearch(p) {
+  const q = p.get("q") || "";
+  const params = { limit: String(PAGE) };
+  if (q) params.q = q;
+  for (const k of ["from", "to", "status", "canister"]) if (p.get(k)) params[k] = p.get(k);
+  const title = q ? "Search results for " + q : "Payments stamped " + (p.get("from") ? "from " + utc(p.get("from")) + " " : "") +
+    (p.get("to") ? "to " + utc(p.get("to")) : "");
+  let readings = [];
+  const list = pagedList("/api/v1/search", params, title, ["Matched by", (h) => h.matches.join(", ").replace(/_/g, " ")],
+    (rep) => { readings = rep.readings || []; return rep.hits.map((h) => ({ item: h.intent, matches: h.matches })); });
+  await list.first();
+  return [heading(title),
+    readings.length ? el("p", { class: "help" }, "Looked for it as: " + readings.join(" · ") + ".") : null,
+    exportButtons(params), el("div", { id: "search-list" }, list.box)];
+}
+
+function fact(dt, ...dd) {
+  const v = dd.filter((x) => x !== undefined && x !== null && x !== "");
+  return [el("dt", {}, dt), el("dd", {}, v.length ? v : "—")];
+}
+
+function link(url, text) { return url ? el("a", { href: url, rel: "noreferrer noopener", target: "_blank" }, text) : null; }
+
+// account shows an account in the form search takes, with copy buttons and
+// the ICP ledger's account id.
+function account(a) {
+  if (!a) return null;
+  return el("span", { class: "acct" },
+    el("span", { class: "mono" }, a.text), " ", copyButton(a.text, a.role + " account"),
+    a.url ? [" ", link(a.url, "explorer")] : null,
+    el("br"), el("span", { class: "help" }, "ICP account id "), el("span", { class: "mono small" }, a.icp_account_id), " ",
+    copyButton(a.icp_account_id, a.role + " ICP account id"));
+}
 
 // intentValue is what the intent says for a field the matcher compares.
-function intentValue(intent, field) {
+function intentValue(d, field) {
+  const intent = d.intent;
   if (!intent) return "—";
   const a = intent.args || {};
-  const opt = (v) => (v === undefined || v === null ? "(none)" : String(v));
   switch (field) {
+    case "amount": return d.amount ? d.amount.display : String(a.amount);
+    case "memo": return d.memo ? memoText(d.memo) : "(none)";
+    case "from": return d.from || "—";
+    case "to": return d.to || "—";
+    case "spender": return d.spender || (intent.method === "icrc2_transfer_from" ? intent.caller : "—");
     case "method": return intent.method;
-    case "from":
-      if (intent.method === "icrc2_transfer_from") return opt(a.from);
-      return intent.caller + (a.from_subaccount ? " · subaccount " + a.from_subaccount : "");
-    case "spender":
-      if (intent.method === "icrc2_approve") return opt(a.spender);
-      return intent.caller + (a.spender_subaccount ? " · subaccount " + a.spender_subaccount : "");
-    default: return opt(a[field]);
+    default: return a[field] === undefined || a[field] === null ? "(none)" : String(a[field]);
   }
 }
 
-// notCompared: an intent without a fee accepts whatever fee the ledger
-// charged, so the block's fee is not compared with anything.
-function notCompared(intent, field) {
-  return field === "fee" && intent && intent.args && (intent.args.fee === null || intent.args.fee === undefined);
+function blockValue(nm, field) {
+  const b = nm.block;
+  if (!b) return "not recorded";
+  switch (field) {
+    case "amount": return nm.amount ? nm.amount.display : b.amount || "—";
+    case "memo": return nm.memo ? memoText(nm.memo) : "(none)";
+    case "method": return b.kind;
+    case "fee": return b.fee ? b.fee + " units" : "(none)";
+    default: return b[field] || "—";
+  }
 }
 
 const COMPARED = ["method", "from", "spender", "to", "amount", "expected_allowance", "expires_at", "fee", "memo"];
 
-function nearMissTable(intent, nm) {
+function nearMissTable(d, nm) {
   const differs = new Set(nm.differs || []);
-  const fields = COMPARED.filter((f) => differs.has(f) || (f === "method") ||
-    (intent && intent.args && Object.prototype.hasOwnProperty.call(intent.args, f)) ||
-    (f === "from" && intent && intent.method !== "icrc2_approve"));
+  const fields = COMPARED.filter((f) => differs.has(f) || ["from", "to", "amount", "memo"].includes(f) ||
+    (f === "spender" && d.method !== "icrc1_transfer"));
   const rows = fields.map((f) => el("tr", { class: differs.has(f) ? "differs" : null },
-    el("th", { scope: "row" }, f),
-    el("td", { class: "mono" }, intentValue(intent, f)),
-    el("td", {}, differs.has(f) ? "differs" : notCompared(intent, f) ? "not compared" : "same")));
-  return el("table", { "aria-label": "Near miss block " + nm.index },
-    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Field"), el("th", { scope: "col" }, "Intent says"),
-      el("th", { scope: "col" }, "Block " + nm.index))),
+    el("th", { scope: "row" }, f, differs.has(f) ? el("span", { class: "tag" }, " differs") : null),
+    el("td", { class: "mono" }, intentValue(d, f)),
+    el("td", { class: "mono" }, blockValue(nm, f))));
+  return el("table", { class: "nm", "aria-label": "Near miss block " + nm.index },
+    el("caption", {}, "Block ", nm.url ? link(nm.url, String(nm.index)) : nm.index, nm.time ? " at " + utc(nm.time) : ""),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Field"), el("th", { scope: "col" }, "The intent says"),
+      el("th", { scope: "col" }, "Block " + nm.index + " recorded"))),
     el("tbody", {}, rows));
 }
 
-async function showDetail(id) {
-  $("detail-view").hidden = false;
-  $("detail-h").textContent = "Intent " + id;
+function blocksRead(e) {
+  if (!e) return null;
+  if (e.blocks_read === 0) return "none needed: every block of the window was already verified and cached";
+  return e.blocks_read + " fetched and verified for this decision";
+}
+
+async function viewDetail(id) {
   const d = await api("/api/v1/intents/" + encodeURIComponent(id));
   const st = d.status || "none";
-  const out = [];
-  out.push(el("p", {}, statusBadge(d.status), d.final ? " final" : " not final", d.latest_seq ? " · verdict #" + d.latest_seq : ""));
+  const out = [heading("Intent " + id)];
+  out.push(el("p", {}, statusBadge(d.status), d.final ? " final" : " not final — this page refreshes by itself",
+    d.latest_seq ? " · verdict #" + d.latest_seq : "", d.decided_at ? " · decided " + utc(d.decided_at) : ""));
   out.push(el("p", { class: "advice " + (ADVICE_STATUS.includes(st) ? st : ""), id: "advice" },
-    el("strong", {}, "Tell the person: "), d.advice));
+    el("strong", {}, "Tell the customer: "), d.advice));
 
-  const intentFacts = el("dl", { class: "facts" },
-    fact("Canister", el("span", { class: "mono" }, d.canister_id)),
+  const acct = (role) => (d.accounts || []).find((a) => a.role === role);
+  out.push(el("h3", {}, "The payment"));
+  const facts = el("dl", { class: "facts", id: "payment" },
+    fact("Amount", d.amount ? d.amount.display : null, d.amount && !d.amount.display.endsWith(" units") ? el("span", { class: "help" }, " (" + d.amount.units + " units)") : null),
+    fact("From", account(acct("from"))),
+    d.method === "icrc2_approve" ? fact("Spender", account(acct("spender"))) : fact("To", account(acct("to"))),
+    d.method === "icrc2_transfer_from" ? fact("Spender (caller)", account(acct("spender (caller)"))) : null,
+    fact("Memo", d.memo ? [d.memo.text ? el("span", {}, d.memo.text) : null, el("span", { class: "help mono" }, " hex " + (d.memo.hex || "(empty)"))] : "(none)"),
+    fact("Paid at (stamp)", utc(d.stamp)),
     fact("Method", d.method),
-    fact("Caller", el("span", { class: "mono" }, d.caller)),
-    fact("Amount", d.amount ? d.amount.display + (d.amount.display.endsWith(" units") ? "" : " (" + d.amount.units + " units)") : null),
-    fact("First seen (UTC)", utc(d.first_seen)),
-    fact("Updated (UTC)", utc(d.updated_at)));
-  if (!d.has_body) intentFacts.append(...fact("Note", "Known only from verdicts another sidecar decided; its body is not stored here."));
+    fact("Ledger", el("span", { class: "mono" }, d.canister_id), d.ledger ? " (" + d.ledger.symbol + ")" : null),
+    fact("Intent id", el("span", { class: "mono" }, d.intent_id), " ", copyButton(d.intent_id, "intent id")),
+    fact("First seen", utc(d.first_seen)));
+  if (!d.has_body) facts.append(...fact("Note", "Known only from verdicts another instance decided; its body is not stored here."));
+  out.push(facts);
 
   const b = d.block;
-  const blockFacts = el("dl", { class: "facts", id: "block" },
-    fact("Index", b ? b.index : null), fact("Time (UTC)", b ? utc(b.time) : null),
-    fact("Kind", b ? b.kind : null), fact("Hash", b ? el("span", { class: "mono" }, b.hash) : null));
-
   const w = d.window;
-  const windowFacts = el("dl", { class: "facts", id: "window" },
-    fact("From (UTC)", w ? utc(w.from) : null), fact("To (UTC)", w ? utc(w.to) : null),
-    fact("First block", w ? w.first_block : null), fact("Last block", w ? w.last_block : null),
-    fact("Narrowed by", w ? w.narrowed_by : null));
-
   const e = d.evidence;
-  const evFacts = el("dl", { class: "facts", id: "evidence" },
-    fact("Verified by", e ? e.verified : null), fact("Tip index", e ? e.tip_index : null),
-    fact("Certified time (UTC)", e ? utc(e.certified_at) : null), fact("Blocks read", e ? e.blocks_read : null));
-
   out.push(el("div", { class: "cols" },
-    el("div", {}, el("h3", {}, "Intent"), intentFacts),
-    el("div", {}, el("h3", {}, "Matched block"), blockFacts),
-    el("div", {}, el("h3", {}, "Window"), windowFacts),
-    el("div", {}, el("h3", {}, "Evidence"), evFacts)));
+    el("div", {}, el("h3", {}, "Matched block"), el("dl", { class: "facts", id: "block" },
+      fact("Index", b ? (b.url ? link(b.url, String(b.index)) : b.index) : "none"), fact("Time", b ? utc(b.time) : null),
+      fact("Kind", b ? b.kind : null), fact("Hash", b ? el("span", { class: "mono small" }, b.hash) : null))),
+    el("div", {}, el("h3", {}, "Window searched"), el("dl", { class: "facts", id: "window" },
+      fact("From", w ? utc(w.from) : null), fact("To", w ? utc(w.to) : null),
+      fact("Blocks", w && w.first_block !== null && w.first_block !== undefined ? w.first_block + " to " + w.last_block : null),
+      fact("Narrowed by", w ? w.narrowed_by : null))),
+    el("div", {}, el("h3", {}, "Evidence"), el("dl", { class: "facts", id: "evidence" },
+      fact("Verified by", e ? e.verified : null), fact("Ledger tip", e ? e.tip_index : null),
+      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e)))),
+    d.watch ? el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
+      fact("Attempts", d.watch.attempts), fact("Next check", utc(d.watch.next_check)))) : null));
 
   if (d.reason) {
-    out.push(el("h3", {}, "Reason"), el("p", { id: "reason" }, el("span", { class: "mono" }, d.reason.code), " ",
+    out.push(el("h3", {}, "Reason (for engineering)"), el("p", { id: "reason" }, el("span", { class: "mono" }, d.reason.code), " ",
       d.reason.field ? "(" + d.reason.field + ") " : "", d.reason.message));
   }
 
-  out.push(el("h3", {}, "Near misses"));
-  if (!d.near_misses.length) out.push(el("p", { class: "help" }, "None: no block with this stamp and account differs in only some fields."));
+  const nms = el("div", { id: "near-misses" });
+  if (!d.near_misses.length) nms.append(el("p", { class: "help" }, "None: no block with this stamp and sending account differs in only some fields."));
   else {
-    out.push(el("p", { class: "help" }, "Blocks with the intent's stamp and account that differ in the highlighted fields. They are not the payment."));
-    for (const nm of d.near_misses) out.push(nearMissTable(d.intent, nm));
+    nms.append(el("p", { class: "help" }, "Blocks with the intent's stamp and sending account that differ in the marked fields. They are not this payment, but money may have moved."));
+    for (const nm of d.near_misses) nms.append(nearMissTable(d, nm));
   }
+  out.push(el("h3", {}, "Near misses"), nms);
 
   out.push(el("h3", {}, "Verdict history"));
-  out.push(el("table", { id: "history" },
+  out.push(el("table", { id: "history", class: "list", "aria-label": "Verdict history" },
     el("thead", {}, el("tr", {}, ...["Seq", "Status", "Final", "Decided (UTC)", "Block", "Reason"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, d.verdicts.map((v) => el("tr", {},
-      el("td", {}, v.seq), el("td", {}, statusBadge(v.status)), el("td", {}, v.final ? "yes" : "no"),
-      el("td", {}, utc(v.decided_at)), el("td", {}, v.block ? v.block.index : "—"),
-      el("td", {}, v.reason ? v.reason.code + ": " + v.reason.message : "—"))))));
+      el("td", { "data-label": "Seq" }, v.seq), el("td", { "data-label": "Status" }, statusBadge(v.status)),
+      el("td", { "data-label": "Final" }, v.final ? "yes" : "no"),
+      el("td", { "data-label": "Decided (UTC)" }, utc(v.decided_at)), el("td", { "data-label": "Block" }, v.block ? v.block.index : "—"),
+      el("td", { "data-label": "Reason" }, v.reason ? v.reason.code + ": " + v.reason.message : "—"))))));
 
-  out.push(el("h3", {}, "Intent as received"), el("pre", { class: "mono" }, d.intent ? JSON.stringify(d.intent, null, 2) : "not stored"));
-  $("detail").replaceChildren(...out);
+  out.push(el("details", {}, el("summary", {}, "Intent as received"),
+    el("pre", { class: "mono" }, d.intent ? JSON.stringify(d.intent, null, 2) : "not stored")));
+  return { nodes: out, live: !d.final };
 }
 
 function showError(err) {
+  if (err && err.name === "AbortError") return;
   const m = $("message");
   m.textContent = err.message || String(err);
   m.hidden = false;
@@ -244,7 +403,75 @@ function showError(err) {
   if (err.status === 401) $("token").focus();
 }
 
-async function route() {
+// draw runs the view of the fragment p for generation myGen. On refresh it
+// keeps what is shown until the new answer is in; otherwise it clears the
+// view first, so nothing of the previous view stays under the new heading.
+async function draw(p, myGen, refresh) {
+  if (!refresh) {
+    $("view").replaceChildren();
+    $("loading").textContent = "Loading…";
+    document.body.dataset.state = "loading";
+    $("main").setAttribute("aria-busy", "true");
+  }
+  let live = false;
+  try {
+    const [counts, view] = await Promise.all([loadCounts(), (async () => {
+      if (p.get("intent")) return viewDetail(p.get("intent"));
+      if (p.get("q") || p.get("from") || p.get("to")) return { nodes: await viewSearch(p) };
+      if (p.has("status") || p.get("canister") || p.get("since")) return { nodes: await viewList(p) };
+      return { nodes: await viewHome(), live: true };
+    })()]);
+    if (myGen !== gen) return;
+    $("counts").replaceChildren(...counts);
+    $("view").replaceChildren(...view.nodes);
+    $("message").hidden = true;
+    $("asof").textContent = "As of " + utc(new Date().toISOString());
+    document.body.dataset.state = "ready";
+    live = view.live;
+    if (!refresh) {
+      const h = $("view-h");
+      if (h && focusHeading) h.focus();
+    }
+  } catch (err) {
+    if (myGen !== gen || (err && err.name === "AbortError")) return;
+    if (!refresh || err.code === "E_UNREACHABLE") {
+      $("view").replaceChildren(...errorView(p, err));
+    }
+    showError(err);
+    if (err.code === "E_UNREACHABLE") live = "retry";
+  } finally {
+    if (myGen === gen) {
+      $("loading").textContent = "";
+      $("main").removeAttribute("aria-busy");
+    }
+  }
+  if (myGen === gen && live && !(live === true && userPaged)) {
+    clearTimeout(timer);
+    // Only open intents and the home page change by themselves; a retry
+    // after the daemon was unreachable redraws whatever view this is.
+    timer = setTimeout(() => { if (myGen === gen) draw(p, myGen, live !== "retry"); }, live === "retry" ? RETRY_MS : REFRESH_MS);
+  }
+}
+
+// errorView is a failed view: its heading and nothing else, the message
+// being shown above.
+function errorView(p, err) {
+  if (p.get("intent")) {
+    const id = p.get("intent");
+    if (err.status === 404) {
+      return [heading("Intent " + id), el("p", {}, "No intent " + id + " is stored here. Check the id, or search by amount, memo or account.")];
+    }
+    return [heading("Intent " + id)];
+  }
+  if (p.get("q")) return [heading("Search results for " + p.get("q"))];
+  return [];
+}
+
+let focusHeading = false;
+// userPaged stops the home page's refresh, which would fold the pages away.
+let userPaged = false;
+
+function route(fromNavigation) {
   const p = new URLSearchParams(location.hash.slice(1));
   if (p.has("token")) {
     sessionStorage.setItem(TOKEN_KEY, p.get("token"));
@@ -253,17 +480,16 @@ async function route() {
   }
   $("logout").hidden = !token();
   $("message").hidden = true;
-  for (const v of ["home-view", "search-view", "detail-view"]) $(v).hidden = true;
-  document.body.dataset.state = "loading";
-  try {
-    await loadCounts();
-    if (p.get("intent")) await showDetail(p.get("intent"));
-    else if (p.get("q")) await showSearch(p.get("q"));
-    else await showHome();
-    document.body.dataset.state = "ready";
-  } catch (err) {
-    showError(err);
-  }
+  $("q").value = p.get("q") || "";
+  $("from").value = (p.get("from") || "").replace(/Z$/, "");
+  $("to").value = (p.get("to") || "").replace(/Z$/, "");
+  gen++;
+  ctl.abort();
+  ctl = new AbortController();
+  clearTimeout(timer);
+  focusHeading = fromNavigation === true;
+  userPaged = false;
+  draw(p, gen, false);
 }
 
 $("login").addEventListener("submit", (ev) => {
@@ -273,9 +499,18 @@ $("login").addEventListener("submit", (ev) => {
   route();
 });
 $("logout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); route(); });
+$("refresh").addEventListener("click", () => route());
 $("search").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  location.hash = "q=" + encodeURIComponent($("q").value.trim());
+  const q = new URLSearchParams();
+  const text = $("q").value.trim();
+  if (text) q.set("q", text);
+  // datetime-local gives a zoneless time; the page speaks UTC throughout.
+  for (const k of ["from", "to"]) if ($(k).value) q.set(k, $(k).value + "Z");
+  if (!q.toString()) { $("q").focus(); return; }
+  const h = q.toString();
+  if (location.hash.slice(1) === h) route(true);
+  else location.hash = h;
 });
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => route(true));
 route();
