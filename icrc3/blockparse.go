@@ -69,7 +69,7 @@ func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
 		*slot = &f.Value
 	}
 
-	b := Block{Index: index, Hash: h, Value: v}
+	b := Block{Index: index, Hash: h, Raw: MarshalValue(v)}
 	p := new(blockParts)
 	if phash != nil {
 		if phash.Kind != KindBlob || len(phash.Bytes) != 32 {
@@ -282,24 +282,34 @@ func describe(v Value) string {
 }
 
 func duplicateKey(fs []Field) (string, bool) {
-	if len(fs) <= 16 {
-		for i := 1; i < len(fs); i++ {
+	i, dup := firstDuplicate(len(fs), func(i int) string { return fs[i].Key })
+	if !dup {
+		return "", false
+	}
+	return fs[i].Key, true
+}
+
+// firstDuplicate returns the first of n keys that repeats an earlier one.
+func firstDuplicate[K string | []byte](n int, key func(int) K) (int, bool) {
+	if n <= 16 {
+		for i := 1; i < n; i++ {
 			for j := 0; j < i; j++ {
-				if fs[i].Key == fs[j].Key {
-					return fs[i].Key, true
+				if string(key(i)) == string(key(j)) {
+					return i, true
 				}
 			}
 		}
-		return "", false
+		return 0, false
 	}
-	seen := make(map[string]struct{}, len(fs))
-	for i := range fs {
-		if _, ok := seen[fs[i].Key]; ok {
-			return fs[i].Key, true
+	seen := make(map[string]struct{}, n)
+	for i := range n {
+		k := string(key(i))
+		if _, ok := seen[k]; ok {
+			return i, true
 		}
-		seen[fs[i].Key] = struct{}{}
+		seen[k] = struct{}{}
 	}
-	return "", false
+	return 0, false
 }
 
 func countKey(fs []Field, key string) int {

@@ -105,7 +105,7 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epNam
 			}
 			prev = b.Hash
 			count++
-			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: icrc3.MarshalValue(b.Value)}
+			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: b.Raw}
 			if b.CreatedAt != nil {
 				st := *b.CreatedAt
 				batch[i].stamp = &st
