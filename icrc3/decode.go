@@ -111,8 +111,8 @@ type decoder struct {
 	scratch      [][]byte
 	keys         map[string]keyEntry
 	keyCache     [64]keyEntry // direct-mapped in front of keys
-	values       []Value // slab carved into Array payloads
-	fields       []Field // slab carved into Map payloads
+	values       []Value      // slab carved into Array payloads
+	fields       []Field      // slab carved into Map payloads
 
 	out   []byte       // the blocks' encodings (rawValue), shared by a page
 	parts []blockParts // slab carved into parsed blocks

@@ -32,7 +32,9 @@ func treeDecoder(b []byte) *decoder {
 
 func decodeGetBlocksTree(b []byte) (*GetBlocksResult, error) { return treeDecoder(b).getBlocksResult() }
 
-func decodeLegacyTree(b []byte) (*LegacyGetBlocksResult, error) { return treeDecoder(b).legacyGetBlocks() }
+func decodeLegacyTree(b []byte) (*LegacyGetBlocksResult, error) {
+	return treeDecoder(b).legacyGetBlocks()
+}
 
 func decodeLegacyRangeTree(b []byte, first uint64) ([]Block, error) {
 	return treeDecoder(b).legacyBlockRange(first)
