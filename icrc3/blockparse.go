@@ -39,6 +39,16 @@ type blockParts struct {
 // verification and time windows rely on them; on a BlockUnknown without ts,
 // TS is 0.
 func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
+	b, err := parseTree(index, v, h)
+	if err != nil {
+		return Block{}, err
+	}
+	b.Raw = MarshalValue(v)
+	return b, nil
+}
+
+// parseTree is ParseBlock but for Raw.
+func parseTree(index uint64, v Value, h Hash) (Block, error) {
 	bad := func(field, format string, args ...any) (Block, error) {
 		return Block{}, &BlockError{Index: index, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -69,7 +79,7 @@ func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
 		*slot = &f.Value
 	}
 
-	b := Block{Index: index, Hash: h, Raw: MarshalValue(v)}
+	b := Block{Index: index, Hash: h}
 	p := new(blockParts)
 	if phash != nil {
 		if phash.Kind != KindBlob || len(phash.Bytes) != 32 {
@@ -282,34 +292,24 @@ func describe(v Value) string {
 }
 
 func duplicateKey(fs []Field) (string, bool) {
-	i, dup := firstDuplicate(len(fs), func(i int) string { return fs[i].Key })
-	if !dup {
-		return "", false
-	}
-	return fs[i].Key, true
-}
-
-// firstDuplicate returns the first of n keys that repeats an earlier one.
-func firstDuplicate[K string | []byte](n int, key func(int) K) (int, bool) {
-	if n <= 16 {
-		for i := 1; i < n; i++ {
+	if len(fs) <= 16 {
+		for i := 1; i < len(fs); i++ {
 			for j := 0; j < i; j++ {
-				if string(key(i)) == string(key(j)) {
-					return i, true
+				if fs[i].Key == fs[j].Key {
+					return fs[i].Key, true
 				}
 			}
 		}
-		return 0, false
+		return "", false
 	}
-	seen := make(map[string]struct{}, n)
-	for i := range n {
-		k := string(key(i))
-		if _, ok := seen[k]; ok {
-			return i, true
+	seen := make(map[string]struct{}, len(fs))
+	for i := range fs {
+		if _, ok := seen[fs[i].Key]; ok {
+			return fs[i].Key, true
 		}
-		seen[k] = struct{}{}
+		seen[fs[i].Key] = struct{}{}
 	}
-	return 0, false
+	return "", false
 }
 
 func countKey(fs []Field, key string) int {

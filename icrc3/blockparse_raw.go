@@ -238,6 +238,29 @@ func rawGet(es []rawEntry, key string) (int, bool) {
 	return 0, false
 }
 
+// rawDuplicate is duplicateKey for encoded entries: the first key that
+// repeats an earlier one.
+func rawDuplicate(es []rawEntry) (string, bool) {
+	if len(es) <= 16 {
+		for i := 1; i < len(es); i++ {
+			for j := 0; j < i; j++ {
+				if string(es[i].key) == string(es[j].key) {
+					return string(es[i].key), true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(es))
+	for i := range es {
+		if _, ok := seen[string(es[i].key)]; ok {
+			return string(es[i].key), true
+		}
+		seen[string(es[i].key)] = struct{}{}
+	}
+	return "", false
+}
+
 // knownText returns the texts every block repeats without allocating.
 func knownText(b []byte) string {
 	switch string(b) {
@@ -377,12 +400,12 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 		return b, nil
 	}
 
-	if i, dup := firstDuplicate(len(rp.root), func(i int) []byte { return rp.root[i].key }); dup {
-		return bad(string(rp.root[i].key), "duplicate key")
+	if k, dup := rawDuplicate(rp.root); dup {
+		return bad(k, "duplicate key")
 	}
 	if txMap {
-		if i, dup := firstDuplicate(len(rp.tx), func(i int) []byte { return rp.tx[i].key }); dup {
-			return bad("tx."+string(rp.tx[i].key), "duplicate key")
+		if k, dup := rawDuplicate(rp.tx); dup {
+			return bad("tx."+k, "duplicate key")
 		}
 	}
 	if ts < 0 {

@@ -118,9 +118,9 @@ type decoder struct {
 	parts []blockParts // slab carved into parsed blocks
 	rp    rawParser
 
-	// tree selects the tree-building block reader (value and ParseBlock),
-	// kept as the oracle of the differential tests; trees holds a legacy
-	// page's Values until they are parsed.
+	// tree selects the tree-building block reader (value and parseTree),
+	// kept as the oracle of the differential tests; it leaves Raw unset and
+	// the blocks' Values in trees.
 	tree  bool
 	trees []Value
 }

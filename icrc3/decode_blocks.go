@@ -265,7 +265,8 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 	}
 	var blk Block
 	if d.tree {
-		blk, err = ParseBlock(id, v, h)
+		d.trees = append(d.trees, v)
+		blk, err = parseTree(id, v, h)
 	} else {
 		blk, err = d.rp.parse(id, raw, h, d.part())
 	}
@@ -538,7 +539,7 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 		var blk Block
 		var err error
 		if d.tree {
-			blk, err = ParseBlock(first+uint64(i), d.trees[i], blocks[i].Hash)
+			blk, err = parseTree(first+uint64(i), d.trees[i], blocks[i].Hash)
 		} else {
 			blk, err = d.rp.parse(first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part())
 		}
