@@ -36,20 +36,20 @@ import (
 )
 
 type config struct {
-	Blocks     int           `json:"blocks"`
-	Span       time.Duration `json:"span_ns"`
-	Runs       int           `json:"runs"`
-	Intents    int           `json:"intents"`
-	Inflight   int           `json:"inflight"`
+	Blocks   int           `json:"blocks"`
+	Span     time.Duration `json:"span_ns"`
+	Runs     int           `json:"runs"`
+	Intents  int           `json:"intents"`
+	Inflight int           `json:"inflight"`
 	// RTT is injected at the test replica into every request concerning
 	// the ledger or an archive, for reconciled and the baselines alike.
 	RTT time.Duration `json:"rtt_ns"`
 	// Concurrency bounds the page requests in flight of every client but
 	// the sequential baseline's (icrc3.ClientConfig.Concurrency).
-	Concurrency int `json:"concurrency"`
-	Seed       int64         `json:"seed"`
-	DecodeTime time.Duration `json:"decode_time_ns"`
-	Timeout    time.Duration `json:"-"`
+	Concurrency int           `json:"concurrency"`
+	Seed        int64         `json:"seed"`
+	DecodeTime  time.Duration `json:"decode_time_ns"`
+	Timeout     time.Duration `json:"-"`
 	// SkipBaseline leaves the full sync out (for quick runs of our side).
 	SkipBaseline bool `json:"skip_baseline"`
 	// Ledger is where the test ledger runs: "child" (a child process, so
