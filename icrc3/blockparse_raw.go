@@ -21,7 +21,11 @@ func ParseRawBlock(index uint64, raw []byte, h Hash) (Block, error) {
 		return Block{}, fmt.Errorf("icrc3: block %d: %w", index, err)
 	}
 	var rp rawParser
-	return rp.parse(index, raw, h, new(blockParts))
+	var b Block
+	if err := rp.parse(&b, index, raw, h, new(blockParts)); err != nil {
+		return Block{}, err
+	}
+	return b, nil
 }
 
 // codecCheck accepts exactly the encodings UnmarshalValue decodes.
@@ -212,26 +216,30 @@ func rawAccount(raw []byte, pos int, a *Account) error {
 	return nil
 }
 
-// rawEntry is one entry of an encoded Map: its key and its value's offset.
+// rawEntry is one entry of an encoded Map: the offsets of its key's bytes
+// and of its value, which follows them. Offsets, not slices: the entry
+// lists live in the heap, and storing a slice there costs a GC write
+// barrier.
 type rawEntry struct {
-	key []byte
-	val int
+	key, val int
 }
+
+func (e rawEntry) keyOf(raw []byte) []byte { return raw[e.key:e.val:e.val] }
 
 func rawEntries(raw []byte, pos int, dst []rawEntry) []rawEntry {
 	n, p := rawCount(raw, pos)
 	for range n {
 		l, q := rawUvarint(raw, p)
 		e := q + int(l)
-		dst = append(dst, rawEntry{key: raw[q:e:e], val: e})
+		dst = append(dst, rawEntry{key: q, val: e})
 		p = rawSkip(raw, e)
 	}
 	return dst
 }
 
-func rawGet(es []rawEntry, key string) (int, bool) {
+func rawGet(raw []byte, es []rawEntry, key string) (int, bool) {
 	for i := range es {
-		if string(es[i].key) == key {
+		if string(es[i].keyOf(raw)) == key {
 			return es[i].val, true
 		}
 	}
@@ -240,12 +248,12 @@ func rawGet(es []rawEntry, key string) (int, bool) {
 
 // rawDuplicate is duplicateKey for encoded entries: the first key that
 // repeats an earlier one.
-func rawDuplicate(es []rawEntry) (string, bool) {
+func rawDuplicate(raw []byte, es []rawEntry) (string, bool) {
 	if len(es) <= 16 {
 		for i := 1; i < len(es); i++ {
 			for j := 0; j < i; j++ {
-				if string(es[i].key) == string(es[j].key) {
-					return string(es[i].key), true
+				if string(es[i].keyOf(raw)) == string(es[j].keyOf(raw)) {
+					return string(es[i].keyOf(raw)), true
 				}
 			}
 		}
@@ -253,10 +261,11 @@ func rawDuplicate(es []rawEntry) (string, bool) {
 	}
 	seen := make(map[string]struct{}, len(es))
 	for i := range es {
-		if _, ok := seen[string(es[i].key)]; ok {
-			return string(es[i].key), true
+		k := string(es[i].keyOf(raw))
+		if _, ok := seen[k]; ok {
+			return k, true
 		}
-		seen[string(es[i].key)] = struct{}{}
+		seen[k] = struct{}{}
 	}
 	return "", false
 }
@@ -292,9 +301,12 @@ type rawParser struct {
 	root, tx []rawEntry
 }
 
-func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Block, error) {
-	bad := func(field, format string, args ...any) (Block, error) {
-		return Block{}, &BlockError{Index: index, Field: field, Reason: fmt.Sprintf(format, args...)}
+// parse parses into b, which holds garbage when it fails. Filling the
+// caller's block in place saves copying it (and its pointers' write
+// barriers) out of a return value.
+func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockParts) error {
+	bad := func(field, format string, args ...any) error {
+		return &BlockError{Index: index, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if k := Kind(raw[1]); k != KindMap {
 		return bad("block", "is a %s, not a Map", k)
@@ -304,7 +316,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 	phash, btype, ts, fee, tx := -1, -1, -1, -1, -1
 	for _, e := range rp.root {
 		var slot *int
-		switch string(e.key) {
+		switch string(e.keyOf(raw)) {
 		case "phash":
 			slot = &phash
 		case "btype":
@@ -319,12 +331,12 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 			continue
 		}
 		if *slot >= 0 {
-			return bad(string(e.key), "duplicate key")
+			return bad(string(e.keyOf(raw)), "duplicate key")
 		}
 		*slot = e.val
 	}
 
-	b := Block{Index: index, Hash: h, Raw: raw}
+	*b = Block{Index: index, Hash: h, Raw: raw}
 	if phash >= 0 {
 		if Kind(raw[phash]) != KindBlob || len(rawBytes(raw, phash)) != 32 {
 			return bad("phash", "want a 32-byte Blob, got %s", rawDescribe(raw, phash))
@@ -357,7 +369,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 			for _, k := range [...]string{"op", "spender"} {
 				seen := false
 				for _, e := range rp.tx {
-					if string(e.key) == k {
+					if string(e.keyOf(raw)) == k {
 						if seen {
 							return bad("tx."+k, "duplicate key")
 						}
@@ -365,7 +377,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 					}
 				}
 			}
-			if o, ok := rawGet(rp.tx, "op"); ok {
+			if o, ok := rawGet(raw, rp.tx, "op"); ok {
 				if Kind(raw[o]) != KindText {
 					return bad("tx.op", "want Text, got %s", rawDescribe(raw, o))
 				}
@@ -385,7 +397,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 		switch b.Op {
 		case "xfer":
 			b.Kind = BlockTransfer
-			if _, ok := rawGet(rp.tx, "spender"); ok {
+			if _, ok := rawGet(raw, rp.tx, "spender"); ok {
 				b.Kind = BlockTransferFrom
 			}
 		case "mint":
@@ -397,14 +409,14 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 		}
 	}
 	if b.Kind == BlockUnknown {
-		return b, nil
+		return nil
 	}
 
-	if k, dup := rawDuplicate(rp.root); dup {
+	if k, dup := rawDuplicate(raw, rp.root); dup {
 		return bad(k, "duplicate key")
 	}
 	if txMap {
-		if k, dup := rawDuplicate(rp.tx); dup {
+		if k, dup := rawDuplicate(raw, rp.tx); dup {
 			return bad("tx."+k, "duplicate key")
 		}
 	}
@@ -428,7 +440,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 	var hasFrom, hasTo, hasSpender bool
 	for _, e := range rp.tx {
 		var err error
-		switch string(e.key) {
+		switch string(e.keyOf(raw)) {
 		case "from":
 			err = rawAccount(raw, e.val, &p.from)
 			b.From, hasFrom = &p.from, true
@@ -461,7 +473,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 			b.ExpiresAt = &p.expiresAt
 		}
 		if err != nil {
-			return bad("tx."+string(e.key), "%v", err)
+			return bad("tx."+string(e.keyOf(raw)), "%v", err)
 		}
 	}
 	if b.Amount == nil {
@@ -481,7 +493,7 @@ func (rp *rawParser) parse(index uint64, raw []byte, h Hash, p *blockParts) (Blo
 	if missing != "" {
 		return bad("tx."+missing, "missing")
 	}
-	return b, nil
+	return nil
 }
 
 func firstMissing(has1 bool, k1 string, has2 bool, k2 string) string {

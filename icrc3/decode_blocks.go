@@ -263,13 +263,11 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 			return err
 		}
 	}
-	var blk Block
-	if d.tree {
-		d.trees = append(d.trees, v)
-		blk, err = parseTree(id, v, h)
-	} else {
-		blk, err = d.rp.parse(id, raw, h, d.part())
+	if !d.tree {
+		return d.rp.parse(dst, id, raw, h, d.part())
 	}
+	d.trees = append(d.trees, v)
+	blk, err := parseTree(id, v, h)
 	if err != nil {
 		return err
 	}
@@ -536,13 +534,13 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 		return fmt.Errorf("icrc3: block indices from %d overflow 64 bits", first)
 	}
 	for i := range blocks {
-		var blk Block
-		var err error
-		if d.tree {
-			blk, err = parseTree(first+uint64(i), d.trees[i], blocks[i].Hash)
-		} else {
-			blk, err = d.rp.parse(first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part())
+		if !d.tree {
+			if err := d.rp.parse(&blocks[i], first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part()); err != nil {
+				return err
+			}
+			continue
 		}
+		blk, err := parseTree(first+uint64(i), d.trees[i], blocks[i].Hash)
 		if err != nil {
 			return err
 		}
