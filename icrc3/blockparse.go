@@ -37,7 +37,8 @@ type blockParts struct {
 // a required field, or repeats a key, is an error and never a guess. Extra
 // keys are allowed. phash and ts are checked on every block, since chain
 // verification and time windows rely on them; on a BlockUnknown without ts,
-// TS is 0.
+// TS is 0. The block's Raw is MarshalValue(v); ParseRawBlock parses an
+// encoding without the tree.
 func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
 	b, err := parseTree(index, v, h)
 	if err != nil {
