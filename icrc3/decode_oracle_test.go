@@ -39,31 +39,27 @@ func decodeLegacyTree(b []byte) (*LegacyGetBlocksResult, error) {
 }
 
 // The oracle: the tree reader with each block's Raw set from its tree.
-func oracleGetBlocks(b []byte) (*GetBlocksResult, error) {
+func oracle[R any](b []byte, read func(*decoder) (R, error), blocks func(R) []Block) (R, error) {
 	d := treeDecoder(b)
-	res, err := d.getBlocksResult()
+	res, err := read(d)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
-	return res, encodeTrees(res.Blocks, d.trees)
+	return res, encodeTrees(blocks(res), d.trees)
+}
+
+func oracleGetBlocks(b []byte) (*GetBlocksResult, error) {
+	return oracle(b, (*decoder).getBlocksResult, func(r *GetBlocksResult) []Block { return r.Blocks })
 }
 
 func oracleLegacy(b []byte) (*LegacyGetBlocksResult, error) {
-	d := treeDecoder(b)
-	res, err := d.legacyGetBlocks()
-	if err != nil {
-		return nil, err
-	}
-	return res, encodeTrees(res.Blocks, d.trees)
+	return oracle(b, (*decoder).legacyGetBlocks, func(r *LegacyGetBlocksResult) []Block { return r.Blocks })
 }
 
 func oracleLegacyRange(b []byte, first uint64) ([]Block, error) {
-	d := treeDecoder(b)
-	blocks, err := d.legacyBlockRange(first)
-	if err != nil {
-		return nil, err
-	}
-	return blocks, encodeTrees(blocks, d.trees)
+	read := func(d *decoder) ([]Block, error) { return d.legacyBlockRange(first) }
+	return oracle(b, read, func(bl []Block) []Block { return bl })
 }
 
 func encodeTrees(blocks []Block, trees []Value) error {
