@@ -201,3 +201,57 @@ func BenchmarkSHA256PerBlock(b *testing.B) {
 	}
 	reportRate(b, 2000, cpu0)
 }
+
+// BenchmarkDecodeInterleaved alternates the page decoder and the tree
+// reader on the same page, page by page, and charges each the process CPU
+// time of its turns: on a shared machine whose load moves by the second,
+// benchmarks run one after the other compare different machines.
+func BenchmarkDecodeInterleaved(b *testing.B) {
+	gb, p := benchPage(b, 2000)
+	p.first, p.chainLen = p.ids[0], p.ids[0]+2000
+	lg := encodeLegacy(b, p, true)
+	pages := []struct {
+		name       string
+		raw        []byte
+		ours, tree func([]byte) (int, error)
+	}{
+		{"icrc3/2000", gb,
+			func(r []byte) (int, error) { res, err := DecodeGetBlocksResult(r); return blocksOf(res, err) },
+			func(r []byte) (int, error) { res, err := decodeGetBlocksTree(r); return blocksOf(res, err) }},
+		{"legacy/2000", lg,
+			func(r []byte) (int, error) { res, err := DecodeLegacyGetBlocks(r); return legacyBlocksOf(res, err) },
+			func(r []byte) (int, error) { res, err := decodeLegacyTree(r); return legacyBlocksOf(res, err) }},
+	}
+	for _, pg := range pages {
+		b.Run(pg.name, func(b *testing.B) {
+			var ours, tree time.Duration
+			for b.Loop() {
+				t0 := cpuTime(b)
+				if n, err := pg.ours(pg.raw); err != nil || n != 2000 {
+					b.Fatal(n, err)
+				}
+				t1 := cpuTime(b)
+				if n, err := pg.tree(pg.raw); err != nil || n != 2000 {
+					b.Fatal(n, err)
+				}
+				ours, tree = ours+t1-t0, tree+cpuTime(b)-t1
+			}
+			b.ReportMetric(float64(2000*b.N)/ours.Seconds(), "ours-blocks/cpu-s")
+			b.ReportMetric(float64(2000*b.N)/tree.Seconds(), "tree-blocks/cpu-s")
+		})
+	}
+}
+
+func blocksOf(r *GetBlocksResult, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	return len(r.Blocks), nil
+}
+
+func legacyBlocksOf(r *LegacyGetBlocksResult, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	return len(r.Blocks), nil
+}
