@@ -39,10 +39,15 @@ type Block struct {
 	ExpectedAllowance *Nat
 	ExpiresAt         *uint64
 
-	// Value is the whole block. Decoders always fill it: the block cache
-	// stores it and support staff are shown it.
-	Value Value
+	// Raw is the whole block: its Value in the block-cache encoding
+	// (MarshalValue). Decoders and ParseBlock always fill it: the block
+	// cache stores it and support staff are shown it. The page decoders
+	// never build the Value tree; Value does, on demand.
+	Raw []byte
 }
+
+// Value decodes the block's Value from Raw.
+func (b *Block) Value() (Value, error) { return UnmarshalValue(b.Raw) }
 
 // EffectiveFee is the fee the block charged: tx.fee when the caller set one,
 // else the block-level fee, else nil (mint, burn, or a fee-less ledger).

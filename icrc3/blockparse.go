@@ -37,8 +37,19 @@ type blockParts struct {
 // a required field, or repeats a key, is an error and never a guess. Extra
 // keys are allowed. phash and ts are checked on every block, since chain
 // verification and time windows rely on them; on a BlockUnknown without ts,
-// TS is 0.
+// TS is 0. The block's Raw is MarshalValue(v); ParseRawBlock parses an
+// encoding without the tree.
 func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
+	b, err := parseTree(index, v, h)
+	if err != nil {
+		return Block{}, err
+	}
+	b.Raw = MarshalValue(v)
+	return b, nil
+}
+
+// parseTree is ParseBlock but for Raw.
+func parseTree(index uint64, v Value, h Hash) (Block, error) {
 	bad := func(field, format string, args ...any) (Block, error) {
 		return Block{}, &BlockError{Index: index, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -69,7 +80,7 @@ func ParseBlock(index uint64, v Value, h Hash) (Block, error) {
 		*slot = &f.Value
 	}
 
-	b := Block{Index: index, Hash: h, Value: v}
+	b := Block{Index: index, Hash: h}
 	p := new(blockParts)
 	if phash != nil {
 		if phash.Kind != KindBlob || len(phash.Bytes) != 32 {

@@ -67,7 +67,7 @@ func TestParseBlockTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Kind != BlockTransfer || b.Op != "xfer" || b.BType != "" || b.Index != 42 || b.Hash != v.Hash() || !b.Value.Equal(v) {
+	if b.Kind != BlockTransfer || b.Op != "xfer" || b.BType != "" || b.Index != 42 || b.Hash != v.Hash() || !b.tree().Equal(v) {
 		t.Fatalf("header fields: %+v", b)
 	}
 	if *b.PHash != hashA || b.TS != 1_700_000_000_000_000_000 || *b.CreatedAt != 1_699_999_999_000_000_000 {
@@ -123,7 +123,7 @@ func TestParseBlockKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.Kind != tc.kind || b.Hash != tc.v.Hash() || !b.Value.Equal(tc.v) {
+			if b.Kind != tc.kind || b.Hash != tc.v.Hash() || !b.tree().Equal(tc.v) {
 				t.Fatalf("kind %q, want %q", b.Kind, tc.kind)
 			}
 		})

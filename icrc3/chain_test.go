@@ -17,7 +17,7 @@ func testChain(n int) []Block {
 		}
 		v := MapValue(fs...)
 		h := v.Hash()
-		bl[i] = Block{Index: uint64(i), Hash: h, PHash: prev, Value: v}
+		bl[i] = Block{Index: uint64(i), Hash: h, PHash: prev, Raw: MarshalValue(v)}
 		prev = &h
 	}
 	return bl
@@ -78,8 +78,8 @@ func TestVerifierBreakAtEachPosition(t *testing.T) {
 			tip := tipOf(bl)
 			// A forged amount changes the hash; the block above still
 			// names the genuine hash.
-			bl[pos].Value = MapValue(append(append([]Field{}, bl[pos].Value.Map...), F("x", Uint(1)))...)
-			bl[pos].Hash = bl[pos].Value.Hash()
+			v := MapValue(append(append([]Field{}, bl[pos].tree().Map...), F("x", Uint(1)))...)
+			bl[pos].Raw, bl[pos].Hash = MarshalValue(v), v.Hash()
 			err := NewVerifier(tip).PushPage(bl)
 			wantChainBreak(t, err, uint64(pos))
 			var ce *ChainError
@@ -146,8 +146,8 @@ func TestVerifierBlockZeroRules(t *testing.T) {
 	bl := testChain(3)
 	// Block 0 carrying a phash is not a genesis block.
 	fake := Hash{7}
-	v0 := MapValue(append(append([]Field{}, bl[0].Value.Map...), F("phash", Blob(fake[:])))...)
-	b0 := Block{Index: 0, Hash: v0.Hash(), PHash: &fake, Value: v0}
+	v0 := MapValue(append(append([]Field{}, bl[0].tree().Map...), F("phash", Blob(fake[:])))...)
+	b0 := Block{Index: 0, Hash: v0.Hash(), PHash: &fake, Raw: MarshalValue(v0)}
 	err := NewVerifier(Anchor{Index: 0, Hash: b0.Hash}).Push(&b0)
 	wantChainBreak(t, err, 0)
 

@@ -97,8 +97,10 @@ type candidType struct {
 	fields []candidField // record, variant: strictly increasing ids
 }
 
-// decoder holds one reply's state. buf is a private copy of the input, so
-// decoded blobs and texts alias it instead of being copied one by one.
+// decoder holds one reply's state. buf is the input: what a decoded reply
+// keeps is copied out of it (blocks into out, principals and certificates
+// one by one), except that the tree reader's Values alias buf, so that
+// reader works on a private copy.
 type decoder struct {
 	buf    []byte
 	pos    int
@@ -108,8 +110,19 @@ type decoder struct {
 	valueChecked []bool // per type-table index: checked as a Value variant
 	scratch      [][]byte
 	keys         map[string]keyEntry
-	values       []Value // slab carved into Array payloads
-	fields       []Field // slab carved into Map payloads
+	keyCache     [64]keyEntry // direct-mapped in front of keys
+	values       []Value      // slab carved into Array payloads
+	fields       []Field      // slab carved into Map payloads
+
+	out   []byte       // the blocks' encodings (rawValue), shared by a page
+	parts []blockParts // slab carved into parsed blocks
+	rp    rawParser
+
+	// tree selects the tree-building block reader (value and parseTree),
+	// kept as the oracle of the differential tests; it leaves Raw unset and
+	// the blocks' Values in trees.
+	tree  bool
+	trees []Value
 }
 
 type keyEntry struct {
@@ -119,7 +132,7 @@ type keyEntry struct {
 
 func newDecoder(b []byte) *decoder {
 	return &decoder{
-		buf:    bytes.Clone(b),
+		buf:    b,
 		budget: 8*len(b) + 1024,
 		keys:   make(map[string]keyEntry, 32),
 	}
@@ -607,7 +620,7 @@ func (d *decoder) funcRef() (Callback, error) {
 	if !utf8.Valid(m) {
 		return Callback{}, d.errf("method name is not valid UTF-8")
 	}
-	return Callback{Canister: principal.Principal{Raw: p}, Method: string(m)}, nil
+	return Callback{Canister: principal.Principal{Raw: bytes.Clone(p)}, Method: string(m)}, nil
 }
 
 func (d *decoder) finish() error {

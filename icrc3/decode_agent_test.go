@@ -297,7 +297,7 @@ func decodeValues(b []byte) ([]Value, []Hash, error) {
 	vals := make([]Value, len(blocks))
 	hashes := make([]Hash, len(blocks))
 	for i := range blocks {
-		vals[i], hashes[i] = blocks[i].Value, blocks[i].Hash
+		vals[i], hashes[i] = blocks[i].tree(), blocks[i].Hash
 	}
 	return vals, hashes, nil
 }

@@ -1,6 +1,7 @@
 package icrc3
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 
@@ -159,6 +160,7 @@ func (d *decoder) getBlocksResult() (*GetBlocksResult, error) {
 				return nil, err
 			}
 			res.Blocks = make([]Block, 0, min(n, 2048))
+			d.reserveOut(n)
 			for range n {
 				res.Blocks = append(res.Blocks, Block{})
 				if err := d.blockEntry(blockRec, &res.Blocks[len(res.Blocks)-1]); err != nil {
@@ -240,6 +242,7 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 	var (
 		id  uint64
 		v   Value
+		raw []byte
 		h   Hash
 		err error
 	)
@@ -248,7 +251,11 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 		case idID:
 			id, err = d.natU64("block id")
 		case idBlock:
-			h, err = d.value(f.typ, 0, &v)
+			if d.tree {
+				h, err = d.value(f.typ, 0, &v)
+			} else {
+				raw, h, err = d.rawBlock(f.typ)
+			}
 		default:
 			err = d.skip(f.typ, 1)
 		}
@@ -256,12 +263,27 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 			return err
 		}
 	}
-	blk, err := ParseBlock(id, v, h)
+	if !d.tree {
+		return d.rp.parse(dst, id, raw, h, d.part())
+	}
+	d.trees = append(d.trees, v)
+	blk, err := parseTree(id, v, h)
 	if err != nil {
 		return err
 	}
 	*dst = blk
 	return nil
+}
+
+// part carves one block's parts from a slab, so a page of parsed blocks
+// costs a few allocations instead of one per block.
+func (d *decoder) part() *blockParts {
+	if len(d.parts) == 0 {
+		d.parts = make([]blockParts, 256)
+	}
+	p := &d.parts[0]
+	d.parts = d.parts[1:]
+	return p
 }
 
 func (d *decoder) rangeType(ref int64, what string) (*candidType, error) {
@@ -360,7 +382,9 @@ func (d *decoder) legacyGetBlocks() (*LegacyGetBlocksResult, error) {
 				res.ChainLength = le64(b)
 			}
 		case idCertificate:
-			res.Certificate, err = d.optBlob(f.typ)
+			if res.Certificate, err = d.optBlob(f.typ); err == nil {
+				res.Certificate = bytes.Clone(res.Certificate)
+			}
 		case idBlocks:
 			res.Blocks, err = d.blockVec(valueRef)
 		case idArchivedBlocks:
@@ -398,7 +422,7 @@ func (d *decoder) legacyGetBlocks() (*LegacyGetBlocksResult, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	if err := parseNumbered(res.Blocks, res.FirstIndex); err != nil {
+	if err := d.parseNumbered(res.Blocks, res.FirstIndex); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -472,24 +496,32 @@ func (d *decoder) legacyBlockRange(first uint64) ([]Block, error) {
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
-	if err := parseNumbered(blocks, first); err != nil {
+	if err := d.parseNumbered(blocks, first); err != nil {
 		return nil, err
 	}
 	return blocks, nil
 }
 
-// blockVec reads a vec of Values as unparsed blocks (Value and Hash only):
-// in a legacy reply first_index may follow blocks on the wire.
+// blockVec reads a vec of Values as unparsed blocks (Raw and Hash only; the
+// tree reader keeps the Values in d.trees): in a legacy reply first_index
+// may follow blocks on the wire.
 func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	n, err := d.count(2)
 	if err != nil {
 		return nil, err
 	}
 	blocks := make([]Block, 0, min(n, 2048))
+	d.reserveOut(n)
 	for range n {
 		blocks = append(blocks, Block{})
 		b := &blocks[len(blocks)-1]
-		if b.Hash, err = d.value(valueRef, 0, &b.Value); err != nil {
+		if d.tree {
+			d.trees = append(d.trees, Value{})
+			b.Hash, err = d.value(valueRef, 0, &d.trees[len(d.trees)-1])
+		} else {
+			b.Raw, b.Hash, err = d.rawBlock(valueRef)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -497,12 +529,18 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 }
 
 // parseNumbered parses blocks in place, numbering them from first.
-func parseNumbered(blocks []Block, first uint64) error {
+func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 	if len(blocks) > 0 && first > math.MaxUint64-uint64(len(blocks)-1) {
 		return fmt.Errorf("icrc3: block indices from %d overflow 64 bits", first)
 	}
 	for i := range blocks {
-		blk, err := ParseBlock(first+uint64(i), blocks[i].Value, blocks[i].Hash)
+		if !d.tree {
+			if err := d.rp.parse(&blocks[i], first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part()); err != nil {
+				return err
+			}
+			continue
+		}
+		blk, err := parseTree(first+uint64(i), d.trees[i], blocks[i].Hash)
 		if err != nil {
 			return err
 		}

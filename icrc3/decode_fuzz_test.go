@@ -135,7 +135,7 @@ func FuzzDecodeGetBlocksResult(f *testing.F) {
 				t.Fatalf("results differ")
 			}
 			for i := range vals {
-				if res.Blocks[i].Index != ids[i] || !res.Blocks[i].Value.Equal(vals[i]) || res.Blocks[i].Hash != vals[i].Hash() {
+				if res.Blocks[i].Index != ids[i] || !res.Blocks[i].tree().Equal(vals[i]) || res.Blocks[i].Hash != vals[i].Hash() {
 					t.Fatalf("block %d differs", i)
 				}
 			}
@@ -182,7 +182,7 @@ func FuzzDecodeLegacyGetBlocks(f *testing.F) {
 				t.Fatalf("results differ")
 			}
 			for i := range ag.vals {
-				if res.Blocks[i].Index != ag.first+uint64(i) || !res.Blocks[i].Value.Equal(ag.vals[i]) || res.Blocks[i].Hash != ag.vals[i].Hash() {
+				if res.Blocks[i].Index != ag.first+uint64(i) || !res.Blocks[i].tree().Equal(ag.vals[i]) || res.Blocks[i].Hash != ag.vals[i].Hash() {
 					t.Fatalf("block %d differs", i)
 				}
 			}

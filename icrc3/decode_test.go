@@ -224,7 +224,7 @@ func checkBlocks(t *testing.T, got []Block, ids []uint64, want []Value) {
 		if err != nil {
 			t.Fatalf("reference parse of block %d: %v", ids[i], err)
 		}
-		if got[i].Index != ids[i] || got[i].Hash != exp.Hash || !got[i].Value.Equal(want[i]) {
+		if got[i].Index != ids[i] || got[i].Hash != exp.Hash || !got[i].tree().Equal(want[i]) {
 			t.Fatalf("block %d: index %d hash %s, want %d %s", i, got[i].Index, got[i].Hash, ids[i], exp.Hash)
 		}
 		if got[i].Kind != exp.Kind || got[i].Op != exp.Op || got[i].BType != exp.BType || got[i].TS != exp.TS {
@@ -411,7 +411,7 @@ func TestDecodeAcceptsOtherValidEncodings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", tc, err)
 		}
-		if len(blocks) != 1 || !blocks[0].Value.Equal(want) || blocks[0].Hash != want.Hash() || blocks[0].Index != 7 || blocks[0].Kind != BlockMint {
+		if len(blocks) != 1 || !blocks[0].tree().Equal(want) || blocks[0].Hash != want.Hash() || blocks[0].Index != 7 || blocks[0].Kind != BlockMint {
 			t.Fatalf("%+v: got %+v", tc, blocks)
 		}
 	}

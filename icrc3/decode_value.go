@@ -271,17 +271,25 @@ var zeroSubaccountHash = sha256.Sum256(make([]byte, 32))
 // key reads a Map key, interning it and its hash: blocks repeat a handful of
 // keys thousands of times.
 func (d *decoder) key() (string, Hash, error) {
-	b, err := d.blob()
-	if err != nil {
-		return "", Hash{}, err
-	}
-	e, err := d.intern(b)
+	e, err := d.keyEntry()
 	return e.key, e.hash, err
 }
 
 // intern returns the string and hash of a UTF-8 text, from a per-reply cache.
 func (d *decoder) intern(b []byte) (keyEntry, error) {
+	var slot *keyEntry
+	if n := len(b); n > 0 {
+		// A map lookup hashes the whole key; blocks repeat so few keys
+		// that length and two bytes almost always tell them apart.
+		slot = &d.keyCache[(uint(n)*7+uint(b[0])+uint(b[n-1])<<2)&63]
+		if slot.key == string(b) {
+			return *slot, nil
+		}
+	}
 	if e, ok := d.keys[string(b)]; ok {
+		if slot != nil {
+			*slot = e
+		}
 		return e, nil
 	}
 	if !utf8.Valid(b) {
@@ -290,6 +298,9 @@ func (d *decoder) intern(b []byte) (keyEntry, error) {
 	e := keyEntry{key: string(b), hash: sha256.Sum256(b)}
 	if len(d.keys) < 1024 {
 		d.keys[e.key] = e
+	}
+	if slot != nil {
+		*slot = e
 	}
 	return e, nil
 }

@@ -88,7 +88,7 @@ func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.
 		}
 		l.ts[b.Index] = b.TS
 		if b.CreatedAt != nil {
-			b.Value = icrc3.Value{}
+			b.Raw = nil
 			l.byStamp[*b.CreatedAt] = append(l.byStamp[*b.CreatedAt], b)
 		}
 	}

@@ -18,24 +18,24 @@ var _ reconcile.BlockCache = (*Store)(nil)
 
 // PutVerified caches decoded blocks that were verified against a certified
 // tip, in their Value encoding (see PutBlocks for the immutability rule).
-// Every block must carry its Value: ByStamp rebuilds blocks from it.
+// Every block must carry its Value (Raw): ByStamp rebuilds blocks from it.
 func (s *Store) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
 	cbs := make([]CachedBlock, len(blocks))
 	for i := range blocks {
 		b := &blocks[i]
-		if b.Value.Kind == 0 {
+		if len(b.Raw) == 0 {
 			return fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
 		}
 		// The stamp index is taken from the Value itself, not from the
 		// caller's parsed fields, so the two cannot disagree.
-		st, err := stampOf(b.Index, b.TS, b.Value, b.Hash)
+		st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash)
 		if err != nil {
 			return fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
 		}
 		if (st == nil) != (b.CreatedAt == nil) || st != nil && *st != *b.CreatedAt {
 			return fmt.Errorf("%w: put verified %s: block %d: created_at differs from its Value", ErrInvalid, ledger, b.Index)
 		}
-		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: icrc3.MarshalValue(b.Value), Stamp: st}
+		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: b.Raw, Stamp: st}
 	}
 	return s.putCached(ctx, ledger, cbs)
 }
@@ -80,7 +80,7 @@ func rebuild(c CachedBlock) (icrc3.Block, error) {
 	if h := v.Hash(); h != c.Hash {
 		return icrc3.Block{}, fmt.Errorf("block %d: stored Value hashes to %s, verified hash is %s", c.Index, h, c.Hash)
 	}
-	b, err := icrc3.ParseBlock(c.Index, v, c.Hash)
+	b, err := icrc3.ParseRawBlock(c.Index, c.Raw, c.Hash)
 	if err != nil {
 		return icrc3.Block{}, err
 	}

@@ -112,7 +112,7 @@ func TestPutVerifiedRefusesInconsistentBlocks(t *testing.T) {
 	s := openTest(t)
 	b := parsed(t, block(3))
 	noValue := b
-	noValue.Value = icrc3.Value{}
+	noValue.Raw = nil
 	otherStamp := b
 	st := *b.CreatedAt + 1
 	otherStamp.CreatedAt = &st

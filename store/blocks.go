@@ -73,11 +73,8 @@ const blockCols = `idx, ts, hash, raw, stamp`
 func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedBlock) error {
 	cbs := make([]CachedBlock, len(blocks))
 	for i, b := range blocks {
-		v, err := icrc3.UnmarshalValue(b.Raw)
-		if err != nil {
-			return fmt.Errorf("%w: put blocks %s #%d: %w", ErrInvalid, canister, b.Index, err)
-		}
-		if b.Stamp, err = stampOf(b.Index, b.TS, v, b.Hash); err != nil {
+		var err error
+		if b.Stamp, err = stampOf(b.Index, b.TS, b.Raw, b.Hash); err != nil {
 			return fmt.Errorf("%w: put blocks %s: %w", ErrInvalid, canister, err)
 		}
 		cbs[i] = b
@@ -85,10 +82,11 @@ func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedB
 	return s.putCached(ctx, canister, cbs)
 }
 
-// stampOf parses a block's Value for its stamp and checks its ts. A block
-// that does not parse is refused: without its stamp it could not be found.
-func stampOf(index, ts uint64, v icrc3.Value, h icrc3.Hash) (*uint64, error) {
-	b, err := icrc3.ParseBlock(index, v, h)
+// stampOf parses a block's Value encoding for its stamp and checks its ts.
+// A block that does not parse is refused: without its stamp it could not be
+// found.
+func stampOf(index, ts uint64, raw []byte, h icrc3.Hash) (*uint64, error) {
+	b, err := icrc3.ParseRawBlock(index, raw, h)
 	if err != nil {
 		return nil, err
 	}

@@ -51,10 +51,13 @@ func (s *Store) MarkPublished(ctx context.Context, id string, seq uint64) error 
 	if seq < math.MaxInt64 {
 		n = int64(seq)
 	}
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM outbox WHERE intent_id = ? AND seq <= ?`, id, n); err != nil {
-		return fmt.Errorf("store: mark %s/%d published: %w", id, seq, err)
-	}
-	return nil
+	what := fmt.Sprintf("mark %s/%d published", id, seq)
+	return s.groupTx(ctx, what, func(ctx context.Context, t *sqlx.Tx) error {
+		if _, err := t.ExecContext(ctx, `DELETE FROM outbox WHERE intent_id = ? AND seq <= ?`, id, n); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		return nil
+	})
 }
 
 // OutboxEntry is a stored verdict the stream may not hold yet.

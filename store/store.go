@@ -63,6 +63,8 @@ type Store struct {
 	r    *sqlx.DB // query-only read pool
 	path string
 	now  func() time.Time
+
+	group groupCommit // verdict writes (groupcommit.go)
 }
 
 // Options tune Open. The zero value is the production setting.

@@ -70,7 +70,7 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 		wr = &r
 	}
 	what := fmt.Sprintf("append verdict %s/%d", v.IntentID, v.Seq)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.groupTx(ctx, what, func(ctx context.Context, t *sqlx.Tx) error {
 		now := s.now().UnixNano()
 		var head struct {
 			Seq   int64 `db:"latest_seq"`

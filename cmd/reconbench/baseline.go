@@ -11,22 +11,47 @@ import (
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
+	"github.com/aviate-labs/agent-go"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// The baseline is the indexer approach (as Rosetta does it): mirror the
-// whole chain from genesis into a local database, verified, then answer
-// questions with SQL. It uses the same icrc3.Client as the daemon (same
-// transport, concurrent pages, decoder and hashing), checks the chain
-// forward from block 0 up to the certified tip, writes rows in large
-// transactions from a writer goroutine that overlaps the network, and
-// indexes the stamp once the bulk load is done.
+// The baselines are the indexer approach (as Rosetta does it): mirror the
+// whole chain into a local database, verified, then answer questions with
+// SQL. They use the same icrc3.Client as the daemon (same transport,
+// decoder and hashing), write rows in large transactions from a writer
+// goroutine that overlaps the network, and index the stamp once the bulk
+// load is done. They differ in how they fetch:
+//   - concurrent: pages from genesis upwards, Concurrency in flight, the
+//     chain checked forward up to the certified tip (an indexer built for
+//     speed);
+//   - sequential: one 2000-block window at a time from the certified tip
+//     downwards, archives read one at a time, the chain checked from the
+//     tip down, as ICRC Rosetta syncs. The client knows the archives'
+//     ranges and asks them directly, where Rosetta asks the ledger first:
+//     if anything this baseline is faster than Rosetta.
+const (
+	styleConcurrent = "concurrent"
+	styleSequential = "sequential"
+)
+
+// newBaselineClient is a fresh client fetching as the style does.
+func (sc *scenario) newBaselineClient(ag *agent.Agent, ep icrc3.Endpoint, style string) (*icrc3.Client, error) {
+	if style == styleConcurrent {
+		return sc.newClient(ag, ep)
+	}
+	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep,
+		Concurrency: 1, PageSize: icrc3.PageLegacy})
+}
+
+func baselineFile(epName, style string) string { return "baseline-" + epName + "-" + style + ".db" }
 
 // BaselineResult is one full sync plus the searches of the four cases.
 type BaselineResult struct {
 	Endpoint     string            `json:"endpoint"`
+	Style        string            `json:"style"` // concurrent or sequential
 	Blocks       uint64            `json:"blocks"`
 	Queries      uint64            `json:"queries"`
 	BlocksClient uint64            `json:"blocks_fetched"`
@@ -52,10 +77,10 @@ type baseRow struct {
 }
 
 // runBaseline syncs the scenario's ledger into a fresh SQLite file in dir
-// and answers the four cases.
-func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epName string) (BaselineResult, error) {
-	res := BaselineResult{Endpoint: epName, Verdicts: map[string]string{}}
-	path := filepath.Join(dir, "baseline-"+epName+".db")
+// as style fetches, and answers the four cases.
+func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epName, style string) (BaselineResult, error) {
+	res := BaselineResult{Endpoint: epName, Style: style, Verdicts: map[string]string{}}
+	path := filepath.Join(dir, baselineFile(epName, style))
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return res, fmt.Errorf("baseline: open %s: %w", path, err)
@@ -85,14 +110,13 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epNam
 	written := make(chan error, 1)
 	go func() { written <- writeRows(ctx, db, rows) }()
 
-	// An indexer syncs from genesis upwards: rows then append at the end of
-	// the table's B-tree (a walk down from the tip, as icrc3.Verifier does,
-	// would insert at the front and leave pages half full). The chain is
-	// checked forward as it arrives and must end at the certified tip.
+	// The concurrent indexer syncs from genesis upwards: rows then append
+	// at the end of the table's B-tree. Its chain is checked forward as it
+	// arrives and must end at the certified tip. The sequential one walks
+	// down from the tip with a Verifier, as Rosetta does.
 	var count uint64
 	var prev icrc3.Hash
-	err = c.Blocks(ctx, 0, tip.Index+1, func(page []icrc3.Block) error {
-		batch := make([]baseRow, len(page))
+	fetch, check := c.Blocks, func(page []icrc3.Block) error {
 		for i := range page {
 			b := &page[i]
 			switch {
@@ -105,7 +129,27 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epNam
 			}
 			prev = b.Hash
 			count++
-			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: icrc3.MarshalValue(b.Value)}
+		}
+		return nil
+	}
+	down := icrc3.NewVerifier(tip.Anchor())
+	if style == styleSequential {
+		fetch, check = c.BlocksDesc, func(page []icrc3.Block) error {
+			if err := down.PushPage(page); err != nil {
+				return fmt.Errorf("baseline: %w", err)
+			}
+			count += uint64(len(page))
+			return nil
+		}
+	}
+	err = fetch(ctx, 0, tip.Index+1, func(page []icrc3.Block) error {
+		if err := check(page); err != nil {
+			return err
+		}
+		batch := make([]baseRow, len(page))
+		for i := range page {
+			b := &page[i]
+			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: b.Raw}
 			if b.CreatedAt != nil {
 				st := *b.CreatedAt
 				batch[i].stamp = &st
@@ -128,7 +172,11 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epNam
 	if werr != nil {
 		return res, werr
 	}
-	if count != tip.Index+1 || prev != tip.Hash {
+	if style == styleSequential {
+		if !down.Done() || count != tip.Index+1 {
+			return res, fmt.Errorf("baseline: walk from the certified tip %d stopped at block %d", tip.Index, down.Next())
+		}
+	} else if count != tip.Index+1 || prev != tip.Hash {
 		return res, fmt.Errorf("baseline: chain of %d blocks does not end at the certified tip %d", count, tip.Index)
 	}
 	ti := time.Now()

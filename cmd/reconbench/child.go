@@ -39,7 +39,7 @@ func startLedgerChild(cfg config, logw io.Writer) (*scenario, error) {
 		return nil, fmt.Errorf("ledger child: %w", err)
 	}
 	cmd := exec.Command(exe, "-serve-ledger", "-blocks", strconv.Itoa(cfg.Blocks),
-		"-span", cfg.Span.String(), "-seed", strconv.FormatInt(cfg.Seed, 10))
+		"-span", cfg.Span.String(), "-seed", strconv.FormatInt(cfg.Seed, 10), "-rtt", cfg.RTT.String())
 	cmd.Stderr = logw
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -100,6 +100,7 @@ func serveLedger(cfg config, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer sc.close()
+	sc.injectRTT(cfg.RTT)
 	// Building leaves garbage; what stays resident is the ledger itself.
 	runtime.GC()
 	debug.FreeOSMemory()

@@ -2,14 +2,18 @@
 // full-sync baseline, all over loopback against the test replica of
 // icrc3/ledgertest with signed-query verification as in production.
 //
-//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-json FILE]
+//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-json FILE]
 //
 // It builds one archived ledger whose 24 h intent window holds
 // blocks·24h/span blocks, then reports: cold verdict latency and reads for
 // matches at the window's start, middle and end and for an absent intent,
-// on both endpoint families; the baseline's full sync into SQLite and its
-// time to first answer; many intents through NATS, the service and the
-// store; peak RSS and CPU; and decode+hash+match throughput per core. One
+// on both endpoint families; the baselines' full syncs into SQLite (pages
+// fetched concurrently, and one page at a time from the tip down as ICRC
+// Rosetta fetches) and their time to first answer; many intents through
+// NATS, the service and the store; peak RSS and CPU; and
+// decode+hash+match throughput per core. With -rtt every request to the
+// ledger and its archives waits that long at the replica, as a mainnet
+// round trip does, and each case is set against its round-trip floor. One
 // table on stdout, the same figures as JSON with -json.
 package main
 
@@ -27,17 +31,25 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 type config struct {
-	Blocks     int           `json:"blocks"`
-	Span       time.Duration `json:"span_ns"`
-	Runs       int           `json:"runs"`
-	Intents    int           `json:"intents"`
-	Inflight   int           `json:"inflight"`
-	Seed       int64         `json:"seed"`
-	DecodeTime time.Duration `json:"decode_time_ns"`
-	Timeout    time.Duration `json:"-"`
+	Blocks   int           `json:"blocks"`
+	Span     time.Duration `json:"span_ns"`
+	Runs     int           `json:"runs"`
+	Intents  int           `json:"intents"`
+	Inflight int           `json:"inflight"`
+	// RTT is injected at the test replica into every request concerning
+	// the ledger or an archive, for reconciled and the baselines alike.
+	RTT time.Duration `json:"rtt_ns"`
+	// Concurrency bounds the page requests in flight of every client but
+	// the sequential baseline's (icrc3.ClientConfig.Concurrency).
+	Concurrency int           `json:"concurrency"`
+	Seed        int64         `json:"seed"`
+	DecodeTime  time.Duration `json:"decode_time_ns"`
+	Timeout     time.Duration `json:"-"`
 	// SkipBaseline leaves the full sync out (for quick runs of our side).
 	SkipBaseline bool `json:"skip_baseline"`
 	// Ledger is where the test ledger runs: "child" (a child process, so
@@ -46,7 +58,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1,
+	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1, Concurrency: 4,
 		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child"}
 }
 
@@ -66,6 +78,8 @@ func parseFlags(args []string) (config, options, error) {
 	fs.IntVar(&cfg.Intents, "intents", cfg.Intents, "intents published through NATS (0: skip)")
 	fs.IntVar(&cfg.Inflight, "inflight", cfg.Inflight, "intents the service handles at once")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history")
+	fs.DurationVar(&cfg.RTT, "rtt", cfg.RTT, "round trip injected at the replica into every ledger and archive request")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "page requests in flight per client (the RTT floor's C)")
 	fs.DurationVar(&cfg.DecodeTime, "decode-time", cfg.DecodeTime, "wall time of each decode+hash+match measurement")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
@@ -131,6 +145,9 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
 	}
+	if cfg.Concurrency < 1 || cfg.RTT < 0 {
+		return nil, fmt.Errorf("-concurrency %d, -rtt %s: want at least 1 and not negative", cfg.Concurrency, cfg.RTT)
+	}
 	// The ledger child's stderr is copied into logw from another goroutine.
 	logw = &lockedWriter{w: logw}
 	logf := func(format string, args ...any) {
@@ -151,7 +168,9 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	case "child":
 		sc, err = startLedgerChild(cfg, logw)
 	case "inproc":
-		sc, err = buildScenario(cfg.Blocks, cfg.Span, cfg.Seed)
+		if sc, err = buildScenario(cfg.Blocks, cfg.Span, cfg.Seed); err == nil {
+			sc.injectRTT(cfg.RTT)
+		}
 	default:
 		err = fmt.Errorf("-ledger %q: want child or inproc", cfg.Ledger)
 	}
@@ -159,6 +178,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 		return nil, fmt.Errorf("build ledger: %w", err)
 	}
 	defer sc.close()
+	sc.conc, sc.rtt = cfg.Concurrency, cfg.RTT
 	ledgerPhase := startMemPhase()
 	rep.Ledger = LedgerInfo{
 		Host: cfg.Ledger, Blocks: sc.Blocks, Archives: sc.Archives,
@@ -170,8 +190,8 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	} else {
 		rep.Ledger.RSSBytes = ledgerPhase.start - min(ledgerPhase.start, rss0)
 	}
-	logf("ledger built in %.1f s: %d blocks, %d archives, window [%d, %d]; ledger resident %d MiB",
-		sc.BuildSeconds, sc.Blocks, sc.Archives, sc.Window[0], sc.Window[1], rep.Ledger.RSSBytes>>20)
+	logf("ledger built in %.1f s: %d blocks, %d archives, window [%d, %d]; ledger resident %d MiB; rtt %s",
+		sc.BuildSeconds, sc.Blocks, sc.Archives, sc.Window[0], sc.Window[1], rep.Ledger.RSSBytes>>20, cfg.RTT)
 
 	ag, err := sc.newAgent()
 	if err != nil {
@@ -216,22 +236,31 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 
 	if !cfg.SkipBaseline {
 		for _, ep := range endpoints {
-			c, err := sc.newClient(ag, ep.ep)
-			if err != nil {
-				return nil, err
+			styles := []string{styleConcurrent}
+			if ep.ep == icrc3.EndpointLegacy {
+				// One page at a time, the ICRC-3 family would take twenty
+				// times as many serial round trips (100-block replies) as
+				// its legacy comparison needs.
+				styles = append(styles, styleSequential)
 			}
-			logf("baseline %s: full sync of %d blocks", ep.name, sc.Blocks)
-			phase := startMemPhase()
-			b, err := sc.runBaseline(ctx, c, dir, ep.name)
-			if err != nil {
-				return nil, err
-			}
-			b.PeakRSS, b.PeakRSSRise = phase.peak()
-			rep.Baseline = append(rep.Baseline, b)
-			logf("baseline %s: first answer after %.1f s", ep.name, b.FirstAnswerS)
-			// A million-block mirror is hundreds of MiB: free it now.
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				_ = os.Remove(filepath.Join(dir, "baseline-"+ep.name+".db"+suffix))
+			for _, style := range styles {
+				c, err := sc.newBaselineClient(ag, ep.ep, style)
+				if err != nil {
+					return nil, err
+				}
+				logf("baseline %s %s: full sync of %d blocks", ep.name, style, sc.Blocks)
+				phase := startMemPhase()
+				b, err := sc.runBaseline(ctx, c, dir, ep.name, style)
+				if err != nil {
+					return nil, err
+				}
+				b.PeakRSS, b.PeakRSSRise = phase.peak()
+				rep.Baseline = append(rep.Baseline, b)
+				logf("baseline %s %s: first answer after %.1f s", ep.name, style, b.FirstAnswerS)
+				// A million-block mirror is hundreds of MiB: free it now.
+				for _, suffix := range []string{"", "-wal", "-shm"} {
+					_ = os.Remove(filepath.Join(dir, baselineFile(ep.name, style)+suffix))
+				}
 			}
 		}
 	}

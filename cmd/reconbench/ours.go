@@ -53,12 +53,27 @@ type CaseResult struct {
 	SearchSteps    uint64  `json:"search_steps"`
 	Bound          float64 `json:"query_bound"`
 	QueryRatio     float64 `json:"query_ratio"`
+
+	// RTTFloorMS is what any reader needs at the injected round trip with
+	// Concurrency pages in flight: (ceil(pages to verify / C) + 2) × RTT,
+	// the 2 for the certified tip and the ledger's metadata. FloorRatio =
+	// latency p50 / floor. Both 0 without -rtt.
+	Concurrency int     `json:"concurrency"`
+	RTTFloorMS  float64 `json:"rtt_floor_ms"`
+	FloorRatio  float64 `json:"floor_ratio"`
+}
+
+// rttFloor is (ceil(pages / conc) + 2) round trips.
+func rttFloor(blocks, page uint64, conc int, rtt time.Duration) time.Duration {
+	pages := (blocks + page - 1) / page
+	rounds := (pages + uint64(conc) - 1) / uint64(conc)
+	return time.Duration(rounds+2) * rtt
 }
 
 // newClient is a fresh client for the scenario's ledger: nothing detected,
 // no archive known, so every verdict pays for discovery as a cold one does.
 func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client, error) {
-	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep})
+	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep, Concurrency: sc.conc})
 }
 
 func (sc *scenario) newEngine(c *icrc3.Client, cache reconcile.BlockCache) *reconcile.Engine {
@@ -139,6 +154,11 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 	r.SearchSteps = searchSteps(tip+1-low, page)
 	r.Bound = math.Ceil(float64(r.BlocksToVerify)/float64(page)) + float64(r.SearchSteps) + 2
 	r.QueryRatio = r.Queries / r.Bound
+	r.Concurrency = sc.conc
+	if floor := rttFloor(r.BlocksToVerify, page, sc.conc, sc.rtt); floor > 0 {
+		r.RTTFloorMS = ms(floor)
+		r.FloorRatio = r.LatencyMS.P50 / r.RTTFloorMS
+	}
 	return r, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aviate-labs/agent-go/principal"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
@@ -89,6 +91,21 @@ func TestSmoke(t *testing.T) {
 		}
 		if c.LatencyMS.P50 <= 0 || c.LatencyMS.P50 > c.LatencyMS.Max {
 			t.Errorf("%s %s latency %+v", c.Endpoint, c.Case, c.LatencyMS)
+		}
+	}
+	// The sequential baseline reads the whole chain one 2000-block window
+	// at a time: at least a query per window, and the same verdicts.
+	seq := rep.baselineStyle("legacy2000", styleSequential)
+	if seq == nil || len(rep.Baseline) != len(endpoints)+1 {
+		t.Fatalf("%d baselines, sequential legacy %v: want one per family and a sequential legacy one", len(rep.Baseline), seq != nil)
+	}
+	if windows := (rep.Ledger.Blocks + 1999) / 2000; seq.Blocks != rep.Ledger.Blocks || seq.BlocksClient < rep.Ledger.Blocks || seq.Queries < windows {
+		t.Errorf("sequential baseline synced %d blocks (fetched %d) in %d queries, want all %d in at least %d",
+			seq.Blocks, seq.BlocksClient, seq.Queries, rep.Ledger.Blocks, windows)
+	}
+	for name, v := range rep.baseline("legacy2000").Verdicts {
+		if seq.Verdicts[name] != v {
+			t.Errorf("case %s: sequential baseline says %s, concurrent %s", name, seq.Verdicts[name], v)
 		}
 	}
 	if rep.Many == nil {
@@ -174,9 +191,49 @@ func TestBaselineRefusesForgedChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sc.runBaseline(context.Background(), c, t.TempDir(), "legacy2000")
+	_, err = sc.runBaseline(context.Background(), c, t.TempDir(), "legacy2000", styleConcurrent)
 	if want := fmt.Sprintf("block %d does not chain", altered+1); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("baseline over an altered block %d: %v, want an error with %q", altered, err, want)
+	}
+}
+
+// TestRTTInjected: -rtt puts the latency switch on the ledger and every
+// archive, so each request of either side pays the round trip.
+func TestRTTInjected(t *testing.T) {
+	sc, err := buildScenario(5_000, 240*time.Hour, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.close()
+	sc.injectRTT(70 * time.Millisecond)
+	ids := []principal.Principal{sc.ledger.ID()}
+	for _, a := range sc.ledger.Archives() {
+		ids = append(ids, a.ID)
+	}
+	if len(ids) < 2 {
+		t.Fatalf("%d canisters: want the ledger and an archive", len(ids))
+	}
+	for _, id := range ids {
+		if f := sc.srv.Faults(id); f.Latency != 70*time.Millisecond {
+			t.Errorf("canister %s: latency %s, want 70ms", id, f.Latency)
+		}
+	}
+}
+
+// TestRTTFloor pins the round-trip floor: (ceil(pages / C) + 2) × RTT.
+func TestRTTFloor(t *testing.T) {
+	const rtt = 100 * time.Millisecond
+	for _, c := range []struct {
+		blocks, page uint64
+		conc         int
+		want         time.Duration
+	}{
+		{100_000, 2000, 4, 15 * rtt}, {104_001, 2000, 4, 16 * rtt}, {2000, 2000, 4, 3 * rtt}, {1, 100, 1, 3 * rtt},
+		{1300, 100, 4, 6 * rtt}, {102_011, 100, 4, 258 * rtt}, {0, 2000, 4, 2 * rtt},
+	} {
+		if got := rttFloor(c.blocks, c.page, c.conc, rtt); got != c.want {
+			t.Errorf("rttFloor(%d, %d, %d) = %s, want %s", c.blocks, c.page, c.conc, got, c.want)
+		}
 	}
 }
 

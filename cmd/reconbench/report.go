@@ -56,10 +56,14 @@ type Goal struct {
 	Note     string  `json:"note,omitempty"`
 }
 
-func (r *Report) baseline(ep string) *BaselineResult {
+// baseline is the concurrent baseline of an endpoint family, the one the
+// goals without a round trip compare with.
+func (r *Report) baseline(ep string) *BaselineResult { return r.baselineStyle(ep, styleConcurrent) }
+
+func (r *Report) baselineStyle(ep, style string) *BaselineResult {
 	for i := range r.Baseline {
-		if r.Baseline[i].Endpoint == ep {
-			return &r.Baseline[i]
+		if b := &r.Baseline[i]; b.Endpoint == ep && b.Style == style {
+			return b
 		}
 	}
 	return nil
@@ -108,6 +112,9 @@ func (r *Report) evaluate() {
 		r.Goals = append(r.Goals, Goal{Name: fmt.Sprintf("%d intents: blocks fetched vs one scan", r.Many.Intents), Target: "<= 1.2x",
 			Achieved: r.Many.ScanRatio, Met: r.Many.ScanRatio <= 1.2})
 	}
+	if r.Config.RTT > 0 {
+		r.rttGoals()
+	}
 	minDec := math.Inf(1)
 	for _, d := range r.Decode {
 		minDec = min(minDec, d.BlocksPerSec)
@@ -130,6 +137,39 @@ func (r *Report) evaluate() {
 		Note: note + fmt.Sprintf("; process peak %d MiB", max(r.OursPeakRSS, r.manyPeak())/mib)})
 }
 
+// rttGoals are the goals at a mainnet round trip: against the sequential
+// (Rosetta-style) baseline on legacy pages, and against each case's floor.
+func (r *Report) rttGoals() {
+	if seq := r.baselineStyle("legacy2000", styleSequential); seq != nil {
+		worst, at := math.Inf(1), ""
+		for _, c := range r.Cases {
+			if c.Endpoint == "legacy2000" && (c.Case == "start" || c.Case == "absent") && c.LatencyMS.P50 > 0 {
+				if ratio := seq.FirstAnswerS * 1000 / c.LatencyMS.P50; ratio < worst {
+					worst, at = ratio, c.Case
+				}
+			}
+		}
+		r.Goals = append(r.Goals, Goal{Name: "cold start/absent verdict vs sequential baseline first answer (legacy)", Target: ">= 50x",
+			Achieved: worst, Met: worst >= 50, Note: "worst case " + at})
+	}
+	far, farAt, near, nearAt := 0.0, "", 0.0, ""
+	for _, c := range r.Cases {
+		switch c.Case {
+		case "start", "absent":
+			if c.FloorRatio > far {
+				far, farAt = c.FloorRatio, c.Endpoint+"/"+c.Case
+			}
+		case "end":
+			if c.FloorRatio > near {
+				near, nearAt = c.FloorRatio, c.Endpoint+"/"+c.Case
+			}
+		}
+	}
+	r.Goals = append(r.Goals,
+		Goal{Name: "cold start/absent verdict vs RTT floor", Target: "<= 1.3x", Achieved: far, Met: far <= 1.3, Note: "worst case " + farAt},
+		Goal{Name: "near-tip verdict vs RTT floor", Target: "<= 1.5x", Achieved: near, Met: near <= 1.5, Note: "worst case " + nearAt})
+}
+
 func (r *Report) manyPeak() uint64 {
 	if r.Many == nil {
 		return 0
@@ -141,9 +181,9 @@ func (r *Report) manyPeak() uint64 {
 // baseline/ours (how many times better we are; for the bounds, measured /
 // bound).
 func (r *Report) writeTable(w io.Writer) error {
-	fmt.Fprintf(w, "ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %.1f s; %s, %d CPUs, load %.1f -> %.1f\n\n",
+	fmt.Fprintf(w, "ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %.1f s; %s, %d CPUs, load %.1f -> %.1f; rtt %s, concurrency %d\n\n",
 		r.Ledger.Blocks, r.Ledger.Archives, r.Ledger.WindowBlocks, r.Ledger.WindowFirst, r.Ledger.WindowLast, r.Ledger.BuildSeconds,
-		r.GoVersion, r.CPUs, r.LoadStart, r.LoadEnd)
+		r.GoVersion, r.CPUs, r.LoadStart, r.LoadEnd, r.Config.RTT, r.Config.Concurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(metric, ours, base, ratio string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", metric, ours, base, ratio)
@@ -159,6 +199,14 @@ func (r *Report) writeTable(w io.Writer) error {
 		}
 		row(tag+": latency p50/p99/max vs first answer",
 			fmt.Sprintf("%.1f/%.1f/%.1f ms", c.LatencyMS.P50, c.LatencyMS.P99, c.LatencyMS.Max), base, ratio)
+		if seq := r.baselineStyle(c.Endpoint, styleSequential); seq != nil {
+			row(tag+": latency p50 vs sequential first answer", fmt.Sprintf("%.1f ms", c.LatencyMS.P50),
+				fmt.Sprintf("%.0f ms", seq.FirstAnswerS*1000), fmt.Sprintf("%.0fx", seq.FirstAnswerS*1000/c.LatencyMS.P50))
+		}
+		if c.RTTFloorMS > 0 {
+			row(tag+fmt.Sprintf(": RTT floor (C=%d), p50/floor", c.Concurrency),
+				fmt.Sprintf("%.0f ms, %.2fx", c.RTTFloorMS, c.FloorRatio), "-", "-")
+		}
 		bq, bb, rq, rb, bc, rc := "-", "-", "-", "-", "-", "-"
 		if b != nil {
 			bq, bb = fmt.Sprint(b.Queries), fmt.Sprint(b.BlocksClient)
@@ -170,10 +218,11 @@ func (r *Report) writeTable(w io.Writer) error {
 		row(tag+": CPU per verdict (process)", fmt.Sprintf("%.3f s", c.CPUSeconds), bc, rc)
 	}
 	for _, b := range r.Baseline {
-		row("baseline "+b.Endpoint+": sync (index) / search", "-",
+		tag := "baseline " + b.Endpoint + " " + b.Style
+		row(tag+": sync (index) / search", "-",
 			fmt.Sprintf("%.1f s (%.1f s) / %.1f ms", b.SyncSeconds, b.IndexSeconds, b.SearchMS), "-")
-		row("baseline "+b.Endpoint+": SQLite size, peak RSS rise", "-",
-			fmt.Sprintf("%d MiB, %d MiB", b.DBBytes/mib, b.PeakRSSRise/mib), "-")
+		row(tag+": queries, SQLite size, peak RSS rise", "-",
+			fmt.Sprintf("%d, %d MiB, %d MiB", b.Queries, b.DBBytes/mib, b.PeakRSSRise/mib), "-")
 	}
 	if len(r.Baseline) > 0 {
 		row("peak RSS (rise): single verdicts vs baseline", fmt.Sprintf("%d (%d) MiB", r.OursPeakRSS/mib, r.OursPeakRSSRise/mib),

@@ -69,6 +69,22 @@ type scenario struct {
 	srv    *ledgertest.Server
 	ledger *ledgertest.Ledger
 	child  *ledgerChild
+
+	conc int           // page requests in flight per client
+	rtt  time.Duration // injected per request (for the floor)
+}
+
+// injectRTT makes every request concerning the ledger or one of its
+// archives wait rtt at the replica before its reply: mainnet's round trip
+// through the boundary nodes, for reconciled and the baselines alike.
+func (sc *scenario) injectRTT(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	sc.srv.SetFaults(sc.ledger.ID(), ledgertest.Faults{Latency: rtt})
+	for _, a := range sc.ledger.Archives() {
+		sc.srv.SetFaults(a.ID, ledgertest.Faults{Latency: rtt})
+	}
 }
 
 // principalN is a deterministic principal distinct from the generated

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Group commit: verdict writes of concurrent callers share one transaction,
+// and so one WAL fsync (synchronous=FULL makes every commit pay one). In a
+// burst the service finishes many decisions at once, and one commit per
+// verdict would queue them behind the disk. Each write runs inside its own
+// SAVEPOINT: a write that fails is rolled back alone and only its caller
+// sees the error. No caller returns before the commit holding its write is
+// durable, so the outbox rule (a verdict is published only once stored)
+// holds as before.
+
+// maxGroup bounds the writes of one transaction, so a long queue cannot
+// hold the write lock for long.
+const maxGroup = 256
+
+type groupReq struct {
+	ctx  context.Context
+	what string
+	fn   func(context.Context, *sqlx.Tx) error
+	err  error
+	// Set before done is closed: lead asks the request to commit the next
+	// group itself; otherwise err is its result.
+	lead bool
+	done chan struct{}
+}
+
+type groupCommit struct {
+	mu      sync.Mutex
+	running bool
+	pending []*groupReq
+	commits uint64 // transactions committed, for tests
+}
+
+// groupTx runs fn in a writer transaction shared with whatever other
+// groupTx calls are waiting. fn must do its statements with the context it
+// is given, not its caller's: a statement interrupted by a cancelled
+// context would make SQLite roll back the whole shared transaction. A
+// caller whose ctx is done before its turn gets ctx's error and fn does
+// not run.
+func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Context, *sqlx.Tx) error) error {
+	g := &s.group
+	r := &groupReq{ctx: ctx, what: what, fn: fn, done: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	if g.running {
+		g.mu.Unlock()
+		<-r.done // bounded by the leader's group, which checks r.ctx
+		if !r.lead {
+			return r.err
+		}
+		g.mu.Lock()
+	}
+	// r leads: it is pending[0] (a led request was woken as the head of the
+	// queue; a first leader found the queue empty).
+	g.running = true
+	n := min(len(g.pending), maxGroup)
+	group := g.pending[:n:n]
+	g.pending = append([]*groupReq(nil), g.pending[n:]...)
+	g.mu.Unlock()
+
+	s.commitGroup(context.WithoutCancel(ctx), group)
+	for _, q := range group {
+		if q != r {
+			close(q.done)
+		}
+	}
+
+	g.mu.Lock()
+	if len(g.pending) > 0 {
+		next := g.pending[0]
+		next.lead = true
+		close(next.done)
+	} else {
+		g.running = false
+	}
+	g.mu.Unlock()
+	return r.err
+}
+
+// commitGroup runs the group's writes in one transaction, each in its own
+// savepoint, and sets every request's err.
+func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
+	fail := func(format string, err error) {
+		for _, q := range group {
+			if q.err == nil {
+				q.err = fmt.Errorf("store: %s: "+format+": %w", q.what, err)
+			}
+		}
+	}
+	t, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		fail("begin", err)
+		return
+	}
+	wrote := false
+	for _, q := range group {
+		if err := q.ctx.Err(); err != nil {
+			q.err = fmt.Errorf("store: %s: %w", q.what, err)
+			continue
+		}
+		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			t.Rollback()
+			fail("savepoint", err)
+			return
+		}
+		if err := q.fn(ctx, t); err != nil {
+			q.err = err
+			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
+				t.Rollback()
+				fail("roll back to savepoint", err)
+				return
+			}
+		} else {
+			wrote = true
+		}
+		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
+			t.Rollback()
+			fail("release savepoint", err)
+			return
+		}
+	}
+	if !wrote {
+		t.Rollback()
+		return
+	}
+	if err := t.Commit(); err != nil {
+		fail("commit", err)
+		return
+	}
+	s.group.mu.Lock()
+	s.group.commits++
+	s.group.mu.Unlock()
+}
