@@ -279,6 +279,11 @@ type Features struct {
 	BlockTypes []string
 	// MintingAccount from icrc1_minting_account (nil when none or not served).
 	MintingAccount *Account
+	// MintingCertified: MintingAccount is the reply of a replicated call
+	// whose certificate was verified (or the ledger does not serve the
+	// method). When false it is one node's query reply, and Detect asks
+	// the subnet again on every call.
+	MintingCertified bool
 	// Endpoint is the block endpoint family the client reads, and PageSize
 	// its page.
 	Endpoint Endpoint
@@ -292,6 +297,14 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 	c.featMu.Lock()
 	defer c.featMu.Unlock()
 	if c.feat != nil {
+		if !c.feat.MintingCertified {
+			// Only a node's word so far: ask the subnet again.
+			f := *c.feat
+			if err := c.readMinting(ctx, &f); err != nil {
+				return Features{}, err
+			}
+			c.feat = &f
+		}
 		return *c.feat, nil
 	}
 	var f Features
@@ -365,20 +378,8 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 			f.BlockTypes = append(f.BlockTypes, t.BlockType)
 		}
 	}
-	if raw, ok, err = probe("icrc1_minting_account", candidNoArgs); err != nil {
+	if err := c.readMinting(ctx, &f); err != nil {
 		return Features{}, err
-	} else if ok {
-		var acc *CandidAccount
-		if err := unmarshalCandid(raw, &acc); err != nil {
-			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
-		}
-		if acc != nil {
-			a, err := acc.Account()
-			if err != nil {
-				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
-			}
-			f.MintingAccount = &a
-		}
 	}
 	switch {
 	case c.want == EndpointICRC3 && f.ICRC3Blocks, c.want == EndpointAuto && f.ICRC3Blocks && !f.LegacyBlocks:
@@ -397,6 +398,47 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 	}
 	c.feat = &f
 	return f, nil
+}
+
+// readMinting reads icrc1_minting_account as a replicated call whose
+// certificate is verified here: which account mints decides whether a
+// transfer must appear as xfer, mint or burn, so one node's query reply
+// must not decide it. When the call fails, the signed query's answer is
+// kept as uncertain (f.MintingCertified false).
+func (c *Client) readMinting(ctx context.Context, f *Features) error {
+	const method = "icrc1_minting_account"
+	raw, err := c.certifiedCall(ctx, method, candidNoArgs)
+	certified := err == nil
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("icrc3: detect %s: %w", method, err)
+	case err != nil && methodMissing(err):
+		// No minting account is the cautious reading: the engine never
+		// lets a mint or burn with the intent's stamp end absent.
+		f.MintingAccount, f.MintingCertified = nil, true
+		return nil
+	case err != nil:
+		if raw, err = c.query(ctx, c.ledger, method, candidNoArgs, true); err != nil {
+			if methodMissing(err) {
+				f.MintingAccount, f.MintingCertified = nil, false
+				return nil
+			}
+			return fmt.Errorf("icrc3: detect %s: %w", method, err)
+		}
+	}
+	var acc *CandidAccount
+	if err := unmarshalCandid(raw, &acc); err != nil {
+		return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+	}
+	f.MintingAccount, f.MintingCertified = nil, certified
+	if acc != nil {
+		a, err := acc.Account()
+		if err != nil {
+			return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+		}
+		f.MintingAccount = &a
+	}
+	return nil
 }
 
 // Tip reads and verifies the ledger's certified tip. In queries mode a

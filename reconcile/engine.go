@@ -93,20 +93,25 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 
 // Rules returns the matching rules of a ledger: its configuration, with the
 // minting account the ledger reports unless the operator overrode it.
-func (e *Engine) rules(ctx context.Context, s ledgerSource) (matcher.LedgerRules, uint64, error) {
-	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
+//
+// certain is false when the minting account is only one node's word (the
+// certified read failed and the operator configured none): a verdict may
+// then not depend on it.
+func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, page uint64, certain bool, err error) {
+	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
 	f, err := s.h.Detect(ctx)
 	if err != nil {
-		return r, 0, err
+		return r, 0, false, err
 	}
+	certain = r.MintingAccount != nil || f.MintingCertified
 	if r.MintingAccount == nil {
 		r.MintingAccount = f.MintingAccount
 	}
-	page := f.PageSize
+	page = f.PageSize
 	if page == 0 {
 		page = icrc3.PageICRC3
 	}
-	return r, page, nil
+	return r, page, certain, nil
 }
 
 // Decide settles one intent as far as verified history allows, by the
@@ -179,14 +184,14 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
 		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
 	}
-	rules, page, err := e.rules(ctx, s)
+	rules, page, mintCertain, err := e.rules(ctx, s)
 	if err != nil {
 		return all(err)
 	}
 	ds := make([]*decision, len(ins))
 	byStamp := map[uint64][]*decision{}
 	for i, in := range ins {
-		ds[i] = &decision{in: in, rules: rules, w: ws[i], seen: map[uint64]bool{}}
+		ds[i] = &decision{in: in, rules: rules, mintCertain: mintCertain, w: ws[i], seen: map[uint64]bool{}}
 		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
 	}
 
@@ -288,15 +293,20 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 type decision struct {
 	in    *matcher.Intent
 	rules matcher.LedgerRules
-	w     matcher.Window
-	match *icrc3.Block
-	near  []NearMiss
-	seen  map[uint64]bool
-	read  uint64
+	// mintCertain: rules.MintingAccount is certified or configured.
+	mintCertain bool
+	w           matcher.Window
+	match       *icrc3.Block
+	near        []NearMiss
+	seen        map[uint64]bool
+	read        uint64
 	// mintBurn: a mint or burn block carries the intent's stamp while the
 	// ledger's minting account is unknown, so whether it is the intent's
 	// own block cannot be told (a mint records no sender).
 	mintBurn bool
+	// kindDoubt: a block matches the intent in every field but the kind,
+	// which only an uncertain minting account decides.
+	kindDoubt bool
 }
 
 // scan checks verified blocks against the intent. Only blocks stamped with
@@ -313,6 +323,9 @@ func (d *decision) scan(page []icrc3.Block) {
 			d.mintBurn = true
 		}
 		r := matcher.Match(d.in, b, d.rules)
+		if !d.mintCertain {
+			r = d.matchUncertain(b, r)
+		}
 		switch {
 		case r.Match:
 			// The lowest matching index is the original; later ones could
@@ -325,6 +338,45 @@ func (d *decision) scan(page []icrc3.Block) {
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
 		}
 	}
+}
+
+// matchUncertain judges a block without trusting the minting account. All
+// that account decides is whether the intent's block is a transfer, a mint
+// (the caller mints) or a burn (the recipient is the minting account), so
+// the block is matched under each of the three. A plain transfer or
+// approve block proves its own kind: the ledger writes one only when
+// neither party is the minting account. A mint or burn block that matches
+// under one reading is the intent's own only if the minting account is
+// what that reading says: doubt, never a match and never absent.
+func (d *decision) matchUncertain(b *icrc3.Block, reported matcher.Result) matcher.Result {
+	plain := d.rules
+	plain.MintingAccount = nil
+	if b.Kind != icrc3.BlockMint && b.Kind != icrc3.BlockBurn {
+		if r := matcher.Match(d.in, b, plain); r.Match {
+			return r
+		}
+	}
+	caller := d.in.CallerAccount()
+	readings := []*icrc3.Account{nil, &caller}
+	if d.in.Args.To != nil {
+		readings = append(readings, d.in.Args.To)
+	}
+	for _, m := range readings {
+		alt := d.rules
+		alt.MintingAccount = m
+		if matcher.Match(d.in, b, alt).Match {
+			d.kindDoubt = true
+			if reported.Match {
+				return matcher.Result{NearMiss: true, Differs: []string{matcher.FieldMethod}}
+			}
+			break
+		}
+	}
+	if reported.Match {
+		// Matched only under the node's account: not evidence.
+		return matcher.Result{NearMiss: true, Differs: []string{matcher.FieldMethod}}
+	}
+	return reported
 }
 
 func evidence(t icrc3.Tip, d *decision) *Evidence {
@@ -352,6 +404,11 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
+	case closed && d.kindDoubt:
+		// The block may be the intent's own under the true minting
+		// account: absent could make someone pay twice.
+		v.Status = StatusUnreadable
+		v.Reason = &Reason{Code: "E_MINTING_UNCERTAIN", Message: "a block matches the intent in every field but its kind, and the ledger's minting account could not be certified; configure minting= for this ledger or wait for the certified read"}
 	case closed && d.mintBurn:
 		// Without the minting account a mint with this stamp may be the
 		// intent's own: absent could make someone pay twice.
