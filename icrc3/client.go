@@ -518,10 +518,20 @@ func (c *Client) tipReply(ctx context.Context, method string) ([]byte, error) {
 	return c.query(ctx, c.ledger, method, candidNoArgs, true)
 }
 
+// queriesLag is how far behind the certified state a replica answering
+// queries is assumed to be at most: an honest one lags by seconds.
+const queriesLag = 30 * time.Second
+
 // queriesTip reads the chain length and the last block with signed
-// queries. Its Time is the last block's ts: ledger time is at least that,
-// so a window judged closed on it is closed.
+// queries. Its Time is the subnet's certified /time, read by read_state
+// before the queries, less queriesLag: the last block's ts would stand
+// still while nobody transacts, and no node can move the certified time.
 func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
+	now, err := c.CertifiedTime(ctx)
+	if err != nil {
+		return Tip{}, fmt.Errorf("icrc3: tip by queries: %w", err)
+	}
+	now = max(now, uint64(queriesLag)) - uint64(queriesLag)
 	var n uint64
 	if f.Endpoint == EndpointLegacy {
 		raw, err := c.query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(0, 0), true)
@@ -552,16 +562,16 @@ func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
 			Msg: fmt.Sprintf("chain length %d is below the %d already seen", n, c.known.Load())}
 	}
 	if n == 0 {
-		return Tip{Empty: true, Format: TipFormatQueries}, nil
+		return Tip{Empty: true, Time: now, Format: TipFormatQueries}, nil
 	}
 	c.observeLength(n)
 	var last *Block
-	err := c.blocks(ctx, n-1, n, false, func(page []Block) error {
+	err = c.blocks(ctx, n-1, n, false, func(page []Block) error {
 		last = &page[len(page)-1]
 		return nil
 	})
 	if err != nil {
 		return Tip{}, err
 	}
-	return Tip{Index: last.Index, Hash: last.Hash, Time: last.TS, Format: TipFormatQueries}, nil
+	return Tip{Index: last.Index, Hash: last.Hash, Time: now, Format: TipFormatQueries}, nil
 }

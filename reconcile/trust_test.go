@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"github.com/reconciled/reconciled/icrc3"
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
@@ -81,5 +82,32 @@ func TestMintingAccountUncertainIsUnreadable(t *testing.T) {
 				t.Fatalf("minting account certain again: got %s %+v, want found at %d", v.Status, v.Reason, mintIdx)
 			}
 		})
+	}
+}
+
+// TestQueriesModeIdleLedgerCloses: a ledger read `verify: queries` closes
+// windows on the subnet's certified time (read_state /time), not on its
+// last block's timestamp, which stands still while nobody transacts.
+func TestQueriesModeIdleLedgerCloses(t *testing.T) {
+	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{Uncertified: true}, verify: icrc3.VerifyQueries})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000)
+	paid := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+	idx, err := e.ledger.Transfer(alice, paid.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpaid := paid
+	unpaid.id, unpaid.amount = "unpaid", 6
+	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("window open: got %s %+v, want not_yet", v.Status, v.Reason)
+	}
+	e.closeWindow()
+	v := e.decide(e.intent(unpaid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusAbsent || v.Evidence == nil || v.Evidence.Verified != "queries" {
+		t.Fatalf("idle ledger after the window: got %s %+v %+v, want absent on queries evidence", v.Status, v.Reason, v.Evidence)
+	}
+	if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+		t.Fatalf("paid: got %s, want found at %d", v.Status, idx)
 	}
 }

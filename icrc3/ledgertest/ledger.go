@@ -51,6 +51,9 @@ type LedgerConfig struct {
 	Overlap bool
 	// DisableICRC3 / DisableLegacy remove one endpoint family.
 	DisableICRC3, DisableLegacy bool
+	// Uncertified: the tip endpoints answer without a certificate, as a
+	// ledger that certifies no tip does (readable only `verify: queries`).
+	Uncertified bool
 	InitialBalances             []Balance
 }
 

@@ -291,7 +291,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		}
 		return reply(out)
 	case "icrc3_get_tip_certificate":
-		if ctx.Replicated || ctx.DataCertificate == nil {
+		if ctx.Replicated || ctx.DataCertificate == nil || l.cfg.Uncertified {
 			return reply((*dataCertificate)(nil))
 		}
 		tree, data, at := l.tipAt()
@@ -299,7 +299,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 	case "get_data_certificate":
 		tree, data, at := l.tipAt()
 		dc := legacyDataCertificate{HashTree: tree}
-		if !ctx.Replicated && ctx.DataCertificate != nil {
+		if !ctx.Replicated && ctx.DataCertificate != nil && !l.cfg.Uncertified {
 			c := certificate(ctx, data, at)
 			dc.Certificate = &c
 		}
