@@ -2,6 +2,8 @@ package icrc3
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -157,6 +159,27 @@ func (c *Client) Ledger() principal.Principal { return c.ledger }
 
 // Mode is the client's verification mode.
 func (c *Client) Mode() VerifyMode { return c.verify }
+
+// NetworkKey names the IC network the client reads, by its root key (the
+// first 8 bytes of the key's SHA-256, in hex): one canister id on two
+// networks is two ledgers.
+func (c *Client) NetworkKey() string {
+	h := sha256.Sum256(c.rootKey)
+	return hex.EncodeToString(h[:8])
+}
+
+// Forget drops what the client learnt about the chain (its length, where
+// archives hold blocks, a cached tip reply): the ledger's history changed,
+// and a shorter new chain must not be taken for a lagging replica.
+func (c *Client) Forget() {
+	c.known.Store(0)
+	c.archMu.Lock()
+	c.archives, c.listed = nil, false
+	c.archMu.Unlock()
+	c.featMu.Lock()
+	c.tipProbe = nil
+	c.featMu.Unlock()
+}
 
 // KnownLength is the highest chain length seen so far.
 func (c *Client) KnownLength() uint64 { return c.known.Load() }

@@ -38,6 +38,7 @@ type Engine struct {
 	chains   map[string]*chain
 	hists    map[string]ledgerSource
 	tipReuse time.Duration
+	metrics  *Metrics
 }
 
 type freshKey struct{}
@@ -86,7 +87,18 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 		return ledgerSource{}, nil, err
 	}
 	s := ledgerSource{h: h, cfg: cfg}
-	c := &chain{ledger: ledger, hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
+	c := &chain{ledger: HistoryKey(h.NetworkKey(), ledger, h.Mode()), hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
+	c.onChange = func(ch HistoryChange) {
+		e.log.Warn("ledger history changed: the cached chain is discarded and rebuilt from the certified tip",
+			zap.String("canister_id", ledger), zap.String("history", c.ledger), zap.String("reason", ch.Reason),
+			zap.Uint64("old_tip_index", uint64(ch.OldTipIndex)), zap.String("old_tip_hash", ch.OldTipHash),
+			zap.Uint64("new_tip_index", uint64(ch.NewTipIndex)), zap.String("new_tip_hash", ch.NewTipHash),
+			zap.Uint64("blocks_discarded", uint64(ch.BlocksCached)))
+		e.mu.Lock()
+		m := e.metrics
+		e.mu.Unlock()
+		m.historyChanged(ch.Reason)
+	}
 	e.hists[ledger], e.chains[ledger] = s, c
 	return s, c, nil
 }
@@ -214,8 +226,27 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		}
 		out[i] = v
 		out[i].Evidence = evidence(tip, d)
+		out[i].Evidence.HistoryChanged = c.changed
 	}
 	return out, nil
+}
+
+// HistoryKey names one verified chain in the block cache: the IC network
+// (its root key), the canister and the verify mode. The same canister id on
+// another network, or read in another mode, is another chain.
+func HistoryKey(network, canister string, mode icrc3.VerifyMode) string {
+	if mode == "" {
+		mode = icrc3.VerifyChain
+	}
+	return network + "/" + canister + "/" + string(mode)
+}
+
+// Observe makes the engine count what it sees (history changes) on m;
+// NewService calls it with the service's metrics.
+func (e *Engine) Observe(m *Metrics) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.metrics = m
 }
 
 // scanAll offers a verified page to every pending decision whose stamp
@@ -436,6 +467,7 @@ func ReasonCode(err error) string {
 	var ie *icrc3.Error
 	var cf *chainFault
 	var ul *UnknownLedgerError
+	var hc *HistoryChangedError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
@@ -443,6 +475,8 @@ func ReasonCode(err error) string {
 		return "E_CHAIN"
 	case errors.As(err, &ul):
 		return "E_UNKNOWN_LEDGER"
+	case errors.As(err, &hc):
+		return "E_HISTORY_CHANGED"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "E_TIMEOUT"
 	}
