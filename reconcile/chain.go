@@ -77,10 +77,10 @@ type chain struct {
 	// evidence of the verdicts decided on it; onChange counts it.
 	changed  *HistoryChange
 	onChange func(HistoryChange)
-	cache  BlockCache
-	loaded bool
-	has    bool
-	r      VerifiedRange
+	cache    BlockCache
+	loaded   bool
+	has      bool
+	r        VerifiedRange
 
 	// reuse: a tip verified less than this long ago (wall clock) serves
 	// again without a query. An older tip is always a safe answer: found

@@ -157,5 +157,5 @@ func TestHistoryChangeAcrossRestartWithSQLite(t *testing.T) {
 	if v, _ := eng.Decide(ctx, e2.intent(unpaid.json(e2.ledger.ID()))); v.Status != reconcile.StatusAbsent {
 		t.Fatalf("unpaid after the restart and its window: %s %+v", v.Status, v.Reason)
 	}
-	
+
 }

@@ -53,8 +53,8 @@ type LedgerConfig struct {
 	DisableICRC3, DisableLegacy bool
 	// Uncertified: the tip endpoints answer without a certificate, as a
 	// ledger that certifies no tip does (readable only `verify: queries`).
-	Uncertified bool
-	InitialBalances             []Balance
+	Uncertified     bool
+	InitialBalances []Balance
 }
 
 // ArchiveInfo is an archive canister and the inclusive range of blocks it holds.
