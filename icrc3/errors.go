@@ -224,14 +224,15 @@ func classify(err error, canister principal.Principal, method string) *Error {
 }
 
 // withUnknownCanister turns a reject that says the canister does not
-// exist (IC0301, or reject code 3 naming a missing canister) into
+// exist (IC0301 CanisterNotFound, or reject code 3, with the replica's
+// "Canister … not found") into
 // KindUnknownCanister: a mistyped ledger id, not a failing ledger.
 func withUnknownCanister(e *Error) *Error {
 	if e.Kind != KindReject {
 		return e
 	}
 	msg := strings.ToLower(e.Msg + " " + fmt.Sprint(e.Err))
-	if e.ICErrorCode == "IC0301" || e.Code == "3" && strings.Contains(msg, "canister") && strings.Contains(msg, "not found") {
+	if (e.ICErrorCode == "IC0301" || e.Code == "3") && strings.Contains(msg, "canister") && strings.Contains(msg, "not found") {
 		e.Kind = KindUnknownCanister
 	}
 	return e
