@@ -499,9 +499,10 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
-	case closed && d.kindDoubt:
+	case d.kindDoubt:
 		// The block may be the intent's own under the true minting
-		// account: absent could make someone pay twice.
+		// account: absent could make someone pay twice, and not_yet would
+		// say no block matches.
 		v.Status = StatusUnreadable
 		v.Reason = &Reason{Code: "E_MINTING_UNCERTAIN", Message: "a block matches the intent in every field but its kind, and the ledger's minting account could not be certified; configure minting= for this ledger or wait for the certified read"}
 	case closed && d.mintBurn:

@@ -231,7 +231,7 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 	c.faults = [2]faultKind{faultKind(idx % int(nFaults)), faultKind(r.IntN(int(nFaults)))}
 	c.lieMint = [...]string{"caller", "recipient", "none", "other"}[r.IntN(4)]
 	c.certFails = r.IntN(2) == 0
-	if idx%5 == 4 {
+	if idx%10 == 4 {
 		// A ledger read by signed queries trusts the node's blocks by the
 		// operator's choice: a node altering or dropping them, or lying
 		// about one-block replies, is what that choice accepts.

@@ -265,6 +265,8 @@ type world struct {
 	cache  reconcile.BlockCache
 	db     *store.Store
 	dbPath string
+	// metrics counts the history changes the world's engines detect.
+	metrics *reconcile.Metrics
 	// bad are intents with a malformed ingress_expiry, each the twin of a
 	// scenario's intent.
 	bad      []badIntent
@@ -295,7 +297,8 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	if !ok {
 		t.Fatalf("ledger fee %s does not fit a uint64", l.Fee())
 	}
-	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee}
+	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee,
+		metrics: reconcile.NewMetrics()}
 	w.tally.worlds = 1
 	// The testing package keeps finished subtests, and their cleanups, until
 	// the whole test ends: drop the world's ledger and engines here so that
@@ -369,12 +372,24 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 		w.t.Fatal(err)
 	}
 	id := w.l.ID().Encode()
-	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+	eng := reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != id {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
 		return c, cfg, nil
 	}, cache, nil)
+	eng.Observe(w.metrics)
+	return eng
+}
+
+// historyChanges is the number of history changes the world's engines
+// detected.
+func (w *world) historyChanges() uint64 {
+	var n uint64
+	for _, r := range []string{"hash", "later_time", "lower_tip"} {
+		n += w.metrics.Get(reconcile.MetricHistoryChanges, r)
+	}
+	return n
 }
 
 func (w *world) mintTo(a icrc3.Account, amount uint64) {
@@ -431,7 +446,12 @@ func (w *world) run(n int) {
 	var last *reconcile.Engine
 	if w.cfg.history != "" {
 		w.changeHistory(g)
+		before := w.historyChanges()
 		w.round("history-changed", w.eng, nil, false, nil)
+		if w.historyChanges() == before {
+			w.tally.wrong++
+			w.problems = append(w.problems, "the new history under the same canister id was not detected as a history change")
+		}
 		w.eng = w.restart()
 		w.round("history-restarted", w.eng, nil, false, nil)
 		last = w.eng
