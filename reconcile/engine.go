@@ -392,9 +392,11 @@ type decision struct {
 	mintCertain bool
 	w           matcher.Window
 	match       *icrc3.Block
-	near        []NearMiss
-	seen        map[uint64]bool
-	read        uint64
+	// exact: match was compared as the ledger deduplicates (arg_hex).
+	exact bool
+	near  []NearMiss
+	seen  map[uint64]bool
+	read  uint64
 	// mintBurn: a mint or burn block carries the intent's stamp while the
 	// ledger's minting account is unknown, so whether it is the intent's
 	// own block cannot be told (a mint records no sender).
@@ -427,7 +429,7 @@ func (d *decision) scan(page []icrc3.Block) {
 			// only be re-executions the ledger's dedup would have refused.
 			if d.match == nil || b.Index < d.match.Index {
 				cp := *b
-				d.match = &cp
+				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
@@ -496,6 +498,9 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	case d.match != nil:
 		v.Status = StatusFound
 		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
+		if d.exact {
+			v.Block.Match = MatchExact
+		}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
