@@ -141,6 +141,12 @@ func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRul
 	if err != nil {
 		return r, 0, false, err
 	}
+	if m, c := r.MintingAccount, f.MintingAccount; m != nil && f.MintingCertified && c != nil && !m.Equal(*c) {
+		// The ledger decides mint, burn or transfer by its own account;
+		// an operator's account that contradicts the certified one would
+		// read its blocks wrong.
+		return r, 0, false, &MintingConflictError{Configured: *m, Certified: *c}
+	}
 	certain = r.MintingAccount != nil || f.MintingCertified
 	if r.MintingAccount == nil {
 		r.MintingAccount = f.MintingAccount
@@ -539,6 +545,7 @@ func ReasonCode(err error) string {
 	var ul *UnknownLedgerError
 	var hc *HistoryChangedError
 	var ce *ConfigError
+	var mc *MintingConflictError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
@@ -550,10 +557,20 @@ func ReasonCode(err error) string {
 		return "E_HISTORY_CHANGED"
 	case errors.As(err, &ce):
 		return "E_LEDGER_CONFIG"
+	case errors.As(err, &mc):
+		return "E_MINTING_CONFLICT"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "E_TIMEOUT"
 	}
 	return "E_INTERNAL"
+}
+
+// MintingConflictError: the operator's minting= contradicts the minting
+// account the ledger certifies.
+type MintingConflictError struct{ Configured, Certified icrc3.Account }
+
+func (e *MintingConflictError) Error() string {
+	return fmt.Sprintf("reconcile: minting=%s contradicts the ledger's certified minting account %s; fix or remove minting=", e.Configured, e.Certified)
 }
 
 // UnknownLedgerError is returned by Sources for ledgers the daemon does not

@@ -111,3 +111,22 @@ func TestQueriesModeIdleLedgerCloses(t *testing.T) {
 		t.Fatalf("paid: got %s, want found at %d", v.Status, idx)
 	}
 }
+
+// TestMintingAccountConfiguredAgainstCertified: an operator's minting=
+// that contradicts the ledger's certified minting account is refused
+// (E_MINTING_CONFLICT) rather than used to read the ledger's blocks.
+func TestMintingAccountConfiguredAgainstCertified(t *testing.T) {
+	wrong := acct(principalN(9), nil)
+	e := newEnv(t, envOpt{cfg: reconcile.LedgerConfig{MintingAccount: &wrong}})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	ti := transferIntent{id: "paid", caller: alice, to: wrong, amount: 5, stamp: e.srv.Now()}
+	if _, err := e.ledger.Transfer(alice, ti.arg()); err != nil {
+		t.Fatal(err)
+	}
+	e.closeWindow()
+	v := e.decide(e.intent(ti.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_CONFLICT" {
+		t.Fatalf("minting= against the certified account: got %s %+v, want unreadable E_MINTING_CONFLICT", v.Status, v.Reason)
+	}
+}
