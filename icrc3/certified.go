@@ -36,12 +36,10 @@ func (c *Client) certifiedCall(ctx context.Context, method string, arg []byte) (
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "nonce", Err: err}
 	}
-	req := agent.Request{Type: agent.RequestTypeCall, Sender: principal.AnonymousID, CanisterID: c.ledger,
-		MethodName: method, Arguments: arg, IngressExpiry: uint64(time.Now().Add(envelopeExpiry).UnixNano()), Nonce: nonce}
-	rid := agent.NewRequestID(req)
-	data, err := cbor.Marshal(agent.Envelope{Content: req})
+	req := agent.Request{Type: agent.RequestTypeCall, CanisterID: c.ledger, MethodName: method, Arguments: arg, Nonce: nonce}
+	rid, data, err := c.envelope(&req, method)
 	if err != nil {
-		return nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
+		return nil, err
 	}
 	raw, err := c.agent.Client().Call(ctx, c.ledger, data)
 	if err != nil {
@@ -104,11 +102,9 @@ func (c *Client) CertifiedTime(ctx context.Context) (uint64, error) {
 func (c *Client) readStateCertificate(ctx context.Context, method string, paths [][]hashtree.Label) ([]byte, error) {
 	c.enter(c.ledger, "read_state")
 	defer c.leave()
-	req := agent.Request{Type: agent.RequestTypeReadState, Sender: principal.AnonymousID, Paths: paths,
-		IngressExpiry: uint64(time.Now().Add(envelopeExpiry).UnixNano())}
-	data, err := cbor.Marshal(agent.Envelope{Content: req})
+	_, data, err := c.envelope(&agent.Request{Type: agent.RequestTypeReadState, Paths: paths}, method)
 	if err != nil {
-		return nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
+		return nil, err
 	}
 	body, err := c.agent.Client().ReadState(ctx, c.ledger, data)
 	if err != nil {
@@ -121,6 +117,17 @@ func (c *Client) readStateCertificate(ctx context.Context, method string, paths 
 		return nil, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "read_state reply without a certificate", Err: err}
 	}
 	return resp.Certificate, nil
+}
+
+// envelope completes req as an anonymous request expiring soon and encodes
+// it; the anonymous sender signs nothing.
+func (c *Client) envelope(req *agent.Request, method string) (agent.RequestID, []byte, error) {
+	req.Sender, req.IngressExpiry = principal.AnonymousID, uint64(time.Now().Add(envelopeExpiry).UnixNano())
+	data, err := cbor.Marshal(agent.Envelope{Content: *req})
+	if err != nil {
+		return agent.RequestID{}, nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
+	}
+	return agent.NewRequestID(*req), data, nil
 }
 
 // verifiedCertificate parses a certificate strictly and verifies it for the

@@ -165,12 +165,17 @@ func (t *tally) underAdv(k string, final bool) {
 // closeWorld credits the world's totals to each of its adversaries.
 func (t *tally) closeWorld(cfg worldCfg) {
 	for _, k := range cfg.adversaries() {
-		a := t.advOf(k)
-		a.worlds++
-		a.scenarios += t.scenarios
-		a.finals += t.finals
-		a.wrong += t.wrong
+		t.advOf(k).add(advCount{worlds: 1, scenarios: t.scenarios, finals: t.finals, wrong: t.wrong})
 	}
+}
+
+func (a *advCount) add(o advCount) {
+	a.worlds += o.worlds
+	a.scenarios += o.scenarios
+	a.under += o.under
+	a.finalsUnder += o.finalsUnder
+	a.finals += o.finals
+	a.wrong += o.wrong
 }
 
 // advTable is the per-adversary table of a run.
@@ -227,13 +232,7 @@ func (t *tally) add(o *tally) {
 		t.cover[k] += v
 	}
 	for k, v := range o.adv {
-		a := t.advOf(k)
-		a.worlds += v.worlds
-		a.scenarios += v.scenarios
-		a.under += v.under
-		a.finalsUnder += v.finalsUnder
-		a.finals += v.finals
-		a.wrong += v.wrong
+		t.advOf(k).add(*v)
 	}
 }
 
