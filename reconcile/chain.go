@@ -286,12 +286,12 @@ func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
 	if t.Empty {
 		ch.NewTipIndex, ch.NewTipHash = 0, ""
 	}
+	if err := c.cache.Discard(ctx, c.ledger, ch); err != nil {
+		return &HistoryChangedError{Change: ch, Err: err}
+	}
 	c.changed = &ch
 	if c.onChange != nil {
 		c.onChange(ch)
-	}
-	if err := c.cache.Discard(ctx, c.ledger, ch); err != nil {
-		return &HistoryChangedError{Change: ch, Err: err}
 	}
 	c.hist.Forget()
 	c.r, c.has, c.fetchedAt = VerifiedRange{}, false, time.Time{}

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -158,4 +159,54 @@ func TestHistoryChangeAcrossRestartWithSQLite(t *testing.T) {
 		t.Fatalf("unpaid after the restart and its window: %s %+v", v.Status, v.Reason)
 	}
 
+}
+
+// stuckCache is a block cache whose chains cannot be discarded (a store
+// that refuses writes).
+type stuckCache struct {
+	*reconcile.MemCache
+	stuck bool
+}
+
+func (c *stuckCache) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
+	if c.stuck {
+		return errors.New("store is read-only")
+	}
+	return c.MemCache.Discard(ctx, ledger, ch)
+}
+
+// TestHistoryChangeUnrebuildableIsUnreadable: a history change whose old
+// chain cannot be discarded is E_HISTORY_CHANGED, never an answer from the
+// old chain; once it can be, the new history decides.
+func TestHistoryChangeUnrebuildableIsUnreadable(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	cache := &stuckCache{MemCache: reconcile.NewMemCache()}
+	e.engine = reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
+		return e.client, reconcile.LedgerConfig{}, nil
+	}, cache, nil)
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000)
+	old := transferIntent{id: "old", caller: alice, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+	if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
+		t.Fatal(err)
+	}
+	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+		t.Fatalf("before the change: %s", v.Status)
+	}
+	e.reinstall()
+	e.fund(acct(alice, nil), 1_000_000)
+	fresh := transferIntent{id: "new", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now()}
+	idx, err := e.ledger.Transfer(alice, fresh.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.stuck = true
+	in := e.intent(fresh.json(e.ledger.ID()))
+	if v := e.decide(in); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_HISTORY_CHANGED" {
+		t.Fatalf("history changed, old chain kept: got %s %+v, want unreadable E_HISTORY_CHANGED", v.Status, v.Reason)
+	}
+	cache.stuck = false
+	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+		t.Fatalf("once rebuilt: got %s %+v, want found at %d", v.Status, v.Reason, idx)
+	}
 }
