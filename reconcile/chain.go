@@ -39,13 +39,13 @@ type HistoryChange struct {
 	// verified block at its index), "later_time" (a lower tip certified
 	// after the verified block above it was written) or "lower_tip" (a
 	// lower tip that cannot be shown to be a prefix of the verified chain).
-	Reason       string `json:"reason"`
-	OldTipIndex  U64    `json:"old_tip_index"`
-	OldTipHash   string `json:"old_tip_hash"`
-	NewTipIndex  U64    `json:"new_tip_index"`
-	NewTipHash   string `json:"new_tip_hash"`
-	CertifiedAt  U64    `json:"certified_time"`
-	BlocksCached U64    `json:"blocks_discarded"`
+	Reason          string `json:"reason"`
+	OldTipIndex     U64    `json:"old_tip_index"`
+	OldTipHash      string `json:"old_tip_hash"`
+	NewTipIndex     U64    `json:"new_tip_index"`
+	NewTipHash      string `json:"new_tip_hash"`
+	CertifiedAt     U64    `json:"certified_time"`
+	BlocksDiscarded U64    `json:"blocks_discarded"`
 }
 
 // HistoryChangedError: the chain changed and could not be rebuilt.
@@ -132,8 +132,9 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	if t.Empty {
 		if c.has {
 			// No blocks at all under a certificate: the ledger was
-			// reinstalled (a lagging replica of a ledger with blocks still
-			// shows the first ones).
+			// reinstalled, or a replica lags behind its first block. Either
+			// way a certified empty state cannot be shown a prefix of the
+			// chain; rebuilding from it costs reads only.
 			if err := c.rebuild(ctx, t, "lower_tip"); err != nil {
 				return icrc3.Tip{}, 0, err
 			}
@@ -281,7 +282,7 @@ func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
 	ch := HistoryChange{Reason: reason, OldTipIndex: U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
 		NewTipIndex: U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: U64(t.Time)}
 	if !c.r.Empty() {
-		ch.BlocksCached = U64(c.r.Hi - c.r.Lo + 1)
+		ch.BlocksDiscarded = U64(c.r.Hi - c.r.Lo + 1)
 	}
 	if t.Empty {
 		ch.NewTipIndex, ch.NewTipHash = 0, ""

@@ -119,7 +119,7 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 			zap.String("canister_id", ledger), zap.String("history", c.ledger), zap.String("reason", ch.Reason),
 			zap.Uint64("old_tip_index", uint64(ch.OldTipIndex)), zap.String("old_tip_hash", ch.OldTipHash),
 			zap.Uint64("new_tip_index", uint64(ch.NewTipIndex)), zap.String("new_tip_hash", ch.NewTipHash),
-			zap.Uint64("blocks_discarded", uint64(ch.BlocksCached)))
+			zap.Uint64("blocks_discarded", uint64(ch.BlocksDiscarded)))
 		e.mu.Lock()
 		m := e.metrics
 		e.mu.Unlock()
