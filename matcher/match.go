@@ -19,6 +19,11 @@ type Result struct {
 	// NearMiss: same stamp, same caller-side account and same kind family,
 	// but Differs names the intent fields that disagree. Never a match.
 	NearMiss bool
+	// Normalized, with NearMiss: the block matches the intent up to
+	// normalisation but not as sent (the intent carries arg_hex; Differs
+	// holds only subaccount_form and fee_form). On the DFINITY ledger that
+	// is another call under the same stamp.
+	Normalized bool
 	// Differs lists intent field names in a fixed order: method, from,
 	// spender, to, amount, expected_allowance, expires_at, fee, memo; or,
 	// for a block that matches only up to normalisation an intent with
@@ -110,7 +115,7 @@ func Match(in *Intent, b *icrc3.Block, r LedgerRules) Result {
 	// block equal only up to normalisation is another call's (two calls
 	// under one stamp both execute), never this one's.
 	if f := in.formDiffers(want, b); len(f) > 0 {
-		return Result{NearMiss: true, Differs: f}
+		return Result{NearMiss: true, Normalized: true, Differs: f}
 	}
 	return Result{Match: true, Exact: true}
 }

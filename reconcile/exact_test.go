@@ -94,3 +94,32 @@ func TestExactMatchTwoCallsUnderOneStamp(t *testing.T) {
 		})
 	}
 }
+
+// When only the other call executed, the sent bytes never did: while the
+// window is open this call may still execute (not_yet, the other block a
+// near miss); once it closed, the same transfer up to normalisation is in
+// the ledger, so the verdict is found as normalized, never absent.
+func TestExactMatchNormalizedOnlyAtClosure(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000)
+	stamp := e.srv.Now()
+	sent := transferIntent{id: "loose", caller: alice, to: acct(bob, nil), amount: 5, stamp: stamp}
+	other := sent
+	other.to.Subaccount = make([]byte, 32)
+	oi, err := e.ledger.Transfer(alice, other.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := e.intent(withArgHex(t, sent.json(e.ledger.ID()), sent.arg()))
+	v := e.decide(in)
+	if v.Status != reconcile.StatusNotYet || len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != oi ||
+		!slices.Equal(v.NearMisses[0].Differs, []string{matcher.FieldSubaccountForm}) {
+		t.Fatalf("open window: %s near misses %+v, want not_yet with block %d differing in %s", v.Status, v.NearMisses, oi, matcher.FieldSubaccountForm)
+	}
+	e.closeWindow()
+	v = e.decide(in)
+	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != oi || v.Block.Match != reconcile.MatchNormalized || len(v.NearMisses) != 0 {
+		t.Fatalf("closed window: %s block %+v near misses %+v, want found (normalized) in block %d", v.Status, v.Block, v.NearMisses, oi)
+	}
+}
