@@ -97,6 +97,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if o, ok := cfg.Decider.(interface{ Observe(*Metrics) }); ok {
+		o.Observe(cfg.Metrics)
+	}
 	return &Service{cfg: cfg, log: cfg.Log, m: cfg.Metrics}, nil
 }
 

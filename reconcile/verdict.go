@@ -145,6 +145,9 @@ type Evidence struct {
 	CertifiedTime *U64   `json:"certified_time"`
 	// BlocksRead counts blocks read and verified for this decision.
 	BlocksRead uint64 `json:"blocks_read"`
+	// HistoryChanged: this decision's certified tip contradicted the
+	// verified chain, which was discarded and rebuilt from that tip.
+	HistoryChanged *HistoryChange `json:"history_changed,omitempty"`
 }
 
 // Reason explains unreadable and invalid verdicts.
