@@ -31,7 +31,8 @@ func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigg
 	}
 }
 
-// FollowUp runs one round: for each ledger with due watched intents, one
+// FollowUp runs one round: for each ledger this instance owns (see
+// ServiceConfig.Owns) with due watched intents, one
 // DecideMany (one certified tip for all of them). A new verdict is stored
 // and published only when the status, or an unreadable verdict's reason
 // code, changes; a final one ends the watch. Ledgers are followed up
@@ -50,6 +51,11 @@ func (s *Service) FollowUp(ctx context.Context) error {
 	now := s.cfg.Now()
 	byLedger := map[string][]Watch{}
 	for _, w := range ws {
+		// Every store watches every open intent of the fleet; only the
+		// holder of a ledger's lease follows its intents up.
+		if s.cfg.Owns != nil && !s.cfg.Owns(w.Canister) {
+			continue
+		}
 		if !w.NextCheck.After(now) {
 			byLedger[w.Canister] = append(byLedger[w.Canister], w)
 		}
@@ -151,7 +157,10 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
-	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
+	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, ErrHistory) {
+		// Another instance published this seq first: its verdict stands.
+		return s.yieldToStream(ctx, log, w.IntentID)
+	} else if err != nil {
 		// The outbox entry stays: the next round, or the next process,
 		// publishes it.
 		return err
@@ -174,15 +183,9 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 			return len(ids), ctx.Err()
 		}
 		log := s.log.With(zap.String("intent_id", id))
-		v, err := s.republish(ctx, id)
+		v, err := s.republish(ctx, log, id)
 		switch {
 		case err == nil:
-			s.markPublished(ctx, log, v)
-		case errors.Is(err, ErrHistory):
-			// The stream holds a history this verdict contradicts (a
-			// final verdict decided elsewhere); it stays the fleet's
-			// answer, and retrying could never succeed.
-			log.Error("stored verdict refused by the stream; dropped from the outbox", zap.Uint64("seq", v.Seq), zap.Error(err))
 			s.markPublished(ctx, log, v)
 		case ctx.Err() == nil:
 			log.Warn("re-publish failed; will retry", zap.Error(err))
@@ -192,8 +195,10 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 }
 
 // republish makes the stream hold the intent's latest stored verdict and
-// returns that verdict.
-func (s *Service) republish(ctx context.Context, id string) (Verdict, error) {
+// returns that verdict. When the stream holds later seqs, or another
+// decision at that seq (decided elsewhere while this one waited in the
+// outbox), the stream's history is taken instead.
+func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) (Verdict, error) {
 	unlock := s.locks.lock(id)
 	defer unlock()
 	latest, err := s.cfg.Store.LatestVerdict(ctx, id)
@@ -204,7 +209,11 @@ func (s *Service) republish(ctx context.Context, id string) (Verdict, error) {
 	if err != nil {
 		return latest, err
 	}
-	return latest, s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+	behind, err := s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+	if behind || errors.Is(err, ErrHistory) {
+		err = s.yieldToStream(ctx, log, id)
+	}
+	return latest, err
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have

@@ -70,6 +70,10 @@ type Store interface {
 	// MarkPublished records that the stream holds the intent's verdict seq
 	// (and so every earlier one): its outbox entries up to seq go.
 	MarkPublished(ctx context.Context, id string, seq uint64) error
+	// DiscardUnpublished removes the intent's verdicts from seq on, all of
+	// them still in the outbox (refused by the stream), and watches the
+	// intent again unless the verdict before them is final.
+	DiscardUnpublished(ctx context.Context, id string, seq uint64) error
 	// Unpublished lists the intents with outbox entries, each once.
 	Unpublished(ctx context.Context) ([]string, error)
 	// LatestVerdict returns the newest stored verdict, or ErrNotFound.
@@ -87,6 +91,13 @@ type IntentHeader struct {
 	Hash [32]byte
 }
 
+// StreamedVerdict is a verdict as the verdict stream holds it, with the
+// intent its message carries (nil when it carries none).
+type StreamedVerdict struct {
+	Verdict Verdict
+	Intent  *IntentHeader
+}
+
 // Sink publishes verdicts and rejects.
 type Sink interface {
 	// PublishVerdict stores v in the verdict stream; ErrHistory when the
@@ -96,6 +107,9 @@ type Sink interface {
 	// LastVerdict returns the stream's newest verdict of the intent, nil
 	// when it holds none.
 	LastVerdict(ctx context.Context, intentID string) (*Verdict, error)
+	// History returns every verdict the stream holds of the intent, oldest
+	// first; empty when none.
+	History(ctx context.Context, intentID string) ([]StreamedVerdict, error)
 }
 
 // Decider decides intents; *Engine implements it.

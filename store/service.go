@@ -97,6 +97,10 @@ func (a ServiceStore) Unpublished(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+func (a ServiceStore) DiscardUnpublished(ctx context.Context, id string, seq uint64) error {
+	return mapErr(a.S.DiscardUnpublished(ctx, id, seq))
+}
+
 func (a ServiceStore) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
 	v, err := a.S.LatestVerdict(ctx, id)
 	return v, mapErr(err)

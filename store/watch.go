@@ -151,3 +151,13 @@ func ByCanister(entries []WatchEntry) map[string][]WatchEntry {
 	}
 	return out
 }
+
+// WatchedLedgers lists the ledgers with at least one watched intent, each
+// once, sorted.
+func (s *Store) WatchedLedgers(ctx context.Context) ([]string, error) {
+	var out []string
+	if err := s.r.SelectContext(ctx, &out, `SELECT DISTINCT canister_id FROM watch ORDER BY canister_id`); err != nil {
+		return nil, fmt.Errorf("store: watched ledgers: %w", err)
+	}
+	return out, nil
+}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -97,18 +98,18 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := &serveConfig{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
-		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
-	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, log: log, agent: daemonAgent})
+	cfg := daemon.Config{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
+		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]daemon.Ledger{}}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Log: log, Agent: daemonAgent})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer scancel()
-		d.shutdown(sctx)
+		d.Shutdown(sctx)
 	}()
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.ownEmb, Name: "demo-tool-layer"})
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.Embedded(), Name: "demo-tool-layer"})
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
 	return u
 }
 
-func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *queue.Conn,
+func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon, tool *queue.Conn,
 	ledger, broken *ledgertest.Ledger, alice, bob *toolUser, carol icrc3.Account) ([]demoRow, error) {
 	var rows []demoRow
 	add := func(id, method, story string, v reconcile.Verdict) {
@@ -207,7 +208,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *
 	// The ledger's clock moves past the never-sent transfer's window; the
 	// daemon's follow-up settles it on the certified time by itself.
 	srv.Advance(24*time.Hour + 3*time.Minute)
-	d.followUpNow()
+	d.FollowUpNow()
 	v, err := waitVerdict(ctx, tool, neverDoc.ID, finalVerdict)
 	if err != nil {
 		return nil, err

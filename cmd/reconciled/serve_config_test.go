@@ -7,15 +7,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
@@ -91,6 +88,10 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
 		{nil, map[string]string{"RECONCILED_GRACE": "soon"}, "RECONCILED_GRACE"},
+		// The error names the form wanted, not only that parsing failed.
+		{nil, map[string]string{"RECONCILED_GRACE": "abc"}, `RECONCILED_GRACE="abc": want a duration such as 25s or 1m30s`},
+		{nil, map[string]string{"RECONCILED_MAX_INFLIGHT": "many"}, `RECONCILED_MAX_INFLIGHT="many": want an integer`},
+		{nil, map[string]string{"RECONCILED_STRICT_LEDGERS": "yes please"}, `RECONCILED_STRICT_LEDGERS="yes please": want true or false`},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 	} {
 		_, err := parseServeConfig(tc.args, env(tc.env), io.Discard)
@@ -105,45 +106,6 @@ func TestServeRefusesBadValues(t *testing.T) {
 	// The exit code of a refusal is 2.
 	if code := run([]string{"serve", "--fetch-root-key"}, io.Discard, io.Discard); code != 2 {
 		t.Fatalf("exit code %d, want 2", code)
-	}
-}
-
-func TestHTTPEndpoints(t *testing.T) {
-	var notReady error = errors.New("nats not connected")
-	sup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	h := newHTTPHandler(httpDeps{
-		ready: func(context.Context) error { return notReady },
-		gather: func(context.Context) prometheus.Gatherer {
-			reg := prometheus.NewRegistry()
-			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciled_x", Help: "x"})
-			c.Inc()
-			reg.MustRegister(c)
-			return reg
-		},
-		support: sup,
-	})
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Code, rec.Body.String()
-	}
-	if code, _ := get("/healthz"); code != http.StatusOK {
-		t.Fatalf("/healthz %d", code)
-	}
-	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "nats not connected") {
-		t.Fatalf("/readyz not ready: %d %s", code, body)
-	}
-	notReady = nil
-	if code, _ := get("/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz ready: %d", code)
-	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "\nreconciled_x 1\n") {
-		t.Fatalf("/metrics %d %q", code, body)
-	}
-	for _, p := range []string{"/api/v1/intents", "/ui/"} {
-		if code, _ := get(p); code != http.StatusTeapot {
-			t.Fatalf("%s not routed to the support handler: %d", p, code)
-		}
 	}
 }
 
