@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
@@ -57,16 +58,33 @@ func (c *Conn) Leases(ctx context.Context, cfg LeaseConfig) (*Leases, error) {
 	if cfg.Holder == "" || cfg.TTL <= 0 {
 		return nil, fmt.Errorf("queue: leases: holder %q and a positive TTL (%s) are required", cfg.Holder, cfg.TTL)
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kcfg := jetstream.KeyValueConfig{
 		Bucket:      LeasesBucket,
 		Description: "per-ledger follow-up leases of the reconciled fleet",
 		History:     1,
 		TTL:         cfg.TTL,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.streams.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("queue: leases bucket %s: %w", LeasesBucket, err)
+	}
+	// A cluster placing a new replicated bucket while every instance of a
+	// fleet starts at once can take longer than one API timeout: timeouts
+	// are retried for a minute, anything else is reported at once.
+	var kv jetstream.KeyValue
+	retry := newRetryDelay(250*time.Millisecond, 5*time.Second)
+	for giveUp := time.Now().Add(time.Minute); ; {
+		var err error
+		kv, err = c.js.CreateOrUpdateKeyValue(ctx, kcfg)
+		if err == nil {
+			break
+		}
+		timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if !timeout || ctx.Err() != nil || time.Now().After(giveUp) {
+			return nil, fmt.Errorf("queue: leases bucket %s: %w", LeasesBucket, err)
+		}
+		c.log.Warn("leases bucket not ready; retrying", zap.Error(err))
+		if !retry.wait(ctx) {
+			return nil, fmt.Errorf("queue: leases bucket %s: %w", LeasesBucket, ctx.Err())
+		}
 	}
 	return &Leases{kv: kv, holder: cfg.Holder, ttl: cfg.TTL, log: c.log.Named("leases"), now: time.Now,
 		held: map[string]lease{}}, nil
