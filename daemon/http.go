@@ -142,7 +142,7 @@ var (
 	descQueries = prometheus.NewDesc("reconciled_ic_queries_total",
 		"IC queries by ledger and endpoint.", []string{"ledger", "endpoint"}, nil)
 	descWatchList = prometheus.NewDesc("reconciled_watch_list_size",
-		"Intents without a final verdict that this instance follows up.", nil, nil)
+		"Intents without a final verdict in this store (the whole fleet's); the holder of each ledger's lease follows them up.", nil, nil)
 	descByStatus = prometheus.NewDesc("reconciled_intents_by_status",
 		"Stored intents by their latest verdict's status.", []string{"status"}, nil)
 	descOldestOpen = prometheus.NewDesc("reconciled_oldest_open_intent_age_seconds",

@@ -102,8 +102,12 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 	if took > bound+time.Second {
 		t.Errorf("the final verdict came %s after the kill; the lease TTL and one poll interval are %s", took, bound)
 	}
-	leaseHolder(t, ctx, js, p.Canister, "b")
 	b.terminate(15 * time.Second)
+	// B held the lease for the final verdict, and gave it up once nothing
+	// of the ledger was open any more.
+	if n := logLines(logB, "follow-up lease taken", p.Canister); n != 1 {
+		t.Errorf("b took the lease %d times, want once", n)
+	}
 	checkAllPlaces(t, ctx, js, feed, []*plannedIntent{p}, dirB)
 	if n := logLines(logB, `"msg":"verdict"`, p.ID); n != 1 {
 		t.Errorf("b decided %s %d times, want once (the final absent)", p.ID, n)

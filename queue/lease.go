@@ -177,9 +177,12 @@ func (l *Leases) take(ctx context.Context, ledger string) bool {
 		rev, err = l.kv.Create(ctx, ledger, val)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			// Ours from before a restart under the same name: take it back
-			// rather than wait for it to expire.
+			// rather than wait for it to expire. Another's whose last
+			// renewal is a TTL old is taken too, without waiting for the
+			// server to remove it; the revision check loses to a renewal
+			// that came meanwhile.
 			e, gerr := l.kv.Get(ctx, ledger)
-			if gerr != nil || string(e.Value()) != l.holder {
+			if gerr != nil || (string(e.Value()) != l.holder && l.now().Sub(e.Created()) <= l.ttl) {
 				return false
 			}
 			rev, err = l.kv.Update(ctx, ledger, val, e.Revision())

@@ -301,3 +301,35 @@ func TestServiceFollowUpLogsDecideFailure(t *testing.T) {
 		t.Fatalf("watches %+v", ws)
 	}
 }
+
+// Every store learns every intent and watches every open one from the
+// verdict stream alone: the body comes from the verdict's headers, an
+// open verdict puts the intent on the watch list, a final one takes it
+// off. This is what lets any instance follow up what another decided.
+func TestServiceImportStoresAndWatchesTheIntent(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	in, err := matcher.ParseIntent(intentBody("imp-1", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := &reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	v := reconcile.Verdict{IntentID: "imp-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.Intent(ctx, "imp-1")
+	if err != nil || string(rec.Body) != string(in.Canonical()) || rec.CanisterID != in.Canister.Encode() {
+		t.Fatalf("stored intent %+v (%v), want the header's body", rec, err)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 1 || ws[0].IntentID != "imp-1" || ws[0].CanisterID != in.Canister.Encode() {
+		t.Fatalf("watches %+v, want the imported open intent", ws)
+	}
+	v.Seq, v.Status, v.Final = 2, reconcile.StatusAbsent, true
+	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 0 {
+		t.Fatalf("watches %+v after the final verdict", ws)
+	}
+}
