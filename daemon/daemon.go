@@ -195,6 +195,11 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if err := d.svc.Resume(ctx); err != nil {
 		return nil, err
 	}
+	if n, err := d.store.WatchOpenIntents(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		log.Info("open intents of the fleet put on the watch list", zap.Int("intents", n))
+	}
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	d.stopBG = stop

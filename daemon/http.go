@@ -145,6 +145,8 @@ var (
 		"Intents without a final verdict in this store (the whole fleet's); the holder of each ledger's lease follows them up.", nil, nil)
 	descByStatus = prometheus.NewDesc("reconciled_intents_by_status",
 		"Stored intents by their latest verdict's status.", []string{"status"}, nil)
+	descLeases = prometheus.NewDesc("reconciled_follow_up_leases",
+		"Ledgers whose follow-up lease this instance holds (it follows up their open intents).", nil, nil)
 	descOldestOpen = prometheus.NewDesc("reconciled_oldest_open_intent_age_seconds",
 		"Age of the oldest intent without a final verdict.", nil, nil)
 )
@@ -157,7 +159,7 @@ type daemonCollector struct {
 }
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descByStatus, descOldestOpen} {
+	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen} {
 		ch <- d
 	}
 }
@@ -170,6 +172,9 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 		for ep, n := range s.Queries {
 			ch <- prometheus.MustNewConstMetric(descQueries, prometheus.CounterValue, float64(n), ledger, ep)
 		}
+	}
+	if c.d.leases != nil {
+		ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(len(c.d.leases.Held())))
 	}
 	st := c.d.store
 	if ws, err := st.Watches(c.ctx); err != nil {

@@ -23,11 +23,7 @@ var ErrStop = errors.New("queue: stop watching")
 // LastVerdict returns the newest verdict of intentID by a direct get of the
 // last message on its subject.
 func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
-	subject, err := c.subj.Verdict(intentID)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.verdictStream(ctx)
+	subject, st, err := c.verdictSubject(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}
@@ -261,11 +257,7 @@ func (c *Conn) iterate(ctx context.Context, cons jetstream.Consumer, log *zap.Lo
 // imports when the stream refused a verdict it decided, or when it meets
 // an intent the fleet decided before its store learnt of it.
 func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconcile.StreamedVerdict, error) {
-	subject, err := c.subj.Verdict(intentID)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.verdictStream(ctx)
+	subject, st, err := c.verdictSubject(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}
@@ -291,4 +283,18 @@ func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconcile
 		out = append(out, reconcile.StreamedVerdict{Verdict: v, Intent: hdr})
 		seq = raw.Sequence + 1
 	}
+}
+
+// verdictSubject returns the intent's verdict subject and the stream
+// holding it.
+func (c *Conn) verdictSubject(ctx context.Context, intentID string) (string, jetstream.Stream, error) {
+	subject, err := c.subj.Verdict(intentID)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := c.verdictStream(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return subject, st, nil
 }

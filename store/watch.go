@@ -161,3 +161,23 @@ func (s *Store) WatchedLedgers(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
+
+// WatchOpenIntents puts on the watch list every stored intent whose latest
+// verdict is not final and that is not watched yet, due at once, and
+// returns how many it added. A store written before every store watched
+// the fleet's open intents holds imported ones unwatched; this adopts them.
+func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
+	res, err := s.w.ExecContext(ctx, `INSERT INTO watch (intent_id, canister_id, next_check, last_status)
+		SELECT i.intent_id, i.canister_id, ?, i.status FROM intents i
+		WHERE i.final = 0 AND i.latest_seq > 0 AND i.status IS NOT NULL
+			AND i.canister_id IS NOT NULL AND i.body IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM watch w WHERE w.intent_id = i.intent_id)`, s.now().UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("store: watch open intents: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: watch open intents: %w", err)
+	}
+	return int(n), nil
+}
