@@ -72,11 +72,12 @@ type ServiceConfig struct {
 // Service takes intents from the work queue, decides them, stores and
 // publishes verdicts, and follows up on the non-final ones.
 type Service struct {
-	cfg   ServiceConfig
-	log   *zap.Logger
-	m     *Metrics
-	locks keyedMutex
-	batch batcher
+	cfg    ServiceConfig
+	log    *zap.Logger
+	m      *Metrics
+	locks  keyedMutex
+	batch  batcher
+	parsed parsedIntents
 }
 
 // NewService checks cfg and applies defaults.

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ func (s *Service) FollowUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.parsed.keep(ws)
 	now := s.cfg.Now()
 	byLedger := map[string][]Watch{}
 	for _, w := range ws {
@@ -83,21 +85,14 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	kept := make([]Watch, 0, len(ws))
 	hdrs := make([]IntentHeader, 0, len(ws))
 	for _, w := range ws {
-		rec, err := s.cfg.Store.Intent(ctx, w.IntentID)
+		pi, err := s.parsed.get(ctx, s.cfg.Store, w.IntentID)
 		if err != nil {
 			log.Warn("watched intent unreadable from the store", zap.String("intent_id", w.IntentID), zap.Error(err))
 			continue
 		}
-		in, err := matcher.ParseIntent(rec.Body)
-		if err != nil {
-			// A stored body was accepted once; this is a bug or a
-			// corrupted store, not something a retry fixes.
-			log.Error("watched intent no longer parses", zap.String("intent_id", w.IntentID), zap.Error(err))
-			continue
-		}
-		ins = append(ins, in)
+		ins = append(ins, pi.in)
 		kept = append(kept, w)
-		hdrs = append(hdrs, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+		hdrs = append(hdrs, pi.hdr)
 	}
 	if len(ins) == 0 {
 		return
@@ -113,6 +108,12 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 		return
 	}
 	for i, v := range vs {
+		if v.Status == StatusNotYet && kept[i].LastStatus == StatusNotYet {
+			// not_yet again: nothing new to say, and nothing to read. A
+			// watch list a step behind the store only delays a verdict
+			// to the next round; advance re-reads under the lock.
+			continue
+		}
 		if err := s.advance(ctx, kept[i], v, hdrs[i]); err != nil && ctx.Err() == nil {
 			log.Warn("follow-up verdict not recorded", zap.String("intent_id", v.IntentID), zap.Error(err))
 		}
@@ -233,4 +234,61 @@ func reasonCode(v Verdict) string {
 		return ""
 	}
 	return v.Reason.Code
+}
+
+// parsedIntents keeps the parsed intents of the watch list between
+// follow-up rounds: a stored body never changes (another body under the
+// same id is refused), and reading and parsing every watched body again
+// each round is most of a round's cost when thousands are open.
+type parsedIntents struct {
+	mu sync.Mutex
+	m  map[string]parsedIntent
+}
+
+type parsedIntent struct {
+	in  *matcher.Intent
+	hdr IntentHeader
+}
+
+func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedIntent, error) {
+	p.mu.Lock()
+	pi, ok := p.m[id]
+	p.mu.Unlock()
+	if ok {
+		return pi, nil
+	}
+	rec, err := st.Intent(ctx, id)
+	if err != nil {
+		return pi, err
+	}
+	in, err := matcher.ParseIntent(rec.Body)
+	if err != nil {
+		// A stored body was accepted once; this is a bug or a corrupted
+		// store, not something a retry fixes.
+		return pi, fmt.Errorf("stored body no longer parses: %w", err)
+	}
+	pi = parsedIntent{in: in, hdr: IntentHeader{Body: rec.Body, Hash: rec.Hash}}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]parsedIntent{}
+	}
+	p.m[id] = pi
+	p.mu.Unlock()
+	return pi, nil
+}
+
+// keep drops the intents no longer watched, bounding the cache by the
+// watch list.
+func (p *parsedIntents) keep(ws []Watch) {
+	watched := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		watched[w.IntentID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.m {
+		if !watched[id] {
+			delete(p.m, id)
+		}
+	}
 }

@@ -52,6 +52,10 @@ type Watch struct {
 	NextCheck          time.Time
 	// Attempts counts consecutive unreadable checks, for backoff.
 	Attempts int
+	// LastStatus is the status of the intent's latest stored verdict as
+	// the watch list knows it ("" when unknown): a follow-up decision with
+	// the same not_yet says nothing new and needs no further read.
+	LastStatus Status
 }
 
 // Store is the service's persistence.

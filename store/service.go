@@ -113,7 +113,8 @@ func (a ServiceStore) Watches(ctx context.Context) ([]reconcile.Watch, error) {
 	}
 	out := make([]reconcile.Watch, len(ws))
 	for i, w := range ws {
-		out[i] = reconcile.Watch{IntentID: w.IntentID, Canister: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts}
+		out[i] = reconcile.Watch{IntentID: w.IntentID, Canister: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts,
+			LastStatus: w.LastStatus}
 	}
 	return out, nil
 }
