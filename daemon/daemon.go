@@ -126,6 +126,10 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	if cfg.Instance == "" || cfg.DataDir == "" {
+		// The instance names its verdict follower and its leases.
+		return nil, errors.New("daemon: Config.Instance and Config.DataDir are required")
+	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
 	}

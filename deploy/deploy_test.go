@@ -315,7 +315,7 @@ func TestDockerfile(t *testing.T) {
 	// configured otherwise.
 	if len(d.froms) != 2 || !strings.HasPrefix(d.froms[0], "docker.io/library/golang:"+string(m[1])+" ") ||
 		!strings.HasPrefix(d.froms[1], "gcr.io/distroless/static-debian12:nonroot") {
-		t.Errorf("stages %q: want golang:%s builder and distroless static nonroot", d.froms, m[1])
+		t.Errorf("stages %q: want docker.io/library/golang:%s builder and distroless static nonroot", d.froms, m[1])
 	}
 	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "-X main.version=${VERSION}", "-X main.commit=${COMMIT}", "./cmd/reconciled"} {
 		if !strings.Contains(d.run, want) {
