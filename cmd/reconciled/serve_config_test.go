@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
@@ -109,24 +108,6 @@ func TestServeRefusesBadValues(t *testing.T) {
 	}
 }
 
-// logBuffer is a bytes.Buffer safe for a logger writing while the test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serve end to end: flags, an embedded NATS under --data, a test replica's
 // fetched root key, HTTP probes, and a clean stop when the signal context
 // ends.
@@ -139,7 +120,7 @@ func TestServeRunsAndStops(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &daemontest.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--ic-url", srv.URL(),
