@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,13 +17,16 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// fleetLeaseTTL is the follow-up lease of the fleet tests: short, so a
-// hand-off is quick, and long enough for a renewal every poll.
-const fleetLeaseTTL = 2 * time.Second
+// The follow-up lease and poll interval of the hand-off test: short by
+// default, so a hand-off is quick; -e2e.lease-ttl 15s -e2e.poll 5s measures
+// the daemon's defaults.
+var (
+	handOffTTL  = flag.Duration("e2e.lease-ttl", 2*time.Second, "--lease-ttl of the hand-off test's daemons")
+	handOffPoll = flag.Duration("e2e.poll", 100*time.Millisecond, "--poll-interval of the hand-off test's daemons")
+)
 
-// fleetPoll is the daemons' --poll-interval in these tests (daemonArgs'
-// default).
-const fleetPoll = 100 * time.Millisecond
+// fleetLeaseTTL is the follow-up lease of the rolling deploy.
+const fleetLeaseTTL = 2 * time.Second
 
 // leaseHolder polls the leases bucket until want holds the ledger's lease.
 func leaseHolder(t *testing.T, ctx context.Context, js jetstream.JetStream, ledger, want string) {
@@ -59,7 +63,7 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 	diag := func() string { return logTail(logA, 20) + "\n" + logTail(logB, 30) }
 	args := func(name, dir string) daemonArgs {
 		return daemonArgs{NATSURL: nn.URL(), ICURL: env.srv.URL(), DataDir: dir, Instance: name,
-			AckWait: testAckWait, LeaseTTL: fleetLeaseTTL}
+			AckWait: testAckWait, LeaseTTL: *handOffTTL, Poll: *handOffPoll}
 	}
 
 	a := startDaemonProc(t, args("a", dirA), logA)
@@ -90,7 +94,7 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 		vs := byID[p.ID]
 		return len(vs) > 0 && vs[len(vs)-1].Final
 	})
-	bound := fleetLeaseTTL + fleetPoll
+	bound := *handOffTTL + *handOffPoll
 	select {
 	case <-final:
 	case <-time.After(bound + 30*time.Second):
@@ -112,7 +116,7 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 	if n := logLines(logB, `"msg":"verdict"`, p.ID); n != 1 {
 		t.Errorf("b decided %s %d times, want once (the final absent)", p.ID, n)
 	}
-	t.Logf("hand-off: lease TTL %s, poll %s: final verdict %s after SIGKILL", fleetLeaseTTL, fleetPoll, took.Round(time.Millisecond))
+	t.Logf("hand-off: lease TTL %s, poll %s: final verdict %s after SIGKILL", *handOffTTL, *handOffPoll, took.Round(time.Millisecond))
 }
 
 // A rolling deploy on a 3-node JetStream cluster: three instances share
