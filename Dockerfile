@@ -7,7 +7,7 @@
 # 65532:65532. .ci/run builds the same binary with the same flags and checks
 # it is static and runs as that user.
 
-FROM golang:1.26 AS build
+FROM docker.io/library/golang:1.26 AS build
 WORKDIR /src
 # Modules first, so a source change does not download them again.
 COPY go.mod go.sum ./

@@ -311,9 +311,11 @@ func TestDockerfile(t *testing.T) {
 	if m == nil {
 		t.Fatal("go.mod has no go line")
 	}
-	if len(d.froms) != 2 || !strings.HasPrefix(d.froms[0], "golang:"+string(m[1])+" ") ||
+	// Fully qualified names: podman and buildah refuse short names unless
+	// configured otherwise.
+	if len(d.froms) != 2 || !strings.HasPrefix(d.froms[0], "docker.io/library/golang:"+string(m[1])+" ") ||
 		!strings.HasPrefix(d.froms[1], "gcr.io/distroless/static-debian12:nonroot") {
-		t.Errorf("stages %q: want golang:%s builder and distroless static nonroot", d.froms, m[1])
+		t.Errorf("stages %q: want docker.io/library/golang:%s builder and distroless static nonroot", d.froms, m[1])
 	}
 	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "-X main.version=${VERSION}", "-X main.commit=${COMMIT}", "./cmd/reconciled"} {
 		if !strings.Contains(d.run, want) {
@@ -578,8 +580,11 @@ func TestKubernetesManifests(t *testing.T) {
 	if svc.Spec.Type != "ClusterIP" || !svc.selects(podLabels) {
 		t.Errorf("Service: type %q; want ClusterIP selecting the Deployment's pods", svc.Spec.Type)
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "http" {
-		t.Errorf("Service ports %+v: want one with targetPort http", svc.Spec.Ports)
+	// A number, not the port's name: the sidecar is an init container, and
+	// Services resolve named ports of init containers only from Kubernetes
+	// 1.32, while the README supports 1.29.
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != strconv.Itoa(port) {
+		t.Errorf("Service ports %+v: want one with targetPort %d (the sidecar's containerPort)", svc.Spec.Ports, port)
 	}
 	pdb := findKind(t, m, "PodDisruptionBudget")
 	if !pdb.selects(podLabels) ||
@@ -630,4 +635,24 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	xb, _ := json.Marshal(x)
 	yb, _ := json.Marshal(y)
 	return bytes.Equal(xb, yb)
+}
+
+// The data dir the README's serve example creates stays out of commits and
+// out of the image's build context.
+func TestIgnoredDataDir(t *testing.T) {
+	for _, f := range []string{"../.gitignore", "../.dockerignore"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l == "reconciled-data" || l == "/reconciled-data" || l == "reconciled-data/" || l == "/reconciled-data/" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s does not ignore reconciled-data (the default --data)", f)
+		}
+	}
 }

@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
 )
 
 // settleTimeout bounds the wait for the last verdicts. A delivery that was
@@ -289,49 +288,31 @@ func TestFinalFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 	checkAllPlaces(t, ctx, tool.JetStream(), feed, []*plannedIntent{p}, dir)
 }
 
-// followUpThatDiesBeforePublishing runs one follow-up round of a daemon
-// wired as serve wires it, on the stopped daemon's data dir, whose process
-// "dies" when it is about to publish a final verdict: it returns that
-// verdict, already committed to the store.
+// followUpThatDiesBeforePublishing runs a daemon wired as serve wires it,
+// on the stopped daemon's data dir, whose process "dies" when it is about
+// to publish a final verdict: it returns that verdict, already committed
+// to the store.
 func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *ledgerEnv, natsURL, dir string) reconcile.Verdict {
 	t.Helper()
-	st, err := store.Open(ctx, filepath.Join(dir, "reconciled.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn, err := queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "e2e-dying-daemon"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ag, err := env.srv.NewAgent(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sources := func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
-		id, err := principal.Decode(ledger)
-		if err != nil {
-			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
-		}
-		c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: id, Verify: icrc3.VerifyChain})
-		return c, reconcile.LedgerConfig{}, err
-	}
 	died := make(chan reconcile.Verdict, 1)
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{
-		Decider: reconcile.NewEngine(sources, st, nil), Store: store.ServiceStore{S: st},
-		Sink: dyingSink{Sink: queue.Sink{C: conn}, died: died},
-	})
+	d, err := daemon.New(ctx, daemon.Config{NATSURL: natsURL, DataDir: dir, Instance: "gap", PollInterval: time.Hour,
+		MaxInflight: 1, MaxMessageBytes: 32 << 10, Grace: time.Second},
+		daemon.Options{Agent: ag, Sink: func(s reconcile.Sink) reconcile.Sink { return dyingSink{Sink: s, died: died} }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.FollowUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Dead means no clean stop either: the process is gone before its
+	// outbox is published. Shutdown below only closes the files.
+	defer daemontest.Stop(d, time.Second)
+	d.FollowUpNow()
 	select {
 	case v := <-died:
 		return v
-	default:
+	case <-time.After(30 * time.Second):
 		t.Fatal("the follow-up round published no final verdict")
 		return reconcile.Verdict{}
 	}

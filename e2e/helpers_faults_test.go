@@ -5,21 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aviate-labs/agent-go"
 	"github.com/aviate-labs/agent-go/principal"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -27,36 +21,28 @@ import (
 	"github.com/reconciled/reconciled/store"
 )
 
-// rig is one daemon wired in-process the way `reconciled serve` wires it
-// (store, NATS connection and streams, engine, service, follow-up loop,
-// verdict importer, intake), in front of one test replica and one embedded
-// NATS server, plus the tool layer's own NATS connection. It differs from
-// serve only where a test needs a handle: a query timeout on the agent's
-// HTTP client, short unreadable backoff, and a gauge around each ledger's
-// history that records how many reads of one ledger overlap.
+// rig is one daemon wired in-process by the daemon package, exactly as
+// `reconciled serve` wires it, in front of one test replica and one
+// embedded NATS server, plus the tool layer's own NATS connection. It
+// differs from serve only where a test needs a handle: a query timeout on
+// the agent's HTTP client, short unreadable backoff, and a gauge around
+// each ledger's history that records how many reads of one ledger overlap.
 type rig struct {
+	*daemontest.Rig
 	t       *testing.T
 	ctx     context.Context
 	srv     *ledgertest.Server
-	emb     *queue.Embedded
 	tool    *queue.Conn
+	d       *daemon.Daemon
 	st      *store.Store
-	conn    *queue.Conn
-	svc     *reconcile.Service
 	metrics *reconcile.Metrics
-	intake  *queue.Intake
-	trigger chan struct{}
-	logs    *lockedBuffer
+	logs    *daemontest.LogBuffer
 
 	// handlers records how many intake handlers ran at once.
 	handlers readGauge
 
-	mu      sync.Mutex
-	clients map[string]*icrc3.Client
-	gauges  map[string]*readGauge
-
-	stopBG context.CancelFunc
-	bg     sync.WaitGroup
+	mu     sync.Mutex
+	gauges map[string]*readGauge
 }
 
 type rigOpts struct {
@@ -80,179 +66,39 @@ var (
 
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	srv, err := ledgertest.NewServer(ledgertest.WithSeed(21))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(t.TempDir(), "nats")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "tool-layer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tool.Close)
-	if err := tool.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, ctx: ctx, srv: srv, emb: emb, tool: tool, trigger: make(chan struct{}, 1),
-		logs: &lockedBuffer{}, clients: map[string]*icrc3.Client{}, gauges: map[string]*readGauge{}}
-	r.start(o)
-	t.Cleanup(func() {
-		r.stop()
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", r.logs.String())
-		}
-	})
+	r := &rig{t: t, gauges: map[string]*readGauge{}}
+	r.Rig = daemontest.New(t, daemontest.Options{Seed: 21, Instance: "e2e", Poll: o.Poll, QueryTimeout: o.QueryTimeout,
+		MaxInflight: o.MaxInflight, MaxMsgBytes: o.MaxMsgBytes,
+		Tune: func(_ *daemon.Config, do *daemon.Options) {
+			// serve keeps the defaults (2 s doubling to 5 min); a fault
+			// lifted in a test should be noticed on the next triggered round.
+			do.BackoffBase, do.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
+			do.History = func(ledger string, h reconcile.History) reconcile.History {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				g := r.gauges[ledger]
+				if g == nil {
+					g = &readGauge{}
+					r.gauges[ledger] = g
+				}
+				return gaugedHistory{History: h, g: g}
+			}
+			do.Intake = func(next queue.Handler) queue.Handler {
+				return func(ctx context.Context, dl *queue.Delivery) {
+					defer r.handlers.enter()()
+					next(ctx, dl)
+				}
+			}
+		}})
+	r.ctx, r.srv, r.tool, r.d, r.logs = r.Ctx, r.Replica, r.Tool, r.Daemon, r.Logs
+	r.st, r.metrics = r.d.Store(), r.d.Metrics()
 	return r
 }
 
-func (r *rig) start(o rigOpts) {
-	t := r.t
-	if o.QueryTimeout == 0 {
-		o.QueryTimeout = 3 * time.Second
-	}
-	if o.Poll == 0 {
-		o.Poll = time.Hour
-	}
-	if o.MaxMsgBytes == 0 {
-		o.MaxMsgBytes = 32 << 10
-	}
-	if o.MaxInflight == 0 {
-		o.MaxInflight = 4
-	}
-	hc := &http.Client{Timeout: o.QueryTimeout, Transport: &http.Transport{Proxy: nil,
-		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 16}}
-	ag, err := r.srv.NewAgentWithConfig(agent.Config{ClientConfig: []agent.ClientOption{agent.WithHttpClient(hc)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := zap.NewProductionEncoderConfig()
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(r.logs), zap.DebugLevel))
-
-	dir := t.TempDir()
-	if r.st, err = store.Open(r.ctx, filepath.Join(dir, "reconciled.db")); err != nil {
-		t.Fatal(err)
-	}
-	if r.conn, err = queue.Connect(r.ctx, queue.ConnConfig{Embedded: r.emb, Name: "reconciled-e2e", Logger: log}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.conn.EnsureStreams(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	sources := func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
-		id, err := principal.Decode(ledger)
-		if err != nil {
-			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
-		}
-		c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: id, Verify: icrc3.VerifyChain})
-		if err != nil {
-			return nil, reconcile.LedgerConfig{}, err
-		}
-		g := &readGauge{}
-		r.mu.Lock()
-		r.clients[ledger], r.gauges[ledger] = c, g
-		r.mu.Unlock()
-		return gaugedHistory{Client: c, g: g}, reconcile.LedgerConfig{}, nil
-	}
-	engine := reconcile.NewEngine(sources, r.st, log.Named("engine"))
-	r.metrics = reconcile.NewMetrics()
-	r.svc, err = reconcile.NewService(reconcile.ServiceConfig{
-		Decider: engine, Store: store.ServiceStore{S: r.st}, Sink: queue.Sink{C: r.conn},
-		Log: log.Named("service"), Metrics: r.metrics,
-		// serve keeps the defaults (2 s doubling to 5 min); a fault lifted
-		// in a test should be noticed on the next triggered round.
-		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.svc.Resume(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	bg, stop := context.WithCancel(context.WithoutCancel(r.ctx))
-	r.stopBG = stop
-	r.bg.Add(2)
-	go func() {
-		defer r.bg.Done()
-		r.svc.RunFollowUp(bg, o.Poll, r.trigger)
-	}()
-	go func() {
-		defer r.bg.Done()
-		err := r.conn.FollowVerdictMsgs(bg, queue.FollowConfig{Durable: "verdicts-e2e"},
-			func(v reconcile.Verdict, h nats.Header) error {
-				hdr, _ := queue.DecodeIntentHeaders(h)
-				return r.svc.ImportVerdict(bg, v, hdr)
-			})
-		if err != nil && bg.Err() == nil {
-			log.Error("verdict follower stopped", zap.Error(err))
-		}
-	}()
-	r.intake, err = r.conn.ConsumeIntents(r.ctx, queue.IntakeConfig{MaxInFlight: o.MaxInflight, MaxMsgBytes: o.MaxMsgBytes},
-		func(ctx context.Context, dl *queue.Delivery) {
-			defer r.handlers.enter()()
-			out := r.svc.HandleIntent(ctx, dl.Data)
-			var err error
-			switch out.Kind {
-			case reconcile.Ack:
-				err = dl.Ack(context.WithoutCancel(ctx))
-			case reconcile.Term:
-				err = dl.Term(out.Reason)
-			default:
-				err = dl.Nak(out.Delay)
-			}
-			if err != nil {
-				log.Warn("settle intent delivery", zap.Error(err))
-			}
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (r *rig) stop() {
-	if r.intake != nil {
-		r.intake.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = r.intake.Wait(ctx)
-		cancel()
-		r.intake = nil
-	}
-	if r.stopBG != nil {
-		r.stopBG()
-		r.bg.Wait()
-		r.stopBG = nil
-	}
-	if r.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = r.conn.Drain(ctx)
-		cancel()
-		r.conn = nil
-	}
-	if r.st != nil {
-		_ = r.st.Close()
-		r.st = nil
-	}
-}
-
 // followUp asks for a follow-up round now.
-func (r *rig) followUp() {
-	select {
-	case r.trigger <- struct{}{}:
-	default:
-	}
-}
+func (r *rig) followUp() { r.d.FollowUpNow() }
 
-func (r *rig) client(ledger principal.Principal) *icrc3.Client {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.clients[ledger.Encode()]
-}
+func (r *rig) client(ledger principal.Principal) *icrc3.Client { return r.d.Client(ledger.Encode()) }
 
 func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 	r.mu.Lock()
@@ -264,29 +110,14 @@ func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 // with the message id a tool layer gives it (<intent_id>:<intent_hash>).
 func (r *rig) publish(canister, id string, body []byte) {
 	r.t.Helper()
-	if _, err := r.tool.JetStream().Publish(r.ctx, "reconcile.intents."+canister, body, jetstream.WithMsgID(queue.IntentMsgID(id, body))); err != nil {
-		r.t.Fatalf("publish %s: %v", id, err)
-	}
+	r.Publish(canister, queue.IntentMsgID(id, body), body)
 }
 
 // wait returns the first verdict of id that satisfies until, reading the
 // verdict stream from the intent's latest verdict on.
 func (r *rig) wait(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(r.ctx, 45*time.Second)
-	defer cancel()
-	var got reconcile.Verdict
-	err := r.tool.WatchIntent(ctx, id, func(v reconcile.Verdict) error {
-		if until(v) {
-			got = v
-			return queue.ErrStop
-		}
-		return nil
-	})
-	if err != nil {
-		r.t.Fatalf("waiting for a verdict of %s: %v", id, err)
-	}
-	return got
+	return r.Wait(id, until)
 }
 
 // settle waits for a verdict of id satisfying until while asking for a
@@ -392,57 +223,27 @@ func (g *readGauge) snapshot() (maxOverlap, calls int) {
 // gaugedHistory counts the engine's reads of verified history (tip and
 // block pages); Detect is not a read of history.
 type gaugedHistory struct {
-	*icrc3.Client
+	reconcile.History
 	g *readGauge
 }
 
 func (h gaugedHistory) Tip(ctx context.Context) (icrc3.Tip, error) {
 	defer h.g.enter()()
-	return h.Client.Tip(ctx)
+	return h.History.Tip(ctx)
 }
 
 func (h gaugedHistory) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
 	defer h.g.enter()()
-	return h.Client.Blocks(ctx, start, end, fn)
+	return h.History.Blocks(ctx, start, end, fn)
 }
 
 func (h gaugedHistory) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
 	defer h.g.enter()()
-	return h.Client.BlocksDesc(ctx, start, end, fn)
-}
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return h.History.BlocksDesc(ctx, start, end, fn)
 }
 
 // pollUntil polls cond (state no subscription announces) until it holds.
 func pollUntil(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached; last state: %s", what, state)
-		}
-		<-tick.C
-	}
+	daemontest.Eventually(t, what, 30*time.Second, cond)
 }

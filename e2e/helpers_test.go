@@ -676,6 +676,11 @@ func storeSnapshot(t testing.TB, ctx context.Context, dataDir string, ps []*plan
 // storeVerdictCount counts the verdicts in a running daemon's store
 // through a read-only connection of its own.
 func storeVerdictCount(ctx context.Context, dataDir string) (int, error) {
+	return storeCount(ctx, dataDir, "verdicts")
+}
+
+// storeCount counts the rows of a table of a running daemon's store.
+func storeCount(ctx context.Context, dataDir, table string) (int, error) {
 	u := url.URL{Scheme: "file", Path: filepath.Join(dataDir, "reconciled.db"),
 		RawQuery: "mode=ro&_pragma=busy_timeout(5000)"}
 	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(u.String(), "file://"))
@@ -684,7 +689,7 @@ func storeVerdictCount(ctx context.Context, dataDir string) (int, error) {
 	}
 	defer db.Close()
 	var n int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM verdicts`).Scan(&n)
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n)
 	return n, err
 }
 
@@ -701,6 +706,9 @@ type daemonArgs struct {
 	// AckWait is how soon an intent held by a killed daemon is redelivered
 	// (the daemon's default is 30 s).
 	AckWait time.Duration
+	// LeaseTTL is how soon another instance follows up the ledgers of a
+	// killed daemon (the daemon's default is 15 s).
+	LeaseTTL time.Duration
 }
 
 func (a daemonArgs) flags() []string {
@@ -713,6 +721,9 @@ func (a daemonArgs) flags() []string {
 		"--poll-interval", poll.String(), "--grace", "5s", "--log-level", "info"}
 	if a.AckWait > 0 {
 		f = append(f, "--ack-wait", a.AckWait.String())
+	}
+	if a.LeaseTTL > 0 {
+		f = append(f, "--lease-ttl", a.LeaseTTL.String())
 	}
 	if a.Replicas > 0 {
 		f = append(f, "--stream-replicas", strconv.Itoa(a.Replicas))

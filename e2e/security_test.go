@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -59,7 +60,7 @@ func authNATS(t *testing.T, user, password, token string) string {
 type proc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *daemontest.LogBuffer
 	done chan struct{}
 	err  error
 }
@@ -75,7 +76,7 @@ func runBinary(t *testing.T, env []string, args ...string) *proc {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	p := &proc{t: t, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, out: &daemontest.LogBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

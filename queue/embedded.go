@@ -66,6 +66,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, fmt.Errorf("queue: embedded server: %w", err)
 		}
 		opts.Host, opts.Port = host, port
+		if port != server.RANDOM_PORT {
+			// The server would only log the failed bind and never become
+			// ready: find out now and say so.
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("queue: embedded server: listen %s: address in use or not available: %w", cfg.Listen, err)
+			}
+			_ = ln.Close()
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 // IntakeConfig configures the shared intake consumer. Every instance uses
@@ -307,6 +309,7 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 		}
 		return
 	}
+	d.stopping = func() bool { return in.pullCtx.Err() != nil }
 	d.startHeartbeat()
 	defer d.stopHeartbeat()
 	in.handler(in.handlerCtx, d)
@@ -352,6 +355,8 @@ type Delivery struct {
 	msg   jetstream.Msg
 	every time.Duration
 	log   *zap.Logger
+	// stopping reports that the intake is stopping (nil: never).
+	stopping func() bool
 
 	mu      sync.Mutex
 	settled bool
@@ -478,4 +483,28 @@ func (d *Delivery) Nak(delay time.Duration) error {
 // the server's termination advisory.
 func (d *Delivery) Term(reason string) error {
 	return d.settle("term", func() error { return d.msg.TermWithReason(reason) })
+}
+
+// Settle ends the delivery as the service's outcome says: Ack (waiting for
+// the server's confirmation), Term, or Nak after the outcome's delay. While
+// the intake is stopping, a Nak is immediate whatever its delay: the
+// intent goes straight to another instance (or to this one restarted)
+// instead of waiting out a delay meant for a live instance's retry.
+func (d *Delivery) Settle(ctx context.Context, o reconcile.Outcome) error {
+	switch o.Kind {
+	case reconcile.Ack:
+		return d.Ack(context.WithoutCancel(ctx))
+	case reconcile.Term:
+		return d.Term(o.Reason)
+	}
+	delay := o.Delay
+	if ctx.Err() != nil || (d.stopping != nil && d.stopping()) {
+		delay = 0
+	} else if d.LastAttempt() {
+		// The server will not deliver it again: say so loudly, the tool
+		// layer must re-publish it.
+		d.log.Error("intent given up after its last delivery", zap.String("msg_id", d.MsgID),
+			zap.Uint64("delivered", d.NumDelivered), zap.String("reason", o.Reason))
+	}
+	return d.Nak(delay)
 }

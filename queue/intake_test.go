@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 const canister = "mxzaz-hqaaa-aaaar-qaada-cai"
@@ -364,5 +366,41 @@ func TestStoppedIntakeGivesBackLatePull(t *testing.T) {
 	// Given back at once: well before its 30 s ack wait.
 	if n := recv(t, got, "late intent"); n != 2 {
 		t.Fatalf("NumDelivered = %d, want 2", n)
+	}
+}
+
+// A retry asked for while the intake is stopping is given back at once: a
+// delay meant for a live instance's retry would hold the intent from the
+// next instance (or this one restarted) for that long.
+func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
+	e, a := setup(t)
+	b := connect(t, e)
+	started, release := make(chan struct{}), make(chan struct{})
+	in, err := a.ConsumeIntents(context.Background(), IntakeConfig{PullWait: 100 * time.Millisecond}, func(ctx context.Context, d *Delivery) {
+		close(started)
+		<-release
+		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Nak, Delay: time.Hour, Reason: "store busy"}); err != nil {
+			t.Errorf("settle: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishIntent(t, a, "stop-nak-1", nil)
+	recv(t, started, "handler start")
+	in.Stop()
+	close(release)
+	if err := in.Wait(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	consume(t, b, IntakeConfig{}, func(ctx context.Context, d *Delivery) {
+		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
+			t.Errorf("settle ack: %v", err)
+		}
+		got <- d.MsgID
+	})
+	if id := recv(t, got, "intent given back while stopping"); id != "stop-nak-1" {
+		t.Fatalf("got %s", id)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,7 +105,7 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 		}
 		if last != nil {
 			switch {
-			case last.Seq == v.Seq && sameDecision(*last, v):
+			case last.Seq == v.Seq && reconcile.SameDecision(*last, v):
 				return nil
 			case last.Seq == v.Seq:
 				return fmt.Errorf("%w: %s is stored as %s, not %s", ErrVerdictConflict, id, last.Status, v.Status)
@@ -135,24 +136,6 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 	return fmt.Errorf("queue: publish verdict %s: history kept changing over %d attempts", id, attempts)
 }
 
-// sameDecision compares what a verdict decides, not when or how it was
-// computed, so a verdict re-published from a store that re-encoded its
-// timestamps is still recognised.
-func sameDecision(a, b reconcile.Verdict) bool {
-	if a.Status != b.Status || a.Final != b.Final || (a.Block == nil) != (b.Block == nil) {
-		return false
-	}
-	// A verdict of another body is never the same decision; one stored
-	// before verdicts carried intent_hash has none to compare.
-	if a.IntentHash != "" && b.IntentHash != "" && a.IntentHash != b.IntentHash {
-		return false
-	}
-	if a.Block != nil && *a.Block != *b.Block {
-		return false
-	}
-	return true
-}
-
 // Reject is the message on <prefix>.rejects.<intent_id> (core NATS).
 type Reject struct {
 	IntentID string `json:"intent_id"`
@@ -174,6 +157,13 @@ func (c *Conn) PublishReject(ctx context.Context, intentID, code, message string
 	}
 	if err := c.nc.Publish(subject, body); err != nil {
 		return fmt.Errorf("queue: publish reject %s: %w", intentID, err)
+	}
+	// nats.go refuses to flush under a context without a deadline, and the
+	// intake's handler context has none.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
 	if err := c.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("queue: publish reject %s: flush: %w", intentID, err)

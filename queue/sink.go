@@ -73,3 +73,7 @@ func (s Sink) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verd
 	}
 	return v, err
 }
+
+func (s Sink) History(ctx context.Context, intentID string) ([]reconcile.StreamedVerdict, error) {
+	return s.C.VerdictHistory(ctx, intentID)
+}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -92,5 +95,33 @@ func TestLargestIntentFitsInVerdictHeaders(t *testing.T) {
 	in := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
 	if err := (Sink{C: c}).PublishVerdict(testCtx(t), v, in); err != nil {
 		t.Fatalf("verdict for a %d-byte intent: %v", len(body), err)
+	}
+}
+
+// A reject published with the handler's context, which has no deadline,
+// is flushed and not reported as failed.
+func TestPublishRejectWithoutDeadline(t *testing.T) {
+	e := startServer(t, t.TempDir())
+	c := connect(t, e)
+	if err := c.PublishReject(context.Background(), "rej-1", "E_INTENT_CONFLICT", "another body"); err != nil {
+		t.Fatalf("publish reject: %v", err)
+	}
+}
+
+// An embedded server asked to listen on a port in use says so at once,
+// rather than that it was not ready after its timeout.
+func TestEmbeddedListenPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	_, err = StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), Listen: ln.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("got %v, want an error saying %s is in use", err, ln.Addr())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the refusal took %s", took)
 	}
 }

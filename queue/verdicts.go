@@ -23,11 +23,7 @@ var ErrStop = errors.New("queue: stop watching")
 // LastVerdict returns the newest verdict of intentID by a direct get of the
 // last message on its subject.
 func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
-	subject, err := c.subj.Verdict(intentID)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.verdictStream(ctx)
+	subject, st, err := c.verdictSubject(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}
@@ -254,4 +250,51 @@ func (c *Conn) iterate(ctx context.Context, cons jetstream.Consumer, log *zap.Lo
 			log.Warn("settle message failed", zap.String("subject", msg.Subject()), zap.Error(err))
 		}
 	}
+}
+
+// VerdictHistory returns every verdict of intentID the stream holds, oldest
+// first, each with the intent its message carries: what an instance
+// imports when the stream refused a verdict it decided, or when it meets
+// an intent the fleet decided before its store learnt of it.
+func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconcile.StreamedVerdict, error) {
+	subject, st, err := c.verdictSubject(ctx, intentID)
+	if err != nil {
+		return nil, err
+	}
+	var out []reconcile.StreamedVerdict
+	// One direct get per verdict, each the next message of the subject: an
+	// intent's history is a handful of messages.
+	for seq := uint64(1); ; {
+		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: verdict history of %s: %w", intentID, err)
+		}
+		v, err := decodeVerdict(raw.Data)
+		if err != nil {
+			return nil, fmt.Errorf("queue: verdict history of %s: stream seq %d: %w", intentID, raw.Sequence, err)
+		}
+		hdr, err := DecodeIntentHeaders(raw.Header)
+		if err != nil {
+			c.log.Warn("streamed verdict with unreadable intent headers", zap.String("intent_id", intentID), zap.Error(err))
+		}
+		out = append(out, reconcile.StreamedVerdict{Verdict: v, Intent: hdr})
+		seq = raw.Sequence + 1
+	}
+}
+
+// verdictSubject returns the intent's verdict subject and the stream
+// holding it.
+func (c *Conn) verdictSubject(ctx context.Context, intentID string) (string, jetstream.Stream, error) {
+	subject, err := c.subj.Verdict(intentID)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := c.verdictStream(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return subject, st, nil
 }

@@ -65,16 +65,20 @@ type ServiceConfig struct {
 	// Now is the wall clock used only for scheduling checks, never to
 	// decide anything (default time.Now).
 	Now func() time.Time
+	// Owns says whether this instance follows up the ledger's open intents
+	// (it holds the fleet's lease on it); nil follows up every ledger.
+	Owns func(ledger string) bool
 }
 
 // Service takes intents from the work queue, decides them, stores and
 // publishes verdicts, and follows up on the non-final ones.
 type Service struct {
-	cfg   ServiceConfig
-	log   *zap.Logger
-	m     *Metrics
-	locks keyedMutex
-	batch batcher
+	cfg    ServiceConfig
+	log    *zap.Logger
+	m      *Metrics
+	locks  keyedMutex
+	batch  batcher
+	parsed parsedIntents
 }
 
 // NewService checks cfg and applies defaults.
@@ -168,6 +172,24 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	defer unlock()
 	log := s.log.With(zap.String("intent_id", rec.ID))
 
+	// A store that does not know the intent may lag the fleet (a new
+	// instance, a follower behind): what the stream already holds is
+	// taken first, so this instance neither decides a seq the fleet has
+	// decided nor stores a body other than the one the fleet answered.
+	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.ID); errors.Is(err, ErrNotFound) {
+		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+		if err != nil {
+			return s.retry(ctx, log, "read the stream's verdict", err)
+		}
+		if last != nil {
+			if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+				return s.retry(ctx, log, "import the stream's verdicts", err)
+			}
+		}
+	} else if err != nil {
+		return s.retry(ctx, log, "read latest verdict", err)
+	}
+
 	res, err := s.cfg.Store.PutIntent(ctx, rec)
 	if err != nil {
 		return s.retry(ctx, log, "store intent", err)
@@ -188,7 +210,12 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		if s.streamHoldsOtherBody(ctx, rec) {
 			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
 		}
-		if err := s.ensurePublished(ctx, latest, hdr); err != nil {
+		if _, err := s.ensurePublished(ctx, latest, hdr); errors.Is(err, ErrHistory) {
+			if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+				return s.retry(ctx, log, "import the stream's verdicts", err)
+			}
+			return Outcome{Kind: Ack}
+		} else if err != nil {
 			return s.retry(ctx, log, "re-publish stored verdict", err)
 		}
 		s.markPublished(ctx, log, latest)
@@ -232,12 +259,17 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
-	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
-		if s.streamHoldsOtherBody(ctx, rec) {
-			// Another instance, whose store took this id first for
-			// another body, decided it: the stream is the fleet's answer.
-			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil && s.streamHoldsOtherBody(ctx, rec) {
+		// Another instance, whose store took this id first for another
+		// body, decided it: the stream is the fleet's answer.
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+	} else if errors.Is(err, ErrHistory) {
+		// Another instance decided it first: its answer stands.
+		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+			return s.retry(ctx, log, "import the stream's verdicts", err)
 		}
+		return Outcome{Kind: Ack}
+	} else if err != nil {
 		// Stored but not published: the redelivery finds it in the store
 		// and publishes it, with this seq; so does the outbox, should the
 		// intent never be redelivered here.
@@ -290,23 +322,30 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 
 // ensurePublished makes the stream hold the stored latest verdict: if its
 // last verdict of the intent is older (or missing), the stored one is
-// re-published with its original seq.
-func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) error {
+// re-published with its original seq. behind reports a stream that holds
+// later seqs than the store. The stream holding another decision at the
+// same seq is ErrHistory.
+func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) (behind bool, err error) {
 	latest = withIntentHash(latest, hdr)
 	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if last != nil && last.Seq >= latest.Seq {
+	switch {
+	case last != nil && last.Seq > latest.Seq:
 		// Newer in the stream: another instance decided it, and this
 		// instance's follower will import it.
-		return nil
+		return true, nil
+	case last != nil && last.Seq == latest.Seq && !SameDecision(*last, latest):
+		return false, fmt.Errorf("%w: the stream holds %s at seq %d, the store %s", ErrHistory, last.Status, last.Seq, latest.Status)
+	case last != nil && last.Seq == latest.Seq:
+		return false, nil
 	}
 	if err := s.cfg.Sink.PublishVerdict(ctx, latest, hdr); err != nil {
-		return err
+		return false, err
 	}
 	s.log.Info("stored verdict re-published", zap.String("intent_id", latest.IntentID), zap.Uint64("seq", latest.Seq))
-	return nil
+	return false, nil
 }
 
 // withIntentHash gives a verdict stored before verdicts carried intent_hash

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigg
 	}
 }
 
-// FollowUp runs one round: for each ledger with due watched intents, one
+// FollowUp runs one round: for each ledger this instance owns (see
+// ServiceConfig.Owns) with due watched intents, one
 // DecideMany (one certified tip for all of them). A new verdict is stored
 // and published only when the status, or an unreadable verdict's reason
 // code, changes; a final one ends the watch. Ledgers are followed up
@@ -48,9 +50,15 @@ func (s *Service) FollowUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.parsed.keep(ws)
 	now := s.cfg.Now()
 	byLedger := map[string][]Watch{}
 	for _, w := range ws {
+		// Every store watches every open intent of the fleet; only the
+		// holder of a ledger's lease follows its intents up.
+		if s.cfg.Owns != nil && !s.cfg.Owns(w.Canister) {
+			continue
+		}
 		if !w.NextCheck.After(now) {
 			byLedger[w.Canister] = append(byLedger[w.Canister], w)
 		}
@@ -78,21 +86,14 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	kept := make([]Watch, 0, len(ws))
 	hdrs := make([]IntentHeader, 0, len(ws))
 	for _, w := range ws {
-		rec, err := s.cfg.Store.Intent(ctx, w.IntentID)
+		pi, err := s.parsed.get(ctx, s.cfg.Store, w.IntentID)
 		if err != nil {
 			log.Warn("watched intent unreadable from the store", zap.String("intent_id", w.IntentID), zap.Error(err))
 			continue
 		}
-		in, err := matcher.ParseIntent(rec.Body)
-		if err != nil {
-			// A stored body was accepted once; this is a bug or a
-			// corrupted store, not something a retry fixes.
-			log.Error("watched intent no longer parses", zap.String("intent_id", w.IntentID), zap.Error(err))
-			continue
-		}
-		ins = append(ins, in)
+		ins = append(ins, pi.in)
 		kept = append(kept, w)
-		hdrs = append(hdrs, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+		hdrs = append(hdrs, pi.hdr)
 	}
 	if len(ins) == 0 {
 		return
@@ -108,6 +109,12 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 		return
 	}
 	for i, v := range vs {
+		if v.Status == StatusNotYet && kept[i].LastStatus == StatusNotYet {
+			// not_yet again: nothing new to say, and nothing to read. A
+			// watch list a step behind the store only delays a verdict
+			// to the next round; advance re-reads under the lock.
+			continue
+		}
 		if err := s.advance(ctx, kept[i], v, hdrs[i]); err != nil && ctx.Err() == nil {
 			log.Warn("follow-up verdict not recorded", zap.String("intent_id", v.IntentID), zap.Error(err))
 		}
@@ -153,7 +160,10 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
-	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
+	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, ErrHistory) {
+		// Another instance published this seq first: its verdict stands.
+		return s.yieldToStream(ctx, log, w.IntentID)
+	} else if err != nil {
 		// The outbox entry stays: the next round, or the next process,
 		// publishes it.
 		return err
@@ -176,15 +186,9 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 			return len(ids), ctx.Err()
 		}
 		log := s.log.With(zap.String("intent_id", id))
-		v, err := s.republish(ctx, id)
+		v, err := s.republish(ctx, log, id)
 		switch {
 		case err == nil:
-			s.markPublished(ctx, log, v)
-		case errors.Is(err, ErrHistory):
-			// The stream holds a history this verdict contradicts (a
-			// final verdict decided elsewhere); it stays the fleet's
-			// answer, and retrying could never succeed.
-			log.Error("stored verdict refused by the stream; dropped from the outbox", zap.Uint64("seq", v.Seq), zap.Error(err))
 			s.markPublished(ctx, log, v)
 		case ctx.Err() == nil:
 			log.Warn("re-publish failed; will retry", zap.Error(err))
@@ -194,8 +198,10 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 }
 
 // republish makes the stream hold the intent's latest stored verdict and
-// returns that verdict.
-func (s *Service) republish(ctx context.Context, id string) (Verdict, error) {
+// returns that verdict. When the stream holds later seqs, or another
+// decision at that seq (decided elsewhere while this one waited in the
+// outbox), the stream's history is taken instead.
+func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) (Verdict, error) {
 	unlock := s.locks.lock(id)
 	defer unlock()
 	latest, err := s.cfg.Store.LatestVerdict(ctx, id)
@@ -206,7 +212,11 @@ func (s *Service) republish(ctx context.Context, id string) (Verdict, error) {
 	if err != nil {
 		return latest, err
 	}
-	return latest, s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+	behind, err := s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
+	if behind || errors.Is(err, ErrHistory) {
+		err = s.yieldToStream(ctx, log, id)
+	}
+	return latest, err
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have
@@ -226,4 +236,61 @@ func reasonCode(v Verdict) string {
 		return ""
 	}
 	return v.Reason.Code
+}
+
+// parsedIntents keeps the parsed intents of the watch list between
+// follow-up rounds: a stored body never changes (another body under the
+// same id is refused), and reading and parsing every watched body again
+// each round is most of a round's cost when thousands are open.
+type parsedIntents struct {
+	mu sync.Mutex
+	m  map[string]parsedIntent
+}
+
+type parsedIntent struct {
+	in  *matcher.Intent
+	hdr IntentHeader
+}
+
+func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedIntent, error) {
+	p.mu.Lock()
+	pi, ok := p.m[id]
+	p.mu.Unlock()
+	if ok {
+		return pi, nil
+	}
+	rec, err := st.Intent(ctx, id)
+	if err != nil {
+		return pi, err
+	}
+	in, err := matcher.ParseIntent(rec.Body)
+	if err != nil {
+		// A stored body was accepted once; this is a bug or a corrupted
+		// store, not something a retry fixes.
+		return pi, fmt.Errorf("stored body no longer parses: %w", err)
+	}
+	pi = parsedIntent{in: in, hdr: IntentHeader{Body: rec.Body, Hash: rec.Hash}}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]parsedIntent{}
+	}
+	p.m[id] = pi
+	p.mu.Unlock()
+	return pi, nil
+}
+
+// keep drops the intents no longer watched, bounding the cache by the
+// watch list.
+func (p *parsedIntents) keep(ws []Watch) {
+	watched := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		watched[w.IntentID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.m {
+		if !watched[id] {
+			delete(p.m, id)
+		}
+	}
 }

@@ -12,13 +12,18 @@ import (
 
 // ImportVerdict records a verdict read from the verdict stream (decided by
 // this or another instance) in the local store, with the intent carried in
-// its header. A verdict that contradicts the local history (a seq gap, a
+// its header; a non-final one also puts the intent on the local watch list. A verdict that contradicts the local history (a seq gap, a
 // conflict, an intent stored with another body) is logged and skipped:
 // redelivering it could never succeed. Only failures a retry can heal
 // (the store is unavailable) are returned.
 func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeader) error {
 	unlock := s.locks.lock(v.IntentID)
 	defer unlock()
+	return s.importVerdict(ctx, v, hdr)
+}
+
+// importVerdict is ImportVerdict for a caller holding the intent's lock.
+func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeader) error {
 	log := s.log.With(zap.String("intent_id", v.IntentID), zap.Uint64("seq", v.Seq))
 	if hdr != nil {
 		v = withIntentHash(v, *hdr)
@@ -35,8 +40,10 @@ func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 		s.m.imported("known")
 		return nil
 	}
+	canister := ""
 	if hdr != nil && len(hdr.Body) > 0 {
 		rec := recordFromHeader(v.IntentID, *hdr)
+		canister = rec.Canister
 		res, err := s.cfg.Store.PutIntent(ctx, rec)
 		switch {
 		case err != nil && ctx.Err() == nil && !isPermanent(err):
@@ -49,7 +56,20 @@ func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 			return nil
 		}
 	}
-	err := s.cfg.Store.AppendVerdict(ctx, v, nil)
+	// An open intent is watched by every store, so whichever instance
+	// holds its ledger's lease follows it up, whoever decided it.
+	var w *Watch
+	if !v.Final {
+		if canister == "" {
+			if rec, err := s.cfg.Store.Intent(ctx, v.IntentID); err == nil {
+				canister = rec.Canister
+			}
+		}
+		if canister != "" && canister != "unknown" {
+			w = &Watch{IntentID: v.IntentID, Canister: canister, NextCheck: s.cfg.Now()}
+		}
+	}
+	err := s.cfg.Store.AppendVerdict(ctx, v, w)
 	switch {
 	case err == nil:
 		s.m.imported("stored")

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
@@ -207,33 +208,33 @@ func (s historySink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in
 	return s.fakeSink.PublishVerdict(ctx, v, in)
 }
 
-// A stored verdict the stream can never take is dropped from the outbox
-// with an error, not retried forever: here another instance published a
-// final seq 1 first, and the stream's answer stands.
-func TestServiceOutboxDropsWhatTheStreamRefuses(t *testing.T) {
+// A fresh store meets an intent the stream already answered (another
+// instance decided it, this store has not imported it yet): the service
+// takes the stream's history instead of deciding a seq 1 of its own, so it
+// neither publishes a contradicting seq nor keeps one in its store.
+func TestServiceYieldsToTheStreamOnIntake(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
+	body := intentBody("h-1", 1)
+	in, err := matcher.ParseIntent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.sink.verdicts["h-1"] = []reconcile.Verdict{{IntentID: "h-1", Seq: 1, Status: reconcile.StatusFound, Final: true,
 		Block: &reconcile.BlockRef{Index: 2}, DecidedAt: time.Now().UTC()}}
-	core, logs := observer.New(zapcore.ErrorLevel)
+	e.sink.headers["h-1"] = reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
 	e.svc, _ = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: e.st},
-		Sink: historySink{e.sink}, Log: zap.New(core), Now: func() time.Time { return e.clock }})
+		Sink: historySink{e.sink}, Now: func() time.Time { return e.clock }})
 
 	e.dec.set("h-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("h-1", 1)); o.Kind != reconcile.Nak {
-		t.Fatalf("%+v, want a nak (the stream refuses seq 1)", o)
+	if o := e.handle(body); o.Kind != reconcile.Ack {
+		t.Fatalf("%+v, want an ack: the stream answers it", o)
 	}
-	// The round finds seq 1 covered by the stream's seq 1, then decides
-	// and stores seq 2, which the stream refuses after its final verdict.
-	e.dec.set("h-1", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_X", Message: "x"}})
-	if err := e.svc.FollowUp(ctx); err != nil {
-		t.Fatal(err)
+	if n := e.dec.calls["h-1"]; n != 0 {
+		t.Fatalf("decided %d times; the stream held its answer", n)
 	}
-	if got := e.outbox(); len(got) != 1 || got[0].Seq != 2 {
-		t.Fatalf("outbox %+v", got)
-	}
-	if err := e.svc.FollowUp(ctx); err != nil {
-		t.Fatal(err)
+	if vs, _ := e.st.Verdicts(ctx, "h-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+		t.Fatalf("stored %+v, want the stream's found", vs)
 	}
 	if got := e.outbox(); len(got) != 0 {
 		t.Fatalf("outbox %+v", got)
@@ -241,8 +242,40 @@ func TestServiceOutboxDropsWhatTheStreamRefuses(t *testing.T) {
 	if got := e.sink.seqs("h-1"); len(got) != 1 {
 		t.Fatalf("stream seqs %v", got)
 	}
-	if n := logs.FilterMessageSnippet("refused by the stream").Len(); n != 1 {
-		t.Fatalf("logged %+v", logs.All())
+}
+
+// Two would-be writers of one intent's next seq: another instance
+// published seq 2 (final) while this one's store still ends at seq 1. The
+// stream refuses this instance's own seq 2; it discards it and takes the
+// stream's, so its store agrees with the stream and nothing is left to
+// publish.
+func TestServiceYieldsToTheStreamOnFollowUp(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	e.dec.set("h-2", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	if o := e.handle(intentBody("h-2", 1)); o.Kind != reconcile.Ack {
+		t.Fatalf("%+v", o)
+	}
+	e.sink.mu.Lock()
+	e.sink.verdicts["h-2"] = append(e.sink.verdicts["h-2"], reconcile.Verdict{IntentID: "h-2", Seq: 2,
+		Status: reconcile.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
+	e.sink.mu.Unlock()
+	e.dec.set("h-2", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_X", Message: "x"}})
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs, _ := e.st.Verdicts(ctx, "h-2")
+	if len(vs) != 2 || vs[1].Status != reconcile.StatusAbsent {
+		t.Fatalf("stored %+v, want the stream's absent at seq 2", vs)
+	}
+	if got := e.outbox(); len(got) != 0 {
+		t.Fatalf("outbox %+v", got)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 0 {
+		t.Fatalf("watches %+v after the stream's final verdict", ws)
+	}
+	if got := e.sink.seqs("h-2"); len(got) != 2 {
+		t.Fatalf("stream seqs %v", got)
 	}
 }
 
@@ -266,5 +299,37 @@ func TestServiceFollowUpLogsDecideFailure(t *testing.T) {
 	}
 	if ws, _ := e.st.Watches(ctx); len(ws) != 1 {
 		t.Fatalf("watches %+v", ws)
+	}
+}
+
+// Every store learns every intent and watches every open one from the
+// verdict stream alone: the body comes from the verdict's headers, an
+// open verdict puts the intent on the watch list, a final one takes it
+// off. This is what lets any instance follow up what another decided.
+func TestServiceImportStoresAndWatchesTheIntent(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	in, err := matcher.ParseIntent(intentBody("imp-1", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := &reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	v := reconcile.Verdict{IntentID: "imp-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.Intent(ctx, "imp-1")
+	if err != nil || string(rec.Body) != string(in.Canonical()) || rec.CanisterID != in.Canister.Encode() {
+		t.Fatalf("stored intent %+v (%v), want the header's body", rec, err)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 1 || ws[0].IntentID != "imp-1" || ws[0].CanisterID != in.Canister.Encode() {
+		t.Fatalf("watches %+v, want the imported open intent", ws)
+	}
+	v.Seq, v.Status, v.Final = 2, reconcile.StatusAbsent, true
+	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 0 {
+		t.Fatalf("watches %+v after the final verdict", ws)
 	}
 }

@@ -52,6 +52,10 @@ type Watch struct {
 	NextCheck          time.Time
 	// Attempts counts consecutive unreadable checks, for backoff.
 	Attempts int
+	// LastStatus is the status of the intent's latest stored verdict as
+	// the watch list knows it ("" when unknown): a follow-up decision with
+	// the same not_yet says nothing new and needs no further read.
+	LastStatus Status
 }
 
 // Store is the service's persistence.
@@ -70,6 +74,10 @@ type Store interface {
 	// MarkPublished records that the stream holds the intent's verdict seq
 	// (and so every earlier one): its outbox entries up to seq go.
 	MarkPublished(ctx context.Context, id string, seq uint64) error
+	// DiscardUnpublished removes the intent's verdicts from seq on, all of
+	// them still in the outbox (refused by the stream), and watches the
+	// intent again unless the verdict before them is final.
+	DiscardUnpublished(ctx context.Context, id string, seq uint64) error
 	// Unpublished lists the intents with outbox entries, each once.
 	Unpublished(ctx context.Context) ([]string, error)
 	// LatestVerdict returns the newest stored verdict, or ErrNotFound.
@@ -87,6 +95,13 @@ type IntentHeader struct {
 	Hash [32]byte
 }
 
+// StreamedVerdict is a verdict as the verdict stream holds it, with the
+// intent its message carries (nil when it carries none).
+type StreamedVerdict struct {
+	Verdict Verdict
+	Intent  *IntentHeader
+}
+
 // Sink publishes verdicts and rejects.
 type Sink interface {
 	// PublishVerdict stores v in the verdict stream; ErrHistory when the
@@ -96,6 +111,9 @@ type Sink interface {
 	// LastVerdict returns the stream's newest verdict of the intent, nil
 	// when it holds none.
 	LastVerdict(ctx context.Context, intentID string) (*Verdict, error)
+	// History returns every verdict the stream holds of the intent, oldest
+	// first; empty when none.
+	History(ctx context.Context, intentID string) ([]StreamedVerdict, error)
 }
 
 // Decider decides intents; *Engine implements it.

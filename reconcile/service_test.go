@@ -60,6 +60,20 @@ func (f *fakeSink) LastVerdict(_ context.Context, id string) (*reconcile.Verdict
 	return &v, nil
 }
 
+func (f *fakeSink) History(_ context.Context, id string) ([]reconcile.StreamedVerdict, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []reconcile.StreamedVerdict
+	for _, v := range f.verdicts[id] {
+		sv := reconcile.StreamedVerdict{Verdict: v}
+		if h, ok := f.headers[id]; ok {
+			sv.Intent = &h
+		}
+		out = append(out, sv)
+	}
+	return out, nil
+}
+
 func (f *fakeSink) seqs(id string) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

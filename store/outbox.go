@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 
@@ -73,4 +75,65 @@ func (s *Store) Outbox(ctx context.Context) ([]OutboxEntry, error) {
 		return nil, fmt.Errorf("store: list outbox: %w", err)
 	}
 	return rows, nil
+}
+
+// DiscardUnpublished removes the intent's verdicts from seq on, which
+// must all be in the outbox: decided here and refused by the verdict
+// stream, because another instance published those seqs first. The
+// intent's latest status goes back to the verdict before them and, that
+// one not being final, the intent is watched again; the caller then
+// imports the stream's verdicts in their place. A verdict without an
+// outbox row (published, or imported from the stream) is never discarded:
+// ErrInvalid.
+func (s *Store) DiscardUnpublished(ctx context.Context, id string, seq uint64) error {
+	if seq == 0 || seq > math.MaxInt64 {
+		return fmt.Errorf("%w: discard %s from seq %d", ErrInvalid, id, seq)
+	}
+	from := int64(seq)
+	what := fmt.Sprintf("discard unpublished verdicts of %s from seq %d", id, seq)
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		var published int
+		if err := t.GetContext(ctx, &published, `SELECT COUNT(*) FROM verdicts v WHERE v.intent_id = ? AND v.seq >= ?
+			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.intent_id = v.intent_id AND o.seq = v.seq)`, id, from); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		if published > 0 {
+			return fmt.Errorf("%w: %s: %d of them are not in the outbox", ErrInvalid, what, published)
+		}
+		for _, q := range []string{`DELETE FROM verdicts WHERE intent_id = ? AND seq >= ?`,
+			`DELETE FROM outbox WHERE intent_id = ? AND seq >= ?`} {
+			if _, err := t.ExecContext(ctx, q, id, from); err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
+			}
+		}
+		var prev struct {
+			Seq    int64  `db:"seq"`
+			Status string `db:"status"`
+			Final  bool   `db:"final"`
+		}
+		err := t.GetContext(ctx, &prev, `SELECT seq, status, final FROM verdicts WHERE intent_id = ? ORDER BY seq DESC LIMIT 1`, id)
+		var status any
+		switch {
+		case err == nil:
+			status = prev.Status
+		case errors.Is(err, sql.ErrNoRows):
+		default:
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		now := s.now().UnixNano()
+		if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ? WHERE intent_id = ?`,
+			status, prev.Final, prev.Seq, now, id); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		if prev.Final {
+			return nil
+		}
+		// Watched again until the stream's verdicts say otherwise.
+		if _, err := t.ExecContext(ctx, `INSERT INTO watch (intent_id, canister_id, next_check, last_status)
+			SELECT intent_id, canister_id, ?, COALESCE(status, '') FROM intents WHERE intent_id = ? AND canister_id IS NOT NULL
+			ON CONFLICT (intent_id) DO UPDATE SET last_status = excluded.last_status`, now, id); err != nil {
+			return fmt.Errorf("store: %s: watch: %w", what, err)
+		}
+		return nil
+	})
 }

@@ -97,6 +97,10 @@ func (a ServiceStore) Unpublished(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+func (a ServiceStore) DiscardUnpublished(ctx context.Context, id string, seq uint64) error {
+	return mapErr(a.S.DiscardUnpublished(ctx, id, seq))
+}
+
 func (a ServiceStore) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
 	v, err := a.S.LatestVerdict(ctx, id)
 	return v, mapErr(err)
@@ -109,7 +113,8 @@ func (a ServiceStore) Watches(ctx context.Context) ([]reconcile.Watch, error) {
 	}
 	out := make([]reconcile.Watch, len(ws))
 	for i, w := range ws {
-		out[i] = reconcile.Watch{IntentID: w.IntentID, Canister: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts}
+		out[i] = reconcile.Watch{IntentID: w.IntentID, Canister: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts,
+			LastStatus: w.LastStatus}
 	}
 	return out, nil
 }

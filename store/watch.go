@@ -164,3 +164,33 @@ func (s *Store) WatchOf(ctx context.Context, id string) (WatchEntry, error) {
 	}
 	return ws[0], nil
 }
+
+// WatchedLedgers lists the ledgers with at least one watched intent, each
+// once, sorted.
+func (s *Store) WatchedLedgers(ctx context.Context) ([]string, error) {
+	var out []string
+	if err := s.r.SelectContext(ctx, &out, `SELECT DISTINCT canister_id FROM watch ORDER BY canister_id`); err != nil {
+		return nil, fmt.Errorf("store: watched ledgers: %w", err)
+	}
+	return out, nil
+}
+
+// WatchOpenIntents puts on the watch list every stored intent whose latest
+// verdict is not final and that is not watched yet, due at once, and
+// returns how many it added. A store written before every store watched
+// the fleet's open intents holds imported ones unwatched; this adopts them.
+func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
+	res, err := s.w.ExecContext(ctx, `INSERT INTO watch (intent_id, canister_id, next_check, last_status)
+		SELECT i.intent_id, i.canister_id, ?, i.status FROM intents i
+		WHERE i.final = 0 AND i.latest_seq > 0 AND i.status IS NOT NULL
+			AND i.canister_id IS NOT NULL AND i.body IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM watch w WHERE w.intent_id = i.intent_id)`, s.now().UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("store: watch open intents: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: watch open intents: %w", err)
+	}
+	return int(n), nil
+}

@@ -4,18 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/aviate-labs/agent-go"
 	"github.com/nats-io/nats.go"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
 )
 
 // ManyResult is many intents of one ledger through the daemon's path:
@@ -62,35 +60,19 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	}
 	res.OneScan = one
 
-	st, err := store.Open(ctx, filepath.Join(dir, "reconciled.db"))
+	// The daemon exactly as serve wires it, with its own embedded server.
+	d, err := daemon.New(ctx, daemon.Config{DataDir: dir, Instance: "reconbench", RootKey: sc.RootKey,
+		PollInterval: time.Hour, MaxInflight: inflight, MaxMessageBytes: 32 << 10, Grace: 10 * time.Second},
+		daemon.Options{Agent: ag})
 	if err != nil {
 		return res, err
 	}
-	defer st.Close()
-	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(dir, "nats"), ServerName: "reconbench"})
-	if err != nil {
-		return res, err
-	}
-	defer emb.Shutdown()
-	conn, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-daemon"})
-	if err != nil {
-		return res, err
-	}
-	defer conn.Close()
-	if err := conn.EnsureStreams(ctx); err != nil {
-		return res, err
-	}
-	client, err := sc.newClient(ag, icrc3.EndpointAuto)
-	if err != nil {
-		return res, err
-	}
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{
-		Decider: sc.newEngine(client, st), Store: store.ServiceStore{S: st}, Sink: queue.Sink{C: conn},
-	})
-	if err != nil {
-		return res, err
-	}
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-tool"})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		d.Shutdown(sctx)
+	}()
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.Embedded(), Name: "reconbench-tool"})
 	if err != nil {
 		return res, err
 	}
@@ -136,26 +118,6 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 
 	phase := startMemPhase()
 	cpu0 := cpuTime()
-	intake, err := conn.ConsumeIntents(ctx, queue.IntakeConfig{MaxInFlight: inflight}, func(hctx context.Context, d *queue.Delivery) {
-		o := svc.HandleIntent(hctx, d.Data)
-		switch o.Kind {
-		case reconcile.Ack:
-			_ = d.Ack(context.WithoutCancel(hctx))
-		case reconcile.Term:
-			_ = d.Term(o.Reason)
-		default:
-			_ = d.Nak(o.Delay)
-		}
-	})
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		intake.Stop()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = intake.Wait(wctx)
-	}()
 
 	start := time.Now()
 	for i, id := range ids {
@@ -187,7 +149,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	}
 	p50, p99, mx := percentiles(lat)
 	res.LatencyMS = latencyMS{ms(p50), ms(p99), ms(mx)}
-	cs := client.Stats()
+	cs := d.ClientStats()[sc.Ledger]
 	res.Queries, res.BlocksClient = cs.Total, cs.Blocks
 	if res.OneScan > 0 {
 		res.ScanRatio = float64(res.BlocksClient) / float64(res.OneScan)

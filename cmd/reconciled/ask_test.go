@@ -33,7 +33,7 @@ func TestAskPrintsVerdictsUntilFinal(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("ask", t.TempDir(), 20*time.Millisecond, false)
+	d := w.daemon("ask", t.TempDir(), 20*time.Millisecond)
 	defer stop(d, time.Second)
 
 	arg := transferArg(bob.principal(), 42, u64(w.srv.Now()), "ask")

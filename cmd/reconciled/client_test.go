@@ -8,10 +8,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
@@ -268,29 +268,11 @@ func TestListOutput(t *testing.T) {
 	}
 }
 
-// syncBuffer is written by the watch goroutine and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestWatch(t *testing.T) {
 	st, srv := supportServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut daemontest.LogBuffer
 	polled := make(chan struct{})
 	tick := make(chan time.Time)
 	w := &watcher{

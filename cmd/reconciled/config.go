@@ -16,52 +16,21 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
-// serveConfig is everything `reconciled serve` is told.
+// serveConfig is everything `reconciled serve` is told: the daemon's
+// configuration and what only the command itself uses.
 type serveConfig struct {
-	NATSURL, NATSListen          string
-	NATSUser, NATSPassword       string
-	NATSToken, NATSCreds, NATSNK string
-	NATSTLSCA, NATSTLSCert       string
-	NATSTLSKey                   string
-	SubjectPrefix                string
-	StreamReplicas               int
-
-	ICURL        string
-	FetchRootKey bool
-	RootKey      []byte // from --root-key-file
-
-	Ledgers       map[string]ledgerSpec
-	StrictLedgers bool
-
-	DataDir      string
-	HTTPAddr     string
-	SupportToken string
-	// ExplorerBlockURL and ExplorerAccountURL are the support page's
-	// block-explorer link templates (support.Config).
-	ExplorerBlockURL, ExplorerAccountURL string
-
-	PollInterval    time.Duration
-	MaxInflight     int
-	QueryTimeout    time.Duration
-	AckWait         time.Duration
-	MaxMessageBytes int
-	Grace           time.Duration
-	Instance        string
-	LogLevel        zapcore.Level
-	Demo            bool
+	daemon.Config
+	LogLevel zapcore.Level
+	Demo     bool
 }
 
 // ledgerSpec is one ledger's operator configuration.
-type ledgerSpec struct {
-	ID     principal.Principal
-	Rules  reconcile.LedgerConfig
-	Verify icrc3.VerifyMode
-}
+type ledgerSpec = daemon.Ledger
 
 // ledgerFileEntry is one element of --ledgers-file.
 type ledgerFileEntry struct {
@@ -164,6 +133,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a ledger's follow-up lease outlives an instance that vanished without SIGTERM (the instance started last sets it for the fleet)")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.Demo, "demo", false, "run the demo instead")
@@ -197,7 +167,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			envErr = fmt.Errorf("%w: %s: %v", errUsage, envName(f.Name), err)
+			envErr = fmt.Errorf("%w: %s=%q: %s", errUsage, envName(f.Name), v, expectedForm(f, err))
 		}
 	})
 	if envErr != nil {
@@ -283,6 +253,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--max-message-bytes must be 1024..%d, got %d", queue.MaxIntentBytes, c.MaxMessageBytes)
 	case c.Grace <= 0:
 		return nil, bad("--grace must be positive, got %s", c.Grace)
+	case c.LeaseTTL < time.Second || c.LeaseTTL > 10*time.Minute:
+		return nil, bad("--lease-ttl must be 1s..10m, got %s", c.LeaseTTL)
 	case c.AckWait < time.Second || c.AckWait > 10*time.Minute:
 		return nil, bad("--ack-wait must be 1s..10m, got %s", c.AckWait)
 	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
@@ -300,6 +272,27 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	}
 	c.Instance = durableToken(c.Instance)
 	return c, nil
+}
+
+// expectedForm says what a flag's value should look like; the flag
+// package's own error for a number, duration or boolean is only "parse
+// error".
+func expectedForm(f *flag.Flag, err error) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 25s or 1m30s"
+	case bool:
+		return "want true or false"
+	case int, int64, uint, uint64:
+		return "want an integer"
+	case float64:
+		return "want a number"
+	}
+	return err.Error()
 }
 
 // durableToken makes a name usable as a NATS consumer name: anything but

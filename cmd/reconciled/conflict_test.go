@@ -21,7 +21,7 @@ func conflictPair(t *testing.T, id string) (w *world, paid, other intentDoc) {
 	w = newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon(id, t.TempDir(), time.Hour, false)
+	d := w.daemon(id, t.TempDir(), time.Hour)
 	t.Cleanup(func() { stop(d, time.Second) })
 	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "conflict")
 	if _, err := l.Transfer(alice.principal(), arg); err != nil {

@@ -9,8 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -115,18 +114,27 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 	if err != nil {
 		return err
 	}
-	cfg := &serveConfig{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
-		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
-	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, log: log, agent: daemonAgent})
+	cfg := daemon.Config{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
+		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]daemon.Ledger{}}
+	if serve != nil {
+		// The support page is served by the daemon itself, with a fresh
+		// token that travels in the URL's fragment (browsers never send it).
+		tok := make([]byte, 16)
+		if _, err := rand.Read(tok); err != nil {
+			return fmt.Errorf("support token: %w", err)
+		}
+		cfg.HTTPAddr, cfg.SupportToken = serve.addr, hex.EncodeToString(tok)
+	}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Log: log, Agent: daemonAgent})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer scancel()
-		d.shutdown(sctx)
+		d.Shutdown(sctx)
 	}()
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.ownEmb, Name: "demo-tool-layer"})
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.Embedded(), Name: "demo-tool-layer"})
 	if err != nil {
 		return err
 	}
@@ -153,27 +161,9 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 	if err := tw.Flush(); err != nil || serve == nil {
 		return err
 	}
-	return serveDemo(outer, d, log, serve.addr, stdout)
-}
-
-// serveDemo serves the daemon's support page with a fresh token until ctx
-// ends. The token travels in the URL's fragment, which browsers never send.
-func serveDemo(ctx context.Context, d *daemon, log *zap.Logger, addr string, stdout io.Writer) error {
-	tok := make([]byte, 16)
-	if _, err := rand.Read(tok); err != nil {
-		return fmt.Errorf("support token: %w", err)
-	}
-	token := hex.EncodeToString(tok)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("http listen %s: %w", addr, err)
-	}
-	hs := &http.Server{Handler: d.httpHandler(token, log), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
 	fmt.Fprintf(stdout, "\nsupport page: http://%s/ui/#token=%s\nthe daemon keeps running (follow-ups included); Ctrl-C stops the demo\n",
-		ln.Addr(), token)
-	<-ctx.Done()
+		d.HTTPAddr(), cfg.SupportToken)
+	<-outer.Done()
 	return nil
 }
 
@@ -185,7 +175,7 @@ func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
 	return u
 }
 
-func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *queue.Conn,
+func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon, tool *queue.Conn,
 	ledger, broken *ledgertest.Ledger, alice, bob *toolUser, carol icrc3.Account) ([]demoRow, error) {
 	var rows []demoRow
 	add := func(id, method, story string, v reconcile.Verdict) {
@@ -249,7 +239,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon, tool *
 	// The ledger's clock moves past the never-sent transfer's window; the
 	// daemon's follow-up settles it on the certified time by itself.
 	srv.Advance(24*time.Hour + 3*time.Minute)
-	d.followUpNow()
+	d.FollowUpNow()
 	v, err := waitVerdict(ctx, tool, neverDoc.ID, finalVerdict)
 	if err != nil {
 		return nil, err

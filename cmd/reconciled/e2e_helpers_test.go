@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -24,69 +23,33 @@ import (
 type world struct {
 	t    *testing.T
 	ctx  context.Context
+	rig  *daemontest.Rig
 	srv  *ledgertest.Server
-	nats *queue.Embedded
 	tool *queue.Conn
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	srv, err := ledgertest.NewServer(ledgertest.WithSeed(11))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(t.TempDir(), "nats")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "tool-layer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tool.Close)
-	if err := tool.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &world{t: t, ctx: ctx, srv: srv, nats: emb, tool: tool}
+	r := daemontest.New(t, daemontest.Options{Seed: 11, Timeout: 3 * time.Minute, NoDaemon: true})
+	return &world{t: t, ctx: r.Ctx, rig: r, srv: r.Replica, tool: r.Tool}
 }
 
 // daemon starts an instance on dir (reused across restarts) with the
 // follow-up period poll (long: tests trigger rounds themselves).
-func (w *world) daemon(name, dir string, poll time.Duration, quiet bool) *daemon {
+func (w *world) daemon(name, dir string, poll time.Duration) *daemon.Daemon {
 	w.t.Helper()
-	return w.daemonWith(name, dir, poll, quiet, nil)
+	return w.daemonWith(name, dir, poll, nil)
 }
 
 // daemonWith is daemon with an adjustment of every ledger client's config.
-func (w *world) daemonWith(name, dir string, poll time.Duration, quiet bool, cc func(*icrc3.ClientConfig)) *daemon {
+func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3.ClientConfig)) *daemon.Daemon {
 	w.t.Helper()
-	ag, err := w.srv.NewAgent(nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	cfg := &serveConfig{DataDir: dir, Instance: name, SubjectPrefix: "reconcile", PollInterval: poll,
-		MaxInflight: 32, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]ledgerSpec{}}
-	var log *zap.Logger
-	if !quiet {
-		log = zaptest.NewLogger(w.t, zaptest.Level(zap.WarnLevel)).Named(name)
-	}
-	d, err := startDaemon(w.ctx, daemonOpts{cfg: cfg, log: log, agent: ag, embedded: w.nats, clientConfig: cc})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return d
+	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32,
+		Tune: func(_ *daemon.Config, o *daemon.Options) { o.ClientConfig = cc }})
 }
 
 // stop shuts a daemon down with the given grace.
-func stop(d *daemon, grace time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	d.shutdown(ctx)
-}
+func stop(d *daemon.Daemon, grace time.Duration) { daemontest.Stop(d, grace) }
 
 func (w *world) ledger(cfg ledgertest.LedgerConfig) *ledgertest.Ledger {
 	w.t.Helper()
@@ -144,19 +107,7 @@ func (w *world) wait(id string, until func(reconcile.Verdict) bool) reconcile.Ve
 // that no subscription announces (another instance's store).
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached before the deadline; last state: %s", what, state)
-		}
-		<-tick.C
-	}
+	daemontest.Eventually(t, what, 30*time.Second, cond)
 }
 
 // history returns an intent's stored verdicts and checks their seqs run

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -25,7 +27,7 @@ import (
 func TestDemoPrintsEveryStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut daemontest.LogBuffer
 	done := make(chan error, 1)
 	go func() { done <- runDemo(ctx, nil, &out, &errOut, &demoServe{addr: "127.0.0.1:0"}) }()
 	pageRE := regexp.MustCompile(`support page: (http://127\.0\.0\.1:\d+)/ui/#token=([0-9a-f]{32})\n`)
@@ -83,7 +85,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("solo", t.TempDir(), time.Hour, false)
+	d := w.daemon("solo", t.TempDir(), time.Hour)
 	defer stop(d, time.Second)
 
 	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "dup")
@@ -135,10 +137,10 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	// The re-publication was handled before the conflict (one stream, in
 	// order, and the reject proves the conflict was handled).
 	eventually(t, "both re-publications settled", func() (bool, string) {
-		n := d.metrics.Get(reconcile.MetricIntentOutcomes, "ack")
+		n := d.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 3, fmt.Sprint(n, " acks")
 	})
-	if vs := history(t, d.store, "dup-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+	if vs := history(t, d.Store(), "dup-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
 		t.Fatalf("history after duplicates: %s", describe(vs))
 	}
 	if n := w.streamCount("dup-1"); n != 1 {
@@ -147,7 +149,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	if got := l.Counters().BlocksServed; got != served {
 		t.Fatalf("a known intent was scanned again: %d blocks served, was %d", got, served)
 	}
-	rec, err := d.store.Intent(w.ctx, "dup-1")
+	rec, err := d.Store().Intent(w.ctx, "dup-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("follow", t.TempDir(), 50*time.Millisecond, false)
+	d := w.daemon("follow", t.TempDir(), 50*time.Millisecond)
 	defer stop(d, time.Second)
 
 	retryArg := transferArg(bob.principal(), 500, u64(w.srv.Now()), "retry-later")
@@ -190,11 +192,11 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 		t.Fatalf("never sent: %+v, want absent with seq 2", v)
 	}
 	for _, id := range []string{retried.ID, never.ID} {
-		if vs := history(t, d.store, id); len(vs) != 2 {
+		if vs := history(t, d.Store(), id); len(vs) != 2 {
 			t.Fatalf("%s: %s", id, describe(vs))
 		}
 	}
-	ws, err := d.store.Watches(w.ctx)
+	ws, err := d.Store().Watches(w.ctx)
 	if err != nil || len(ws) != 0 {
 		t.Fatalf("watch list after final verdicts: %v %v", ws, err)
 	}
@@ -207,9 +209,9 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	a := w.daemon("a", t.TempDir(), time.Hour, false)
+	a := w.daemon("a", t.TempDir(), time.Hour)
 	defer stop(a, time.Second)
-	b := w.daemon("b", t.TempDir(), time.Hour, false)
+	b := w.daemon("b", t.TempDir(), time.Hour)
 	defer stop(b, time.Second)
 
 	const n = 16
@@ -238,24 +240,24 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 			t.Fatalf("%s: %s, want %s", doc.ID, v.Status, want)
 		}
 	}
-	decided := func(d *daemon) uint64 {
-		return d.metrics.Get(reconcile.MetricVerdicts, "found") + d.metrics.Get(reconcile.MetricVerdicts, "not_yet")
+	decided := func(d *daemon.Daemon) uint64 {
+		return d.Metrics().Get(reconcile.MetricVerdicts, "found") + d.Metrics().Get(reconcile.MetricVerdicts, "not_yet")
 	}
 	if da, db := decided(a), decided(b); da+db != n {
 		t.Fatalf("decided %d + %d verdicts, want %d in all (each intent once)", da, db, n)
 	} else {
 		t.Logf("instance a decided %d, b decided %d", da, db)
 	}
-	for _, d := range []*daemon{a, b} {
-		eventually(t, "every verdict in "+d.cfg.Instance+"'s store", func() (bool, string) {
+	for _, d := range []*daemon.Daemon{a, b} {
+		eventually(t, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
 			missing := 0
 			for _, doc := range docs {
-				vs, err := d.store.Verdicts(w.ctx, doc.ID)
+				vs, err := d.Store().Verdicts(w.ctx, doc.ID)
 				if err != nil || len(vs) != 1 {
 					missing++
 					continue
 				}
-				if _, err := d.store.Intent(w.ctx, doc.ID); err != nil {
+				if _, err := d.Store().Intent(w.ctx, doc.ID); err != nil {
 					missing++
 				}
 			}
@@ -264,7 +266,7 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 	}
 	// The metrics endpoint renders what happened.
 	var buf bytes.Buffer
-	if err := a.writeMetrics(w.ctx, &buf); err != nil {
+	if err := a.WriteMetrics(w.ctx, &buf); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"reconciled_intents_received_total", "reconciled_verdicts_imported_total",
@@ -290,7 +292,7 @@ func TestRestartMidScan(t *testing.T) {
 	dir := t.TempDir()
 	// Small pages, so the scan takes many slow requests.
 	small := func(c *icrc3.ClientConfig) { c.Endpoint = icrc3.EndpointICRC3 }
-	d1 := w.daemonWith("one", dir, time.Hour, true, small)
+	d1 := w.daemonWith("one", dir, time.Hour, small)
 
 	// Watched before the restart: a not_yet intent.
 	watched := transferIntent("watched", l.ID(), alice.principal(), transferArg(bob.principal(), 7, u64(w.srv.Now()), "w"))
@@ -317,25 +319,25 @@ func TestRestartMidScan(t *testing.T) {
 	}
 	w.srv.SetFaults(l.ID(), ledgertest.Faults{})
 
-	d2 := w.daemonWith("one", dir, time.Hour, false, small)
+	d2 := w.daemonWith("one", dir, time.Hour, small)
 	defer stop(d2, time.Second)
 	v := w.wait(slow.ID, anyVerdict)
 	t.Logf("decided after restart in %s", time.Since(t0))
 	if v.Status != reconcile.StatusNotYet || v.Seq != 1 {
 		t.Fatalf("slow after restart: %+v", v)
 	}
-	ws, err := d2.store.Watches(w.ctx)
+	ws, err := d2.Store().Watches(w.ctx)
 	if err != nil || len(ws) != 2 {
 		t.Fatalf("watch list after restart: %+v %v", ws, err)
 	}
 	w.srv.Advance(24*time.Hour + 3*time.Minute)
-	d2.followUpNow()
+	d2.FollowUpNow()
 	for _, id := range []string{watched.ID, slow.ID} {
 		v := w.wait(id, finalVerdict)
 		if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
 			t.Fatalf("%s: %+v, want absent seq 2", id, v)
 		}
-		if vs := history(t, d2.store, id); len(vs) != 2 {
+		if vs := history(t, d2.Store(), id); len(vs) != 2 {
 			t.Fatalf("%s: %s", id, describe(vs))
 		}
 		if n := w.streamCount(id); n != 2 {
@@ -356,7 +358,7 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := w.daemon("many", t.TempDir(), time.Hour, true)
+	d := w.daemon("many", t.TempDir(), time.Hour)
 	defer stop(d, time.Second)
 
 	now := w.srv.Now()

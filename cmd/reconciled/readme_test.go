@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
@@ -202,19 +203,19 @@ func TestReadmeNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := startDaemon(ctx, daemonOpts{cfg: cfg, agent: ag,
-		log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	d, err := daemon.New(ctx, cfg.Config, daemon.Options{Agent: ag,
+		Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()
-		d.shutdown(sctx)
+		d.Shutdown(sctx)
 	}()
 
 	// What the `nats` CLI does, with nats.go on a plain connection.
-	nc, err := nats.Connect("", nats.InProcessServer(d.ownEmb.Server()), nats.Name("readme-cli"))
+	nc, err := nats.Connect("", nats.InProcessServer(d.Embedded().Server()), nats.Name("readme-cli"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,10 +331,10 @@ var metricRowRE = regexp.MustCompile("(?m)^\\| `(reconciled_[a-z_]+)` \\| (count
 // checkReadmeMetrics holds the README's metrics table to what the daemon
 // exposes: every counter the service defines plus what /metrics renders
 // once a ledger has been read.
-func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *daemon) {
+func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *daemon.Daemon) {
 	t.Helper()
 	var out strings.Builder
-	if err := d.writeMetrics(ctx, &out); err != nil {
+	if err := d.WriteMetrics(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
 	code := map[string]string{}
@@ -370,5 +371,23 @@ func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *dae
 	}
 	for n := range documented {
 		t.Errorf("README documents metric %s, which the daemon does not expose", n)
+	}
+}
+
+// The README says how to get the binary before it first calls it.
+func TestReadmeSaysHowToBuildTheBinary(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	first := strings.Index(readme, "reconciled serve")
+	if first < 0 {
+		t.Fatal("the README never runs reconciled serve")
+	}
+	for _, want := range []string{"go install github.com/reconciled/reconciled/cmd/reconciled@", "go build -o reconciled ./cmd/reconciled"} {
+		if i := strings.Index(readme, want); i < 0 || i > first {
+			t.Errorf("the README does not say %q before it first runs the binary", want)
+		}
 	}
 }

@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
@@ -91,6 +87,10 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
 		{nil, map[string]string{"RECONCILED_GRACE": "soon"}, "RECONCILED_GRACE"},
+		// The error names the form wanted, not only that parsing failed.
+		{nil, map[string]string{"RECONCILED_GRACE": "abc"}, `RECONCILED_GRACE="abc": want a duration such as 25s or 1m30s`},
+		{nil, map[string]string{"RECONCILED_MAX_INFLIGHT": "many"}, `RECONCILED_MAX_INFLIGHT="many": want an integer`},
+		{nil, map[string]string{"RECONCILED_STRICT_LEDGERS": "yes please"}, `RECONCILED_STRICT_LEDGERS="yes please": want true or false`},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 	} {
 		_, err := parseServeConfig(tc.args, env(tc.env), io.Discard)
@@ -108,63 +108,6 @@ func TestServeRefusesBadValues(t *testing.T) {
 	}
 }
 
-func TestHTTPEndpoints(t *testing.T) {
-	var notReady error = errors.New("nats not connected")
-	sup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	h := newHTTPHandler(httpDeps{
-		ready: func(context.Context) error { return notReady },
-		gather: func(context.Context) prometheus.Gatherer {
-			reg := prometheus.NewRegistry()
-			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "reconciled_x", Help: "x"})
-			c.Inc()
-			reg.MustRegister(c)
-			return reg
-		},
-		support: sup,
-	})
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Code, rec.Body.String()
-	}
-	if code, _ := get("/healthz"); code != http.StatusOK {
-		t.Fatalf("/healthz %d", code)
-	}
-	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "nats not connected") {
-		t.Fatalf("/readyz not ready: %d %s", code, body)
-	}
-	notReady = nil
-	if code, _ := get("/readyz"); code != http.StatusOK {
-		t.Fatalf("/readyz ready: %d", code)
-	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "\nreconciled_x 1\n") {
-		t.Fatalf("/metrics %d %q", code, body)
-	}
-	for _, p := range []string{"/api/v1/intents", "/ui/"} {
-		if code, _ := get(p); code != http.StatusTeapot {
-			t.Fatalf("%s not routed to the support handler: %d", p, code)
-		}
-	}
-}
-
-// logBuffer is a bytes.Buffer safe for a logger writing while the test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // serve end to end: flags, an embedded NATS under --data, a test replica's
 // fetched root key, HTTP probes, and a clean stop when the signal context
 // ends.
@@ -177,7 +120,7 @@ func TestServeRunsAndStops(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &daemontest.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runServe(ctx, []string{"--data", dir, "--http", "127.0.0.1:0", "--ic-url", srv.URL(),

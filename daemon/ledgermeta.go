@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -184,7 +184,7 @@ func checkSymbol(s string) error {
 
 // newLedgerMeta returns the daemon's display metadata source: it asks the
 // ledgers the daemon would read, through the daemon's agent.
-func (d *daemon) newLedgerMeta(log *zap.Logger) *ledgerMeta {
+func (d *Daemon) newLedgerMeta(log *zap.Logger) *ledgerMeta {
 	resolve := func(canister string) (principal.Principal, bool) {
 		if spec, ok := d.cfg.Ledgers[canister]; ok {
 			return spec.ID, true
@@ -195,5 +195,5 @@ func (d *daemon) newLedgerMeta(log *zap.Logger) *ledgerMeta {
 		id, err := principal.Decode(canister)
 		return id, err == nil
 	}
-	return newLedgerMeta(resolve, queryLedgerDisplay(d.agent), log)
+	return newLedgerMeta(resolve, queryLedgerDisplay(d.opts.Agent), log)
 }

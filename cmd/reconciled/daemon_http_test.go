@@ -1,10 +1,9 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +11,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
+	"github.com/reconciled/reconciled/support"
 )
 
 // scrape reads /metrics as Prometheus does and parses it.
@@ -79,9 +78,9 @@ func TestMetricsScrape(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
 	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("metrics", t.TempDir(), time.Hour, false)
+	d := w.daemon("metrics", t.TempDir(), time.Hour)
 	defer stop(d, time.Second)
-	hs := httptest.NewServer(d.httpHandler("s3cret", zaptest.NewLogger(t)))
+	hs := httptest.NewServer(d.Handler())
 	defer hs.Close()
 
 	types := map[string]dto.MetricType{
@@ -163,7 +162,7 @@ func TestMetricsScrape(t *testing.T) {
 
 	// The text the tests and logs use is what the endpoint serves.
 	var text strings.Builder
-	if err := d.writeMetrics(w.ctx, &text); err != nil {
+	if err := d.WriteMetrics(w.ctx, &text); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range []string{"# TYPE reconciled_decision_seconds histogram", "reconciled_intents_received_total 1",
@@ -177,51 +176,60 @@ func TestMetricsScrape(t *testing.T) {
 // Two daemons in one process keep their own service metrics.
 func TestMetricsPerDaemon(t *testing.T) {
 	w := newWorld(t)
-	a := w.daemon("a", t.TempDir(), time.Hour, true)
+	a := w.daemon("a", t.TempDir(), time.Hour)
 	defer stop(a, time.Second)
-	b := w.daemon("b", t.TempDir(), time.Hour, true)
+	b := w.daemon("b", t.TempDir(), time.Hour)
 	defer stop(b, time.Second)
-	a.metrics.Redelivered()
-	fa, err := a.gatherer(w.ctx).Gather()
-	if err != nil {
+	a.Metrics().Redelivered()
+	if ga, gb := a.Metrics().Get(reconcile.MetricRedeliveries, ""), b.Metrics().Get(reconcile.MetricRedeliveries, ""); ga != 1 || gb != 0 {
+		t.Fatalf("redeliveries a=%v b=%v, want 1 and 0", ga, gb)
+	}
+	var text strings.Builder
+	if err := b.WriteMetrics(w.ctx, &text); err != nil {
 		t.Fatal(err)
 	}
-	fb, err := b.gatherer(w.ctx).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(fams []*dto.MetricFamily) float64 {
-		for _, f := range fams {
-			if f.GetName() == reconcile.MetricRedeliveries {
-				return f.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		t.Fatalf("no %s", reconcile.MetricRedeliveries)
-		return 0
-	}
-	if get(fa) != 1 || get(fb) != 0 {
-		t.Fatalf("redeliveries a=%v b=%v, want 1 and 0", get(fa), get(fb))
+	if !strings.Contains(text.String(), reconcile.MetricRedeliveries+" 0\n") {
+		t.Fatalf("b's /metrics does not show its own zero redeliveries:\n%s", text.String())
 	}
 }
 
-// A scrape of an idle daemon: the per-scrape registry, the runtime
-// collectors, the store reads, and the text encoding.
-func BenchmarkMetricsScrape(b *testing.B) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "reconciled.db"))
-	if err != nil {
-		b.Fatal(err)
+// The daemon's support API shows the test ledger's units next to an
+// intent it decided.
+func TestSupportShowsLedgerUnits(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.rig.Start(daemontest.Options{Instance: "units",
+		Tune: func(c *daemon.Config, _ *daemon.Options) { c.SupportToken = "s3cret" }})
+	defer stop(d, time.Second)
+	hs := httptest.NewServer(d.Handler())
+	defer hs.Close()
+
+	arg := transferArg(bob.principal(), 150_000_000, u64(w.srv.Now()), "units")
+	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+		t.Fatal(err)
 	}
-	defer st.Close()
-	d := &daemon{store: st, metrics: reconcile.NewMetrics(), clients: map[string]*icrc3.Client{}}
-	h := newHTTPHandler(httpDeps{ready: func(context.Context) error { return nil }, gather: d.gatherer})
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatalf("/metrics %d", rec.Code)
-		}
+	if v := w.ask(transferIntent("units-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconcile.StatusFound {
+		t.Fatalf("verdict %+v", v)
+	}
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/v1/intents/units-1", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Ledger *support.Ledger `json:"ledger"`
+		Amount *support.Amount `json:"amount"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, decode: %v", resp.StatusCode, err)
+	}
+	if body.Ledger == nil || body.Ledger.Decimals != 8 || body.Ledger.Symbol != "TST" {
+		t.Fatalf("ledger units %+v, want 8 TST", body.Ledger)
+	}
+	if body.Amount == nil || body.Amount.Display != "1.5 TST" || body.Amount.Units != "150000000" {
+		t.Fatalf("amount %+v, want 1.5 TST", body.Amount)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled/store"
+	"github.com/reconciled/reconciled/support"
 )
 
 // httpDeps is what the HTTP server exposes.
@@ -84,16 +85,17 @@ type promLog struct{ log *zap.Logger }
 
 func (l promLog) Println(v ...any) { l.log.Error("metrics: " + fmt.Sprint(v...)) }
 
-// httpHandler is the daemon's whole HTTP surface: probes, /metrics, and
-// the support API and page with each ledger's amounts in its own units.
-func (d *daemon) httpHandler(supportToken string, log *zap.Logger) http.Handler {
-	meta := d.newLedgerMeta(log.Named("ledgermeta"))
-	sup := newSupportHandler(d.store, supportToken, meta.lookup, log.Named("support"), d.cfg.ExplorerBlockURL, d.cfg.ExplorerAccountURL)
+// Handler is the daemon's whole HTTP surface: probes, /metrics, and the
+// support API and page with each ledger's amounts in its own units.
+func (d *Daemon) Handler() http.Handler {
+	meta := d.newLedgerMeta(d.log.Named("ledgermeta"))
 	return newHTTPHandler(httpDeps{
-		ready:   d.ready,
-		gather:  d.gatherer,
-		support: sup,
-		log:     log.Named("http"),
+		ready:  d.Ready,
+		gather: d.gatherer,
+		support: support.NewHandler(support.Config{Store: d.store, Token: []byte(d.cfg.SupportToken),
+			Ledgers: meta.lookup, Logger: d.log.Named("support"),
+			ExplorerBlockURL: d.cfg.ExplorerBlockURL, ExplorerAccountURL: d.cfg.ExplorerAccountURL}),
+		log: d.log.Named("http"),
 	})
 }
 
@@ -109,7 +111,7 @@ var runtimeMetrics = sync.OnceValue(func() *prometheus.Registry {
 // gatherer is everything /metrics serves: the service's registry, the
 // runtime collectors, and the daemon's own collector, registered per
 // scrape so that its store reads run under the scrape's ctx.
-func (d *daemon) gatherer(ctx context.Context) prometheus.Gatherer {
+func (d *Daemon) gatherer(ctx context.Context) prometheus.Gatherer {
 	own := prometheus.NewRegistry()
 	own.MustRegister(daemonCollector{d: d, ctx: ctx})
 	g := prometheus.Gatherers{runtimeMetrics(), own}
@@ -119,8 +121,8 @@ func (d *daemon) gatherer(ctx context.Context) prometheus.Gatherer {
 	return g
 }
 
-// writeMetrics writes what /metrics serves in the Prometheus text format.
-func (d *daemon) writeMetrics(ctx context.Context, w io.Writer) error {
+// WriteMetrics writes what /metrics serves in the Prometheus text format.
+func (d *Daemon) WriteMetrics(ctx context.Context, w io.Writer) error {
 	fams, err := d.gatherer(ctx).Gather()
 	if err != nil {
 		return fmt.Errorf("gather metrics: %w", err)
@@ -141,9 +143,11 @@ var (
 	descQueries = prometheus.NewDesc("reconciled_ic_queries_total",
 		"IC queries by ledger and endpoint.", []string{"ledger", "endpoint"}, nil)
 	descWatchList = prometheus.NewDesc("reconciled_watch_list_size",
-		"Intents without a final verdict that this instance follows up.", nil, nil)
+		"Intents without a final verdict in this store (the whole fleet's); the holder of each ledger's lease follows them up.", nil, nil)
 	descByStatus = prometheus.NewDesc("reconciled_intents_by_status",
 		"Stored intents by their latest verdict's status.", []string{"status"}, nil)
+	descLeases = prometheus.NewDesc("reconciled_follow_up_leases",
+		"Ledgers whose follow-up lease this instance holds (it follows up their open intents).", nil, nil)
 	descOldestOpen = prometheus.NewDesc("reconciled_oldest_open_intent_age_seconds",
 		"Age of the oldest intent without a final verdict.", nil, nil)
 )
@@ -151,12 +155,12 @@ var (
 // daemonCollector reads, at scrape time, what the daemon keeps elsewhere:
 // the ledger clients' counters and the store's gauges.
 type daemonCollector struct {
-	d   *daemon
+	d   *Daemon
 	ctx context.Context
 }
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descByStatus, descOldestOpen} {
+	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen} {
 		ch <- d
 	}
 }
@@ -164,11 +168,14 @@ func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	// The clients count monotonically from their creation, which is the
 	// daemon's lifetime: they are counters, exposed as constant samples.
-	for ledger, s := range c.d.clientStats() {
+	for ledger, s := range c.d.ClientStats() {
 		ch <- prometheus.MustNewConstMetric(descBlocksRead, prometheus.CounterValue, float64(s.Blocks), ledger)
 		for ep, n := range s.Queries {
 			ch <- prometheus.MustNewConstMetric(descQueries, prometheus.CounterValue, float64(n), ledger, ep)
 		}
+	}
+	if c.d.leases != nil {
+		ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(len(c.d.leases.Held())))
 	}
 	st := c.d.store
 	if ws, err := st.Watches(c.ctx); err != nil {

@@ -1,0 +1,471 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aviate-labs/agent-go"
+	"github.com/aviate-labs/agent-go/principal"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
+)
+
+// Config is everything an instance is told by its operator.
+type Config struct {
+	NATSURL, NATSListen          string
+	NATSUser, NATSPassword       string
+	NATSToken, NATSCreds, NATSNK string
+	NATSTLSCA, NATSTLSCert       string
+	NATSTLSKey                   string
+	SubjectPrefix                string
+	StreamReplicas               int
+
+	ICURL        string
+	FetchRootKey bool
+	RootKey      []byte // from --root-key-file
+
+	Ledgers       map[string]Ledger
+	StrictLedgers bool
+
+	DataDir string
+	// HTTPAddr is the listen address of the probes, /metrics and the
+	// support API; empty serves nothing (Handler still builds the surface).
+	HTTPAddr     string
+	SupportToken string
+	// ExplorerBlockURL and ExplorerAccountURL are the support page's
+	// block-explorer link templates (support.Config); "" for none.
+	ExplorerBlockURL, ExplorerAccountURL string
+
+	PollInterval    time.Duration
+	MaxInflight     int
+	QueryTimeout    time.Duration
+	AckWait         time.Duration
+	MaxMessageBytes int
+	Grace           time.Duration
+	// LeaseTTL is how long a ledger's follow-up lease outlives its holder
+	// (default 15 s): the longest an open intent waits when the instance
+	// following it up vanishes without a SIGTERM.
+	LeaseTTL time.Duration
+	Instance string
+}
+
+// Ledger is one ledger's operator configuration.
+type Ledger struct {
+	ID     principal.Principal
+	Rules  reconcile.LedgerConfig
+	Verify icrc3.VerifyMode
+}
+
+// Options are what a caller wires in besides the operator's configuration:
+// the IC agent, a logger, and hooks for tests and benchmarks.
+type Options struct {
+	Log   *zap.Logger
+	Agent *agent.Agent
+	// Embedded is an in-process NATS server shared with the caller (not
+	// shut down by the daemon); nil with Config.NATSURL empty starts one
+	// under <data>/nats.
+	Embedded *queue.Embedded
+	// ClientConfig adjusts each ledger client's configuration.
+	ClientConfig func(*icrc3.ClientConfig)
+	// History wraps each ledger's history as the engine reads it (e.g. to
+	// count or slow reads).
+	History func(ledger string, h reconcile.History) reconcile.History
+	// Sink wraps the verdict sink (e.g. to fail at a chosen point).
+	Sink func(reconcile.Sink) reconcile.Sink
+	// Intake wraps the handling of each intent delivery.
+	Intake func(next queue.Handler) queue.Handler
+	// BackoffBase and BackoffMax bound the follow-up backoff of unreadable
+	// intents (reconcile defaults when zero).
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Daemon is one running instance: store, NATS, engine, service, the
+// background loops (follow-up, verdict follower, leases, progress) and the
+// HTTP surface.
+type Daemon struct {
+	cfg     Config
+	opts    Options
+	log     *zap.Logger
+	store   *store.Store
+	ownEmb  *queue.Embedded
+	conn    *queue.Conn
+	engine  *reconcile.Engine
+	svc     *reconcile.Service
+	metrics *reconcile.Metrics
+	intake  *queue.Intake
+	leases  *queue.Leases
+	trigger chan struct{}
+	wake    chan struct{} // to the lease loop, which then triggers a round
+
+	clientsMu sync.Mutex
+	clients   map[string]*icrc3.Client
+
+	http   *http.Server
+	httpLn net.Listener
+
+	stopBG   context.CancelFunc
+	bg       sync.WaitGroup
+	shutOnce sync.Once
+}
+
+// New opens the store, connects to NATS (or starts the embedded server),
+// ensures the streams, resumes the outbox, and starts the background loops,
+// the intake and, with Config.HTTPAddr, the HTTP server. ctx bounds the
+// start only.
+func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.Instance == "" || cfg.DataDir == "" {
+		// The instance names its verdict follower and its leases.
+		return nil, errors.New("daemon: Config.Instance and Config.DataDir are required")
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Second
+	}
+	dm := &Daemon{cfg: cfg, opts: o, log: log,
+		clients: map[string]*icrc3.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
+	d = dm
+	defer func() {
+		if err != nil {
+			dm.closeResources()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	if d.store, err = store.Open(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
+		return nil, err
+	}
+	cc := queue.ConnConfig{
+		URL: cfg.NATSURL, Name: "reconciled-" + cfg.Instance,
+		User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
+		CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNK,
+		TLS:    queue.TLSConfig{CAFile: cfg.NATSTLSCA, CertFile: cfg.NATSTLSCert, KeyFile: cfg.NATSTLSKey},
+		Prefix: cfg.SubjectPrefix, Logger: log,
+		Streams: queue.StreamsConfig{Replicas: cfg.StreamReplicas},
+	}
+	if cfg.NATSURL == "" {
+		cc.Embedded = o.Embedded
+		if cc.Embedded == nil {
+			d.ownEmb, err = queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "nats"),
+				Listen: cfg.NATSListen, ServerName: cfg.Instance})
+			if err != nil {
+				return nil, err
+			}
+			cc.Embedded = d.ownEmb
+		}
+	}
+	if d.conn, err = queue.Connect(ctx, cc); err != nil {
+		return nil, err
+	}
+	if err := d.conn.EnsureStreams(ctx); err != nil {
+		return nil, err
+	}
+	if d.leases, err = d.conn.Leases(ctx, queue.LeaseConfig{Holder: cfg.Instance, TTL: cfg.LeaseTTL}); err != nil {
+		return nil, err
+	}
+	d.engine = reconcile.NewEngine(d.sources, d.store, log.Named("engine"))
+	// A burst of intents of one ledger shares a certified tip for a quarter
+	// second: one read_state and BLS check instead of one per intent. The
+	// follow-up asks for fresh tips (reconcile.FreshTip).
+	d.engine.ReuseTips(250 * time.Millisecond)
+	var sink reconcile.Sink = queue.Sink{C: d.conn}
+	if o.Sink != nil {
+		sink = o.Sink(sink)
+	}
+	d.svc, err = reconcile.NewService(reconcile.ServiceConfig{
+		Decider: d.engine, Store: store.ServiceStore{S: d.store}, Sink: sink,
+		Log: log.Named("service"), Metrics: d.metrics,
+		BackoffBase: o.BackoffBase, BackoffMax: o.BackoffMax,
+		Owns: d.leases.Holds,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.svc.Resume(ctx); err != nil {
+		return nil, err
+	}
+	if n, err := d.store.WatchOpenIntents(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		log.Info("open intents of the fleet put on the watch list", zap.Int("intents", n))
+	}
+
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopBG = stop
+	d.bg.Add(4)
+	go func() {
+		defer d.bg.Done()
+		d.svc.RunFollowUp(bg, cfg.PollInterval, d.trigger)
+	}()
+	go func() {
+		defer d.bg.Done()
+		d.followVerdicts(bg)
+	}()
+	go func() {
+		defer d.bg.Done()
+		d.holdLeases(bg)
+	}()
+	go func() {
+		defer d.bg.Done()
+		d.reportProgress(bg, 10_000)
+	}()
+
+	handler := d.handle
+	if o.Intake != nil {
+		handler = o.Intake(handler)
+	}
+	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
+		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
+	}, handler)
+	if err != nil {
+		d.stopLoops()
+		return nil, err
+	}
+	if cfg.HTTPAddr != "" {
+		if d.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			d.intake.Stop()
+			_ = d.intake.Wait(context.Background())
+			d.stopLoops()
+			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
+		}
+		d.http = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := d.http.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server stopped", zap.Error(err))
+			}
+		}()
+	}
+	return d, nil
+}
+
+// followVerdicts imports the fleet's verdicts into the local store. The
+// store must not silently stop learning them: a follower that cannot be
+// set up is retried.
+func (d *Daemon) followVerdicts(ctx context.Context) {
+	delay := time.Second
+	for {
+		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance},
+			func(v reconcile.Verdict, h nats.Header) error {
+				hdr, err := queue.DecodeIntentHeaders(h)
+				if err != nil {
+					d.log.Warn("verdict with unreadable intent headers", zap.String("intent_id", v.IntentID), zap.Error(err))
+				}
+				return d.svc.ImportVerdict(ctx, v, hdr)
+			})
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Error("verdict follower stopped; restarting", zap.Duration("delay", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Minute)
+	}
+}
+
+// handle settles one intake delivery as the service says.
+func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
+	start := time.Now()
+	defer func() { d.metrics.Decided(time.Since(start)) }()
+	if dl.NumDelivered > 1 {
+		d.metrics.Redelivered()
+	}
+	o := d.svc.HandleIntent(ctx, dl.Data)
+	if err := dl.Settle(ctx, o); err != nil {
+		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
+	}
+}
+
+// sources gives the engine one client per ledger, created on first use.
+func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+	spec, ok := d.cfg.Ledgers[ledger]
+	if !ok && d.cfg.StrictLedgers {
+		return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+	}
+	if !ok {
+		id, err := principal.Decode(ledger)
+		if err != nil {
+			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+		}
+		spec = Ledger{ID: id, Verify: icrc3.VerifyChain}
+	}
+	d.clientsMu.Lock()
+	defer d.clientsMu.Unlock()
+	c := d.clients[ledger]
+	if c == nil {
+		cc := icrc3.ClientConfig{Agent: d.opts.Agent, Ledger: spec.ID, RootKey: d.cfg.RootKey, Verify: spec.Verify}
+		if d.opts.ClientConfig != nil {
+			d.opts.ClientConfig(&cc)
+		}
+		var err error
+		if c, err = icrc3.NewClient(cc); err != nil {
+			return nil, reconcile.LedgerConfig{}, fmt.Errorf("ledger %s: %w", ledger, err)
+		}
+		d.clients[ledger] = c
+	}
+	var h reconcile.History = c
+	if d.opts.History != nil {
+		h = d.opts.History(ledger, c)
+	}
+	return h, spec.Rules, nil
+}
+
+// ClientStats returns each ledger client's counters.
+func (d *Daemon) ClientStats() map[string]icrc3.Stats {
+	d.clientsMu.Lock()
+	defer d.clientsMu.Unlock()
+	out := make(map[string]icrc3.Stats, len(d.clients))
+	for l, c := range d.clients {
+		out[l] = c.Stats()
+	}
+	return out
+}
+
+// Client returns the ledger's client once the engine has used it.
+func (d *Daemon) Client(ledger string) *icrc3.Client {
+	d.clientsMu.Lock()
+	defer d.clientsMu.Unlock()
+	return d.clients[ledger]
+}
+
+// reportProgress logs, per ledger, each time another `every` blocks have
+// been read: long scans show progress without a hook in the engine.
+func (d *Daemon) reportProgress(ctx context.Context, every uint64) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	logged := map[string]uint64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for l, s := range d.ClientStats() {
+			if s.Blocks/every > logged[l]/every {
+				d.log.Info("scan progress", zap.String("canister_id", l), zap.Uint64("blocks_read", s.Blocks),
+					zap.Uint64("queries", s.Total))
+				logged[l] = s.Blocks
+			}
+		}
+	}
+}
+
+// FollowUpNow asks for a follow-up round at once, after the leases of the
+// ledgers with open intents have been renewed or taken.
+func (d *Daemon) FollowUpNow() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ready: NATS connected and the store writable.
+func (d *Daemon) Ready(ctx context.Context) error {
+	if !d.conn.NATS().IsConnected() {
+		return errors.New("nats not connected")
+	}
+	if err := d.store.Writable(ctx); err != nil {
+		return fmt.Errorf("store not writable: %w", err)
+	}
+	return nil
+}
+
+// Config returns the configuration the daemon runs with (defaults applied).
+func (d *Daemon) Config() Config { return d.cfg }
+
+// Store is the daemon's local store.
+func (d *Daemon) Store() *store.Store { return d.store }
+
+// Metrics is the service's metrics.
+func (d *Daemon) Metrics() *reconcile.Metrics { return d.metrics }
+
+// Conn is the daemon's NATS connection.
+func (d *Daemon) Conn() *queue.Conn { return d.conn }
+
+// Embedded is the NATS server the daemon started itself, nil when it
+// connects to a URL or to a server the caller shares.
+func (d *Daemon) Embedded() *queue.Embedded { return d.ownEmb }
+
+// HTTPAddr is the bound HTTP address ("" without Config.HTTPAddr).
+func (d *Daemon) HTTPAddr() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	return d.httpLn.Addr().String()
+}
+
+// Leases is the daemon's view of the fleet's follow-up leases.
+func (d *Daemon) Leases() *queue.Leases { return d.leases }
+
+// Shutdown stops taking intents, lets in-flight ones finish until ctx ends
+// (then they are given back at once), releases the leases it holds so
+// another instance follows up their ledgers now, stops the background
+// loops, and closes HTTP, NATS and the store. It may be called once or
+// more; later calls return at once.
+func (d *Daemon) Shutdown(ctx context.Context) {
+	d.shutOnce.Do(func() {
+		if d.intake != nil {
+			d.intake.Stop()
+			if err := d.intake.Wait(ctx); err != nil {
+				d.log.Warn("in-flight intents given back at the grace deadline", zap.Error(err))
+			}
+		}
+		d.stopLoops()
+		if d.leases != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			d.leases.ReleaseAll(rctx)
+			cancel()
+		}
+		if d.http != nil {
+			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = d.http.Shutdown(hctx)
+			cancel()
+		}
+		d.closeResources()
+	})
+}
+
+func (d *Daemon) stopLoops() {
+	if d.stopBG != nil {
+		d.stopBG()
+		d.bg.Wait()
+	}
+}
+
+func (d *Daemon) closeResources() {
+	if d.conn != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.conn.Drain(dctx); err != nil {
+			d.log.Warn("nats drain", zap.Error(err))
+		}
+		cancel()
+	}
+	if d.ownEmb != nil {
+		d.ownEmb.Shutdown()
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.log.Warn("close store", zap.Error(err))
+		}
+	}
+}

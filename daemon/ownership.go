@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// holdLeases keeps this instance contending for the follow-up lease of
+// every ledger its store has open intents of: renewing those it holds,
+// taking those whose holder released them or vanished, and releasing those
+// it no longer needs. A lease just taken starts a follow-up round at once,
+// so a hand-off costs the dead holder's TTL and little more. FollowUpNow
+// comes here first, so the round it asks for covers ledgers just taken.
+func (d *Daemon) holdLeases(ctx context.Context) {
+	every := min(d.cfg.LeaseTTL/3, d.cfg.PollInterval)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	woken := false
+	for {
+		ledgers, err := d.store.WatchedLedgers(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.log.Warn("watched ledgers unreadable; leases kept as they are", zap.Error(err))
+		} else if gained := d.leases.Hold(ctx, ledgers); len(gained) > 0 || woken {
+			select {
+			case d.trigger <- struct{}{}:
+			default:
+			}
+		}
+		woken = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.wake:
+			woken = true
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
+)
+
+// cpuTime is the process's user and system CPU time (the test replica,
+// which shares the process, included).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// One follow-up round of the instance holding a ledger's lease, with
+// 10,000 open intents of that ledger in its SQLite store and ten new
+// blocks on the ledger since the previous round: what a round costs in IC
+// queries and CPU, the figure that bounds how many open intents one
+// ledger's holder can follow up per poll interval.
+func BenchmarkFollowUpRound10k(b *testing.B) {
+	const open = 10_000
+	e := newEnv(b, envOpt{})
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "reconciled.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ledger := e.ledger.ID()
+	eng := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
+		return e.client, reconcile.LedgerConfig{}, nil
+	}, st, nil)
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: eng, Store: store.ServiceStore{S: st}, Sink: newFakeSink(),
+		Owns: func(l string) bool { return l == ledger.Encode() }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payer := principalN(1)
+	e.fund(acct(payer, nil), 1_000_000_000)
+	stamp := e.srv.Now()
+	for i := range open {
+		raw := transferIntent{id: fmt.Sprintf("open-%05d", i), caller: payer, to: acct(principalN(2), nil),
+			amount: uint64(1000 + i), stamp: stamp}.json(ledger)
+		in := e.intent(raw)
+		if _, err := st.PutIntent(ctx, store.IntentRecord{IntentID: in.ID, CanisterID: ledger.Encode(), Caller: payer.Encode(),
+			Method: string(in.Method), Body: in.Canonical(), CanonicalHash: in.Hash()}); err != nil {
+			b.Fatal(err)
+		}
+		v := reconcile.Verdict{IntentID: in.ID, Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+		if err := st.AppendVerdictWatch(ctx, v, store.WatchEntry{IntentID: in.ID, CanisterID: ledger.Encode(), NextCheck: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A first round verifies the chain up to the tip.
+	if err := svc.FollowUp(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var queries uint64
+	var cpu time.Duration
+	rounds := 0
+	for b.Loop() {
+		b.StopTimer()
+		for k := range 10 {
+			if _, err := e.ledger.Transfer(payer, icrc3.TransferArg{To: acct(principalN(3), nil).ToCandid(),
+				Amount: icrc3.IDLNat(icrc3.NatFromUint64(uint64(rounds*10 + k + 1)))}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		q0, c0 := e.client.Stats().Total, cpuTime(b)
+		b.StartTimer()
+		if err := svc.FollowUp(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		queries += e.client.Stats().Total - q0
+		cpu += cpuTime(b) - c0
+		rounds++
+		b.StartTimer()
+	}
+	if ws, err := st.Watches(ctx); err != nil || len(ws) != open {
+		b.Fatalf("%d watches (%v), want %d still open", len(ws), err, open)
+	}
+	b.ReportMetric(float64(queries)/float64(rounds), "queries/round")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(rounds), "cpu-ms/round")
+	b.ReportMetric(open, "open-intents")
+}
