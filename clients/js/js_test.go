@@ -257,7 +257,7 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, name strin
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
 	}
-	if testing.Verbose() {
+	if testing.Verbose() && out.Len() > 0 {
 		t.Log(out.String())
 	}
 }

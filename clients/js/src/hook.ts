@@ -30,6 +30,8 @@ export interface HookOptions extends SubjectOptions {
   waitMs?: number;
   /** What the tool layer saw last, stored with the intent; default "unknown". */
   after?: string;
+  /** The tool layer's own intent id for a call; default: derived from the preview. */
+  intentId?: (req: ReconcileRequest) => string | undefined;
 }
 
 /** The daemon found the intent malformed (`reason.code`); nothing was checked. */
@@ -62,7 +64,7 @@ export function createReconcileHook(opts: HookOptions): (req: ReconcileRequest) 
   const js: JetStreamClient = jetstream(opts.nc);
   const waitMs = opts.waitMs ?? 10_000;
   return async function reconcile(req: ReconcileRequest): Promise<ReconcileResult> {
-    const intent = intentFromPreview(req.preview, { caller: opts.caller, after: opts.after });
+    const intent = intentFromPreview(req.preview, { caller: opts.caller, after: opts.after, intentId: opts.intentId?.(req) });
     if (req.canister !== undefined && req.canister !== intent.canister_id) {
       throw new Error(`reconcile: canister ${req.canister} is not the preview's ${intent.canister_id}`);
     }
