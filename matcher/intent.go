@@ -38,6 +38,8 @@ type Intent struct {
 	// After is what the tool layer saw last; informational only.
 	After string
 	// IngressExpiry is the sent envelope's expiry (ns), nil when not given.
+	// It must be the latest expiry of every envelope sent with these
+	// bytes; CheckRules refuses one before the window's start.
 	IngressExpiry *uint64
 	// ArgHex is the Candid the tool layer sent, nil when not given. When
 	// present it has been checked to agree with Args.
@@ -182,6 +184,11 @@ func parseIntent(data []byte) (*Intent, *Error) {
 	}
 	if in.IngressExpiry, e = optionalNat64(root, "ingress_expiry", "ingress_expiry", CodeBadExpiry); e != nil {
 		return nil, e
+	}
+	if in.IngressExpiry != nil && *in.IngressExpiry == 0 {
+		// An unset expiry serialised as zero: as the window's end it would
+		// close the window before it opened.
+		return nil, refuse(CodeBadExpiry, "ingress_expiry", "ingress_expiry 0 is no envelope's expiry; leave the field out when it is unknown")
 	}
 	if v, ok := root.obj["arg_hex"]; ok && v.kind != jsonNull {
 		if v.kind != jsonString {

@@ -21,6 +21,32 @@ type LedgerConfig struct {
 	TW, Drift time.Duration
 	// MintingAccount overrides the one the ledger reports.
 	MintingAccount *icrc3.Account
+	// AllowNarrowWindow accepts a TW or Drift narrower than the DFINITY
+	// ICRC ledger's (24 h, 60 s), for a ledger whose own window is that
+	// narrow. Without it such a configuration is refused (Validate).
+	AllowNarrowWindow bool
+}
+
+// ConfigError is a ledger configuration the engine refuses to decide with.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return "reconcile: ledger configuration: " + e.Msg }
+
+// Validate refuses a TW or Drift narrower than the ledger family's own
+// unless AllowNarrowWindow says the ledger's own window is that narrow: a
+// window that closes before the ledger's would publish absent while the
+// original can still execute.
+func (c LedgerConfig) Validate() error {
+	if c.AllowNarrowWindow {
+		return nil
+	}
+	if c.TW > 0 && c.TW < matcher.FamilyTW {
+		return &ConfigError{fmt.Sprintf("tw %s is narrower than the DFINITY ICRC ledger's transaction window %s: windows would close before the original could execute; allow_narrow_window only for a ledger whose own window is that narrow", c.TW, matcher.FamilyTW)}
+	}
+	if c.Drift > 0 && c.Drift < matcher.FamilyDrift {
+		return &ConfigError{fmt.Sprintf("drift %s is narrower than the DFINITY ICRC ledger's permitted drift %s: windows would miss calls stamped ahead of ledger time; allow_narrow_window only for a ledger whose own drift is that narrow", c.Drift, matcher.FamilyDrift)}
+	}
+	return nil
 }
 
 // Sources gives the engine a ledger's history; it is called once per ledger
@@ -154,10 +180,45 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 	return out, nil
 }
 
+// decideLedger answers the intents the ledger's rules refuse (an
+// ingress_expiry before S−D) as invalid, without scanning, and scans for
+// the rest.
 func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
+	s, _, err := e.source(ledger)
+	if err != nil || s.cfg.Validate() != nil {
+		return e.scanLedger(ctx, ledger, ins) // which reports the failure
+	}
+	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
+	out := make([]Verdict, len(ins))
+	var scan []*matcher.Intent
+	var at []int
+	for i, in := range ins {
+		if me := in.CheckRules(r); me != nil {
+			w := in.Window(r)
+			out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex(), Status: StatusInvalid, Final: true,
+				Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy},
+				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
+			continue
+		}
+		scan, at = append(scan, in), append(at, i)
+	}
+	if len(scan) == 0 {
+		return out, nil
+	}
+	vs, err := e.scanLedger(ctx, ledger, scan)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		out[i] = vs[k]
+	}
+	return out, nil
+}
+
+func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
 	out := make([]Verdict, len(ins))
 	for i, in := range ins {
-		out[i] = Verdict{IntentID: in.ID}
+		out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	}
 	all := func(err error) ([]Verdict, error) {
 		if ctx.Err() != nil {
@@ -169,6 +230,9 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		return out, nil
 	}
 	s, c, err := e.source(ledger)
+	if err == nil {
+		err = s.cfg.Validate()
+	}
 	if err != nil {
 		return all(err)
 	}
@@ -348,7 +412,7 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
-		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind)}
+		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
@@ -379,6 +443,7 @@ func ReasonCode(err error) string {
 	var ie *icrc3.Error
 	var cf *chainFault
 	var ul *UnknownLedgerError
+	var ce *ConfigError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
@@ -386,6 +451,8 @@ func ReasonCode(err error) string {
 		return "E_CHAIN"
 	case errors.As(err, &ul):
 		return "E_UNKNOWN_LEDGER"
+	case errors.As(err, &ce):
+		return "E_LEDGER_CONFIG"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "E_TIMEOUT"
 	}
