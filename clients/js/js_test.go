@@ -124,6 +124,8 @@ func generate(t *testing.T) vectors {
 		{"transfer_from", `{"intent_id":"tf-1",` + head + `,"method":"icrc2_transfer_from","args":{"spender_subaccount":"` + hex.EncodeToString(make([]byte, 32)) + `","from":"` + v.Accounts[3].Text + `","to":"` + to + `","amount":"0","fee":null,"memo":null,"created_at_time":"` + fmt.Sprint(matcher.MaxStamp) + `"}}`},
 		{"approve", `{"intent_id":"ap-1",` + head + `,"method":"icrc2_approve","args":{"from_subaccount":null,"spender":"` + v.Accounts[4].Text + `","amount":"5","expected_allowance":"0","expires_at":"1791547201000000001","fee":"10","memo":"00","created_at_time":"1791547201000000000"},"after":"Err.TemporarilyUnavailable"}`},
 		{"stamp past the latest", `{"intent_id":"late",` + head + `,"method":"icrc1_transfer","args":{"to":"` + to + `","amount":"1","created_at_time":"18446744073709551615"}}`},
+		{"memo over the bound", `{"intent_id":"long",` + head + `,"method":"icrc1_transfer","args":{"to":"` + to + `","amount":"1","memo":"` + strings.Repeat("ab", matcher.MaxMemoBytes+1) + `","created_at_time":"5"}}`},
+		{"ingress_expiry 0", `{"intent_id":"exp0",` + head + `,"method":"icrc1_transfer","args":{"to":"` + to + `","amount":"1","created_at_time":"5"},"ingress_expiry":"0"}`},
 		{"no stamp", `{"intent_id":"ns",` + head + `,"method":"icrc1_transfer","args":{"to":"` + to + `","amount":"1"}}`},
 		{"arg_hex disagrees", `{"intent_id":"x",` + head + `,"method":"icrc1_transfer","args":{"to":"` + to + `","amount":"150000001","memo":"6c756e6368","created_at_time":"1791547201000000000"},"arg_hex":"` + hex.EncodeToString(argHex) + `"}`},
 		{"not JSON", `{"intent_id":"broken",`},

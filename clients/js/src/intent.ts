@@ -78,6 +78,11 @@ const FIELD_KIND: Readonly<Record<string, FieldKind>> = {
 const REQUIRED = new Set(["from", "to", "spender", "amount", "created_at_time"]);
 const TOP_FIELDS = new Set(["intent_id", "canister_id", "method", "caller", "args", "after", "ingress_expiry", "arg_hex"]);
 const MAX_NAT64 = (1n << 64n) - 1n;
+// The daemon's bounds (matcher): the latest stamp any ledger time can reach,
+// the longest memo and the largest body it reads.
+const MAX_STAMP = (1n << 63n) - 1n - 2n * 366n * 24n * 3_600_000_000_000n;
+const MAX_MEMO_BYTES = 256;
+const MAX_INTENT_BYTES = 64 << 10;
 
 const INTENT_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
@@ -151,9 +156,13 @@ export function canonicalIntent(intent: Intent): string {
       if (REQUIRED.has(f)) throw new Error(`args.${f} is required`);
       return `${JSON.stringify(f)}:null`;
     }
-    return `${JSON.stringify(f)}:${JSON.stringify(canonicalValue(FIELD_KIND[f]!, v, `args.${f}`))}`;
+    const c = canonicalValue(FIELD_KIND[f]!, v, `args.${f}`);
+    if (f === "created_at_time" && BigInt(c) > MAX_STAMP) throw new Error("args.created_at_time: after the year 2260, no ledger time can reach it");
+    if (f === "memo" && c.length > 2 * MAX_MEMO_BYTES) throw new Error(`args.memo: more than ${MAX_MEMO_BYTES} bytes`);
+    return `${JSON.stringify(f)}:${JSON.stringify(c)}`;
   });
   const expiry = intent.ingress_expiry == null ? "null" : JSON.stringify(canonicalNat(intent.ingress_expiry, "ingress_expiry", MAX_NAT64));
+  if (expiry === `"0"`) throw new Error("ingress_expiry: 0 is no envelope's expiry");
   let argHex = "null";
   if (intent.arg_hex != null) {
     fromHex(intent.arg_hex, "arg_hex");
@@ -196,7 +205,7 @@ export function ownHashes(intent: Intent, body: Uint8Array = encodeIntent(intent
   const raw = bodyHash(body);
   let canonical: string | undefined;
   try {
-    canonical = intentHash(intent);
+    canonical = body.length <= MAX_INTENT_BYTES ? intentHash(intent) : undefined;
   } catch {
     canonical = undefined;
   }

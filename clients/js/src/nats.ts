@@ -1,5 +1,5 @@
 import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JsMsg, type PubAck } from "@nats-io/jetstream";
-import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/nats-core";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import { encodeIntent, ownHashes, validIntentId, type Intent } from "./intent.js";
 
@@ -7,12 +7,6 @@ import { encodeIntent, ownHashes, validIntentId, type Intent } from "./intent.js
 export const INTENTS_STREAM = "RECONCILE_INTENTS";
 export const VERDICTS_STREAM = "RECONCILE_VERDICTS";
 export const DEFAULT_PREFIX = "reconcile";
-
-/**
- * The header in which daemons that predate `intent_hash` in the verdict body
- * name the hash of the intent a verdict was decided for.
- */
-const HEADER_INTENT_HASH = "Reconcile-Intent-Hash";
 
 export type Status = "found" | "absent" | "not_yet" | "unreadable" | "invalid";
 
@@ -30,7 +24,7 @@ export interface Verdict {
   seq: number;
   status: Status;
   final: boolean;
-  /** The hash of the intent body this verdict was decided for. */
+  /** The hash of the intent body this verdict was decided for (absent only from daemons that predate it). */
   intent_hash?: string;
   block: BlockRef | null;
   near_misses: { index: string; differs: string[] }[] | null;
@@ -169,20 +163,14 @@ export async function publishIntent(js: JetStreamClient, intent: Intent, opts?: 
   return { duplicate: ack.duplicate, msgId, ack };
 }
 
-function parseVerdict(data: Uint8Array, hdrs: MsgHdrs | undefined): Verdict | undefined {
+function verdictOf(m: JsMsg): Verdict | undefined {
   let v: Verdict;
   try {
-    v = JSON.parse(new TextDecoder().decode(data)) as Verdict;
+    v = m.json<Verdict>();
   } catch {
     return undefined;
   }
-  if (!v || typeof v !== "object" || typeof v.status !== "string") return undefined;
-  if (typeof v.intent_hash !== "string") {
-    const h = hdrs?.get(HEADER_INTENT_HASH);
-    if (h) v.intent_hash = h;
-    else delete v.intent_hash;
-  }
-  return v;
+  return v && typeof v === "object" && typeof v.status === "string" ? v : undefined;
 }
 
 async function openWatch(js: JetStreamClient, intentId: string, opts?: SubjectOptions): Promise<ConsumerMessages> {
@@ -193,10 +181,6 @@ async function openWatch(js: JetStreamClient, intentId: string, opts?: SubjectOp
     deliver_policy: DeliverPolicy.LastPerSubject,
   });
   return consumer.consume();
-}
-
-function verdictOf(m: JsMsg): Verdict | undefined {
-  return parseVerdict(m.data, m.headers);
 }
 
 /**

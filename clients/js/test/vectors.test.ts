@@ -81,6 +81,10 @@ test("intent_hash matches the daemon's for every intent it parses", () => {
       assert.ok(ownHashes(intent).all.has(v.hash), v.name);
       assert.equal(intentMsgId(intent), `${intent.intent_id}:${v.hash}`);
     } else {
+      // The client refuses what the daemon refuses (all but a disagreeing
+      // arg_hex, which takes a Candid decoder to see), so both name such a
+      // body by the hash of its bytes in Nats-Msg-Id.
+      if (!v.error!.includes("E_ARGS_MISMATCH")) assert.throws(() => canonicalIntent(intent), Error, v.name);
       // The daemon answers such a body with the hash of its exact bytes.
       assert.ok(ownHashes(intent).all.has(bodyHash(encodeIntent(intent))), v.name);
     }
