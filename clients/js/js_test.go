@@ -265,7 +265,7 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, name strin
 }
 
 // copyPackage copies the package's sources (not node_modules or build
-// output) into dir, so the test installs and builds outside the worktree.
+// output) into dir, so the test installs and builds outside the source tree.
 func copyPackage(t *testing.T, dir string) {
 	t.Helper()
 	keep := map[string]bool{"package.json": true, "package-lock.json": true, "tsconfig.json": true, "tsconfig.test.json": true}

@@ -173,14 +173,51 @@ function verdictOf(m: JsMsg): Verdict | undefined {
   return v && typeof v === "object" && typeof v.status === "string" ? v : undefined;
 }
 
-async function openWatch(js: JetStreamClient, intentId: string, opts?: SubjectOptions): Promise<ConsumerMessages> {
+interface Watch {
+  messages: ConsumerMessages;
+  /** Stops delivery and removes the consumer from the server at once instead of after its inactivity timeout. */
+  close(): void;
+}
+
+async function openWatch(js: JetStreamClient, intentId: string, opts?: SubjectOptions): Promise<Watch> {
   // An ordered consumer delivering the subject's last message first, then
   // every new one, in order, recreated by the library after any gap.
   const consumer = await js.consumers.get(VERDICTS_STREAM, {
     filter_subjects: [verdictSubject(intentId, opts)],
     deliver_policy: DeliverPolicy.LastPerSubject,
   });
-  return consumer.consume();
+  const messages = await consumer.consume();
+  let closed = false;
+  return {
+    messages,
+    close() {
+      if (closed) return;
+      closed = true;
+      void messages.stop();
+      consumer.delete().catch(() => undefined); // gone already, or the connection is
+    },
+  };
+}
+
+// One closed() listener per connection, whatever the number of waits: the
+// connection's closed() promise is shared, and a handler per wait would stay
+// attached until the connection closes.
+const closeWatchers = new WeakMap<NatsConnection, Set<(err: void | Error) => void>>();
+
+function onClosed(nc: NatsConnection, fn: (err: void | Error) => void): () => void {
+  let set = closeWatchers.get(nc);
+  if (!set) {
+    const fresh = new Set<(err: void | Error) => void>();
+    set = fresh;
+    closeWatchers.set(nc, fresh);
+    nc.closed().then(
+      (err) => fresh.forEach((f) => f(err)),
+      (err: Error) => fresh.forEach((f) => f(err)),
+    );
+  }
+  set.add(fn);
+  if (nc.isClosed()) queueMicrotask(() => fn(undefined));
+  return () => set.delete(fn);
 }
 
 /**
@@ -192,11 +229,11 @@ async function openWatch(js: JetStreamClient, intentId: string, opts?: SubjectOp
 export async function* watchVerdicts(js: JetStreamClient, intentId: string, opts?: SubjectOptions & { signal?: AbortSignal }): AsyncGenerator<Verdict, void, undefined> {
   const signal = opts?.signal;
   signal?.throwIfAborted();
-  const messages = await openWatch(js, intentId, opts);
-  const stop = () => void messages.stop();
+  const watch = await openWatch(js, intentId, opts);
+  const stop = () => watch.close();
   signal?.addEventListener("abort", stop, { once: true });
   try {
-    for await (const m of messages) {
+    for await (const m of watch.messages) {
       const v = verdictOf(m);
       if (v) yield v;
     }
@@ -255,7 +292,8 @@ export function waitFinal(js: JetStreamClient, intent: Intent, opts: WaitOptions
   let ownSeen = false;
   let settled = false;
   let sub: Subscription | undefined;
-  let messages: ConsumerMessages | undefined;
+  let watch: Watch | undefined;
+  let unwatchClose: (() => void) | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let resolveP!: (v: Verdict) => void;
   let rejectP!: (e: unknown) => void;
@@ -270,8 +308,9 @@ export function waitFinal(js: JetStreamClient, intent: Intent, opts: WaitOptions
     settled = true;
     clearTimeout(timer);
     opts.signal?.removeEventListener("abort", onAbort);
+    unwatchClose?.();
     sub?.unsubscribe();
-    void messages?.stop();
+    watch?.close();
     if (err === undefined) resolveP(v!);
     else rejectP(err);
   }
@@ -311,20 +350,20 @@ export function waitFinal(js: JetStreamClient, intent: Intent, opts: WaitOptions
 
   timer = setTimeout(() => finish(new ReconcileTimeoutError(`no final verdict of intent ${id} within ${timeoutMs} ms${latest ? ` (latest: ${latest.status})` : ""}`, latest)), timeoutMs);
   opts.signal?.addEventListener("abort", onAbort, { once: true });
-  nc.closed().then((err) => finish(new ReconcileTransportError(`NATS connection closed while waiting for intent ${id}`, latest, err)), transport("connection"));
+  unwatchClose = onClosed(nc, (err) => finish(new ReconcileTransportError(`NATS connection closed while waiting for intent ${id}`, latest, err)));
 
   void (async () => {
     sub = nc.subscribe(rejects, { callback: (err, m) => (err ? transport("rejects subscription")(err) : onReject(m)) });
     await nc.flush();
     if (settled) return;
-    const ms = await openWatch(js, id, opts);
-    messages = ms;
+    const w = await openWatch(js, id, opts);
+    watch = w;
     if (settled) {
-      void ms.stop();
+      w.close();
       return;
     }
     void (async () => {
-      for await (const m of ms) {
+      for await (const m of w.messages) {
         const v = verdictOf(m);
         if (v) onVerdict(v);
       }

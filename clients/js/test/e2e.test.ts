@@ -218,6 +218,28 @@ test("a verdict decided for another body is never acted on", async () => {
   });
 });
 
+test("E_INTENT_CONFLICT on the rejects subject is surfaced as an error", async () => {
+  // The refusal a daemon publishes when another body's verdict is not in
+  // the stream yet. Core NATS keeps nothing, so it is repeated until the
+  // wait, subscribed by then, has seen it.
+  const id = "js-rejected-first";
+  const intent = intentFromPreview(paid.preview, { caller: world.payer, intentId: id });
+  const waiting = waitFinal(js, intent, { timeoutMs: 30_000, publish: false });
+  let settled = false;
+  const outcome = waiting.then(
+    () => assert.fail("resolved"),
+    (err: unknown) => err,
+  ).finally(() => (settled = true));
+  const reject: Reject = { intent_id: id, code: "E_INTENT_CONFLICT", message: "intent js-rejected-first is already stored with another body" };
+  while (!settled) {
+    nc.publish(rejectSubject(id), JSON.stringify(reject));
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const err = await outcome;
+  assert.ok(err instanceof IntentConflictError, String(err));
+  assert.equal(err.source, "reject");
+});
+
 test("a timeout throws, and the hook answers it with a non-final status, never absent", async () => {
   const stamp = await world.now();
   const intent = intentFromPreview(transferPreview("pv-timeout", "9", "74696d656f7574", stamp), { caller: world.payer });
