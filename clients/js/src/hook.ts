@@ -13,7 +13,7 @@ export type ReconcileResult =
 
 /** The reconcile hook's argument, as a tool layer hands it over. */
 export interface ReconcileRequest {
-  canister: string;
+  canister: string | { toText(): string };
   method: string;
   /** Not used: the preview's raw arguments are what was sent. */
   value?: unknown;
@@ -65,8 +65,9 @@ export function createReconcileHook(opts: HookOptions): (req: ReconcileRequest) 
   const waitMs = opts.waitMs ?? 10_000;
   return async function reconcile(req: ReconcileRequest): Promise<ReconcileResult> {
     const intent = intentFromPreview(req.preview, { caller: opts.caller, after: opts.after, intentId: opts.intentId?.(req) });
-    if (req.canister !== undefined && req.canister !== intent.canister_id) {
-      throw new Error(`reconcile: canister ${req.canister} is not the preview's ${intent.canister_id}`);
+    const canister = typeof req.canister === "object" && req.canister !== null ? req.canister.toText() : req.canister;
+    if (canister !== undefined && canister !== intent.canister_id) {
+      throw new Error(`reconcile: canister ${canister} is not the preview's ${intent.canister_id}`);
     }
     if (req.method !== undefined && req.method !== intent.method) {
       throw new Error(`reconcile: method ${req.method} is not the preview's ${intent.method}`);
