@@ -35,7 +35,7 @@ export interface PreviewArg {
 export interface Preview {
   preview_id?: string;
   method: string;
-  canister: string | { text?: string; raw?: unknown };
+  canister: string | { toText(): string } | { text?: string; raw?: unknown };
   args?: Record<string, PreviewArg | undefined>;
   arg_hex?: string | Uint8Array | null;
   [field: string]: unknown;
@@ -319,7 +319,9 @@ export function intentFromPreview(preview: Preview, opts: FromPreviewOptions): I
   if (!preview || typeof preview !== "object") throw new TypeError("intentFromPreview: want a preview object");
   const method = preview.method;
   if (!isMethod(method)) throw new Error(`preview.method: ${JSON.stringify(method)} is not icrc1_transfer, icrc2_transfer_from or icrc2_approve`);
-  const canisterRaw = typeof preview.canister === "object" && preview.canister !== null ? (preview.canister.raw ?? preview.canister.text) : preview.canister;
+  const c = preview.canister as unknown;
+  const isArg = typeof c === "object" && c !== null && typeof (c as { toText?: unknown }).toText !== "function";
+  const canisterRaw = isArg ? ((c as PreviewArg).raw ?? (c as { text?: unknown }).text) : c;
   const args: Record<string, string | null> = {};
   for (const f of ARG_FIELDS[method]) {
     args[f] = argFromPreview(FIELD_KIND[f]!, previewArg(preview, f), `preview.${f}`);

@@ -129,6 +129,11 @@ test("intentFromPreview builds the daemon's intent from a tool layer's preview",
   other.args.amount.raw = "150000001";
   assert.notEqual(intentFromPreview(other, { caller: want.caller }).intent_id, a.intent_id);
 
+  // Principals may be objects with toText(), as DFINITY's agent gives them.
+  const asObj = (t: string) => ({ toText: () => t });
+  const objPreview = { ...preview, canister: asObj(want.canister_id), args: { ...preview.args, to: { raw: { owner: asObj(encodePrincipal(to.owner)), subaccount: [to.subaccount!] } } } };
+  assert.equal(intentHash(intentFromPreview(objPreview, { caller: asObj(want.caller), intentId: "x" })), v.hash);
+
   // Arguments may also sit on the preview itself, in DFINITY's opt spelling.
   const flat = { preview_id: "p", method: "icrc1_transfer", canister: want.canister_id, arg_hex: want.arg_hex!, ...preview.args, from_subaccount: { raw: [] } };
   delete (flat as { args?: unknown }).args;
