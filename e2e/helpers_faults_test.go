@@ -260,12 +260,12 @@ func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 	return r.gauges[ledger.Encode()]
 }
 
-// publish puts a body on the intents subject of canister with the given
-// message id, as a tool layer does.
-func (r *rig) publish(canister, msgID string, body []byte) {
+// publish puts the body of intent id on the intents subject of canister
+// with the message id a tool layer gives it (<intent_id>:<intent_hash>).
+func (r *rig) publish(canister, id string, body []byte) {
 	r.t.Helper()
-	if _, err := r.tool.JetStream().Publish(r.ctx, "reconcile.intents."+canister, body, jetstream.WithMsgID(msgID)); err != nil {
-		r.t.Fatalf("publish %s: %v", msgID, err)
+	if _, err := r.tool.JetStream().Publish(r.ctx, "reconcile.intents."+canister, body, jetstream.WithMsgID(queue.IntentMsgID(id, body))); err != nil {
+		r.t.Fatalf("publish %s: %v", id, err)
 	}
 }
 

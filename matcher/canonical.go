@@ -77,7 +77,10 @@ func (in *Intent) canonical(withAfter bool) []byte {
 // conflict). `after` only reports what the tool layer saw last; a tool layer
 // that publishes an intent after a timeout and again after Err.TooOld is
 // asking about the same payment, so that re-publication must not be refused.
-func (in *Intent) Hash() [32]byte { return sha256.Sum256(in.canonical(false)) }
+func (in *Intent) Hash() [32]byte { return sha256.Sum256(in.HashedForm()) }
+
+// HashedForm is what Hash hashes: Canonical without `after`.
+func (in *Intent) HashedForm() []byte { return in.canonical(false) }
 
 // HashHex is Hash in lower-case hex: the intent_hash of its verdicts.
 func (in *Intent) HashHex() string {

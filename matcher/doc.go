@@ -18,6 +18,14 @@
 //     DFINITY ledgers always record the spender.
 //   - Mint and burn are recognised only when LedgerRules.MintingAccount is
 //     set; nil means the ledger has no minting account.
-//   - Canonical (and so Hash) covers every field, `after` and `arg_hex`
-//     included.
+//   - With arg_hex the sent bytes are known, and a match must be exact as
+//     the ledger deduplicates: every account spelled as sent (an explicit
+//     all-zero subaccount is not an absent one) and tx.fee present exactly
+//     when the call set a fee. A block equal only up to normalisation is
+//     then another call's: a near miss differing in subaccount_form or
+//     fee_form (Result.Normalized). Without arg_hex matching is normalised.
+//   - ingress_expiry 0 is refused on parsing, one before S−D by CheckRules
+//     (it needs the ledger's drift); Window never narrows below S−D.
+//   - Canonical covers every field, `after` and `arg_hex` included; Hash
+//     covers all but `after`.
 package matcher

@@ -44,6 +44,17 @@ type Intent struct {
 	// ArgHex is the Candid the tool layer sent, nil when not given. When
 	// present it has been checked to agree with Args.
 	ArgHex []byte
+
+	// sent holds the accounts of ArgHex as encoded (an explicit all-zero
+	// subaccount kept), which their text form in Args cannot spell; nil
+	// without ArgHex. Match then compares as the ledger deduplicates.
+	sent *sentAccounts
+}
+
+// sentAccounts are the Account arguments of arg_hex as encoded; an
+// argument the method does not have is nil.
+type sentAccounts struct {
+	from, to, spender *icrc3.Account
 }
 
 // Args is the method's Candid record. Which fields are meaningful depends on
@@ -198,7 +209,7 @@ func parseIntent(data []byte) (*Intent, *Error) {
 		if err != nil {
 			return nil, refuse(CodeBadArgHex, "arg_hex", "%v", err)
 		}
-		if e = checkArgHex(in.Method, b, &in.Args); e != nil {
+		if in.sent, e = checkArgHex(in.Method, b, &in.Args); e != nil {
 			return nil, e
 		}
 		in.ArgHex = b

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -164,20 +165,28 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		byLedger[l] = append(byLedger[l], i)
 	}
 	for _, l := range order {
-		idx := byLedger[l]
-		group := make([]*matcher.Intent, len(idx))
-		for k, i := range idx {
-			group[k] = ins[i]
-		}
-		vs, err := e.decideLedger(ctx, l, group)
-		if err != nil {
+		if err := decideAt(out, ins, byLedger[l], func(g []*matcher.Intent) ([]Verdict, error) { return e.decideLedger(ctx, l, g) }); err != nil {
 			return nil, err
-		}
-		for k, i := range idx {
-			out[i] = vs[k]
 		}
 	}
 	return out, nil
+}
+
+// decideAt decides the intents at positions idx of ins together and puts
+// their verdicts at the same positions of out.
+func decideAt(out []Verdict, ins []*matcher.Intent, idx []int, decide func([]*matcher.Intent) ([]Verdict, error)) error {
+	group := make([]*matcher.Intent, len(idx))
+	for k, i := range idx {
+		group[k] = ins[i]
+	}
+	vs, err := decide(group)
+	if err != nil {
+		return err
+	}
+	for k, i := range idx {
+		out[i] = vs[k]
+	}
+	return nil
 }
 
 // decideLedger answers the intents the ledger's rules refuse (an
@@ -190,8 +199,7 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 	}
 	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
 	out := make([]Verdict, len(ins))
-	var scan []*matcher.Intent
-	var at []int
+	var scan []int
 	for i, in := range ins {
 		if me := in.CheckRules(r); me != nil {
 			w := in.Window(r)
@@ -200,17 +208,13 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
 			continue
 		}
-		scan, at = append(scan, in), append(at, i)
+		scan = append(scan, i)
 	}
 	if len(scan) == 0 {
 		return out, nil
 	}
-	vs, err := e.scanLedger(ctx, ledger, scan)
-	if err != nil {
+	if err := decideAt(out, ins, scan, func(g []*matcher.Intent) ([]Verdict, error) { return e.scanLedger(ctx, ledger, g) }); err != nil {
 		return nil, err
-	}
-	for k, i := range at {
-		out[i] = vs[k]
 	}
 	return out, nil
 }
@@ -354,6 +358,13 @@ type decision struct {
 	rules matcher.LedgerRules
 	w     matcher.Window
 	match *icrc3.Block
+	// exact: match was compared as the ledger deduplicates (arg_hex).
+	exact bool
+	// loose: the lowest block matching an arg_hex intent only up to
+	// normalisation (another call under the stamp on the DFINITY ledger).
+	// It answers the intent only once the window closed with no exact
+	// match: then it is found as normalized, never absent.
+	loose *icrc3.Block
 	near  []NearMiss
 	seen  map[uint64]bool
 	read  uint64
@@ -383,10 +394,14 @@ func (d *decision) scan(page []icrc3.Block) {
 			// only be re-executions the ledger's dedup would have refused.
 			if d.match == nil || b.Index < d.match.Index {
 				cp := *b
-				d.match = &cp
+				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
+			if r.Normalized && (d.loose == nil || b.Index < d.loose.Index) {
+				cp := *b
+				d.loose = &cp
+			}
 		}
 	}
 }
@@ -409,10 +424,23 @@ func evidence(t icrc3.Tip, d *decision) *Evidence {
 func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	v.DecidedAt = e.now().UTC()
 	v.NearMisses = d.near
+	if d.match == nil && closed && d.loose != nil {
+		// No block holds the sent bytes and none can any more, but one
+		// holds the same transfer up to normalisation: absent would invite
+		// paying again for a payment already made.
+		d.match, d.exact = d.loose, false
+		v.NearMisses = slices.DeleteFunc(slices.Clone(d.near), func(n NearMiss) bool { return uint64(n.Index) == d.loose.Index })
+		if len(v.NearMisses) == 0 {
+			v.NearMisses = nil
+		}
+	}
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
 		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
+		if d.exact {
+			v.Block.Match = MatchExact
+		}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}

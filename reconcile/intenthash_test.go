@@ -73,3 +73,26 @@ func TestVerdictsCarryIntentHash(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// Two stores can each take a different body under one id first; the
+// verdict stream holds the one decided first, and the other body's
+// publisher is refused rather than left without an answer.
+func TestConflictingBodyReachesDaemonOfAnotherStore(t *testing.T) {
+	e := newSvcEnv(t)
+	taken := intentBody("x-1", 1)
+	e.sink.verdicts["x-1"] = []reconcile.Verdict{{IntentID: "x-1", IntentHash: reconcile.IntentHash(taken), Seq: 1, Status: reconcile.StatusNotYet}}
+	e.dec.set("x-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconcile.Ack {
+		t.Fatalf("outcome %+v, want ack", o)
+	}
+	if len(e.sink.rejects) != 1 || e.sink.rejects[0] != "x-1:E_INTENT_CONFLICT" {
+		t.Fatalf("rejects %v, want E_INTENT_CONFLICT", e.sink.rejects)
+	}
+	if got := e.sink.seqs("x-1"); len(got) != 1 {
+		t.Fatalf("stream seqs %v: the other body's history must stay", got)
+	}
+	// Published again, the body this store holds is refused again.
+	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 2 {
+		t.Fatalf("re-publication: %+v, rejects %v", o, e.sink.rejects)
+	}
+}

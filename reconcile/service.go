@@ -170,15 +170,7 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "store intent", err)
 	}
 	if res == PutConflict {
-		msg := fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID)
-		log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
-		s.m.reject("E_INTENT_CONFLICT")
-		if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
-			// The reject is advisory (core NATS); the stored data is what
-			// matters and it is untouched. Redelivering would only repeat it.
-			log.Warn("publish reject", zap.Error(err))
-		}
-		return Outcome{Kind: Ack}
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID))
 	}
 	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
 
@@ -190,6 +182,9 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "read latest verdict", err)
 	default:
 		// Known: the store answers it, nothing is scanned.
+		if s.streamHoldsOtherBody(ctx, rec) {
+			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		}
 		if err := s.ensurePublished(ctx, latest, hdr); err != nil {
 			return s.retry(ctx, log, "re-publish stored verdict", err)
 		}
@@ -235,6 +230,11 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil {
+		if s.streamHoldsOtherBody(ctx, rec) {
+			// Another instance, whose store took this id first for
+			// another body, decided it: the stream is the fleet's answer.
+			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		}
 		// Stored but not published: the redelivery finds it in the store
 		// and publishes it, with this seq; so does the outbox, should the
 		// intent never be redelivered here.
@@ -242,6 +242,27 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	}
 	s.markPublished(ctx, log, v)
 	return Outcome{Kind: Ack}
+}
+
+// refuseConflict answers a body under an id taken by another body.
+func (s *Service) refuseConflict(ctx context.Context, log *zap.Logger, rec IntentRecord, msg string) Outcome {
+	log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
+	s.m.reject("E_INTENT_CONFLICT")
+	if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
+		// The reject is advisory (core NATS); the stored data is what
+		// matters and it is untouched. Redelivering would only repeat it.
+		log.Warn("publish reject", zap.Error(err))
+	}
+	return Outcome{Kind: Ack}
+}
+
+// streamHoldsOtherBody reports whether the verdict stream's latest verdict
+// of rec's id was decided for another body. Each instance's store refuses
+// a second body on its own, but two stores can each take a different body
+// first; the stream then holds one of them.
+func (s *Service) streamHoldsOtherBody(ctx context.Context, rec IntentRecord) bool {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+	return err == nil && last != nil && last.IntentHash != "" && last.IntentHash != hex.EncodeToString(rec.Hash[:])
 }
 
 // markPublished clears v's outbox entries once the stream holds it. A

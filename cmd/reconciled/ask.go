@@ -95,15 +95,20 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // with E_INTENT_CONFLICT, and ask fails with that reject.
 func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []byte, stdout io.Writer) error {
 	own := in.HashHex()
-	foreign := false
+	// foreign: a verdict of another body was seen; answered: one of this
+	// body's, which makes it the stored body, so a reject on the id is
+	// about someone else's conflicting body, not this one.
+	foreign, answered := false, false
 	var mu sync.Mutex
 	rejected := make(chan struct{})
 	var once sync.Once
 	if err := c.SubscribeRejects(ctx, in.ID, func(r queue.Reject) {
 		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(stdout, "reject %s %s %s\n", r.IntentID, r.Code, r.Message)
-		mu.Unlock()
-		once.Do(func() { close(rejected) })
+		if !answered {
+			once.Do(func() { close(rejected) })
+		}
 	}); err != nil {
 		return err
 	}
@@ -127,6 +132,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 			fmt.Fprintf(stdout, "foreign %s intent_hash=%s, not this body's %s: refused\n", verdictLine(v), orNone(v.IntentHash), own)
 			return nil
 		}
+		answered = true
 		fmt.Fprintln(stdout, verdictLine(v))
 		if v.Final {
 			return queue.ErrStop

@@ -13,11 +13,16 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// conflictPair pays one intent, asks for it until found, and returns it with
-// a second body under the same id (another amount) that never executed.
-func conflictPair(t *testing.T, w *world, l *ledgertest.Ledger, id string) (paid, other intentDoc) {
+// conflictPair starts a daemon, pays one intent, asks for it until found,
+// and returns it with a second body under the same id (another amount)
+// that never executed.
+func conflictPair(t *testing.T, id string) (w *world, paid, other intentDoc) {
 	t.Helper()
+	w = newWorld(t)
 	alice, bob := w.user(1), w.user(2)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon(id, t.TempDir(), time.Hour, false)
+	t.Cleanup(func() { stop(d, time.Second) })
 	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "conflict")
 	if _, err := l.Transfer(alice.principal(), arg); err != nil {
 		t.Fatal(err)
@@ -32,18 +37,13 @@ func conflictPair(t *testing.T, w *world, l *ledgertest.Ledger, id string) (paid
 		other.Args[k] = v
 	}
 	other.Args["amount"] = "4321"
-	return paid, other
+	return w, paid, other
 }
 
 // A different body under an id the stream took moments ago (well inside
 // its 2-minute dedup window) reaches a daemon and is refused.
 func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
-	w := newWorld(t)
-	alice := w.user(1)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("conflict", t.TempDir(), time.Hour, false)
-	defer stop(d, time.Second)
-	_, other := conflictPair(t, w, l, "conflict-1")
+	w, _, other := conflictPair(t, "conflict-1")
 
 	rejects := make(chan queue.Reject, 1)
 	if err := w.tool.SubscribeRejects(w.ctx, "conflict-1", func(r queue.Reject) { rejects <- r }); err != nil {
@@ -68,12 +68,7 @@ func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
 // print the other body's verdict as its answer: it refuses it, reports the
 // conflict reject and fails.
 func TestAskRefusesForeignVerdictOfAnotherBody(t *testing.T) {
-	w := newWorld(t)
-	alice := w.user(1)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
-	d := w.daemon("ask-foreign", t.TempDir(), time.Hour, false)
-	defer stop(d, time.Second)
-	paid, other := conflictPair(t, w, l, "foreign-1")
+	w, paid, other := conflictPair(t, "foreign-1")
 
 	in, err := matcher.ParseIntent(other.json())
 	if err != nil {

@@ -338,7 +338,7 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	js := w.tool.JetStream()
 	for i := range intents {
 		doc := transferIntent(fmt.Sprint("many-", i), many.ID(), alice.principal(), transferArg(bob.principal(), uint64(i+1), u64(stamp(i)), "x"))
-		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(doc.ID)); err != nil {
+		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, doc.json()))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -136,6 +137,9 @@ func TestReadmeNATSExample(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("README %s is %q, want %q", c.what, c.got, c.want)
 		}
+	}
+	if !strings.Contains(readme, "```text\n"+string(in.HashedForm())+"\n```\n\nand its `intent_hash` is `"+in.HashHex()+"`") {
+		t.Errorf("README: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
 	}
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
 		t.Error("README: the ### Intent block and the intent.json heredoc differ")
@@ -293,7 +297,15 @@ func TestReadmeNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := st.GetLastMsgForSubject(ctx, ex.getLastFor)
+	// A core subscriber can see the verdict before the stream has stored
+	// it: read until the stream holds it.
+	var last *jetstream.RawStreamMsg
+	for tick := time.NewTicker(5 * time.Millisecond); ; <-tick.C {
+		if last, err = st.GetLastMsgForSubject(ctx, ex.getLastFor); !errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+			tick.Stop()
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
