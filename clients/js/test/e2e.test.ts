@@ -114,6 +114,8 @@ test("a transfer made on the test ledger is found through the hook", async () =>
   const v = await waitFinal(js, intent, { timeoutMs: 30_000 });
   assert.equal(v.intent_hash, intentHash(intent));
   assert.equal(v.block?.index, sent.block);
+  // arg_hex gave the exact bytes sent: matched as the ledger deduplicates.
+  assert.equal(v.block?.match, "exact");
 
   // Asking again is answered from the stored verdict.
   assert.deepEqual(await reconcile({ canister: world.canister, method: "icrc1_transfer", value: "150000000", stamp, preview }), r);
