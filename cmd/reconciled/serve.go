@@ -51,8 +51,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
+	// The embedded server's address is logged so that a client of a daemon
+	// started with --nats-listen 127.0.0.1:0 learns which port it got.
+	var embeddedURL string
+	if e := d.Embedded(); e != nil {
+		embeddedURL = e.ClientURL()
+	}
 	log.Info("reconciled serving", zap.String("http", d.HTTPAddr()), zap.String("instance", cfg.Instance),
-		zap.String("ic_url", cfg.ICURL), zap.Int("configured_ledgers", len(cfg.Ledgers)))
+		zap.String("ic_url", cfg.ICURL), zap.Int("configured_ledgers", len(cfg.Ledgers)), zap.String("nats_listen", embeddedURL))
 
 	<-ctx.Done()
 	log.Info("stopping: draining in-flight intents", zap.Duration("grace", cfg.Grace))
