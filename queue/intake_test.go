@@ -398,7 +398,7 @@ func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
 		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
 			t.Errorf("settle ack: %v", err)
 		}
-		got <- d.MsgID
+		got <- d.IntentID()
 	})
 	if id := recv(t, got, "intent given back while stopping"); id != "stop-nak-1" {
 		t.Fatalf("got %s", id)
