@@ -2,6 +2,8 @@ package icrc3
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -158,6 +160,27 @@ func (c *Client) Ledger() principal.Principal { return c.ledger }
 // Mode is the client's verification mode.
 func (c *Client) Mode() VerifyMode { return c.verify }
 
+// NetworkKey names the IC network the client reads, by its root key (the
+// first 8 bytes of the key's SHA-256, in hex): one canister id on two
+// networks is two ledgers.
+func (c *Client) NetworkKey() string {
+	h := sha256.Sum256(c.rootKey)
+	return hex.EncodeToString(h[:8])
+}
+
+// Forget drops what the client learnt about the chain (its length, where
+// archives hold blocks, a cached tip reply): the ledger's history changed,
+// and a shorter new chain must not be taken for a lagging replica.
+func (c *Client) Forget() {
+	c.known.Store(0)
+	c.archMu.Lock()
+	c.archives, c.listed = nil, false
+	c.archMu.Unlock()
+	c.featMu.Lock()
+	c.tipProbe = nil
+	c.featMu.Unlock()
+}
+
 // KnownLength is the highest chain length seen so far.
 func (c *Client) KnownLength() uint64 { return c.known.Load() }
 
@@ -279,6 +302,11 @@ type Features struct {
 	BlockTypes []string
 	// MintingAccount from icrc1_minting_account (nil when none or not served).
 	MintingAccount *Account
+	// MintingCertified: MintingAccount is the reply of a replicated call
+	// whose certificate was verified (or the ledger does not serve the
+	// method). When false it is one node's query reply, and Detect asks
+	// the subnet again on every call.
+	MintingCertified bool
 	// Endpoint is the block endpoint family the client reads, and PageSize
 	// its page.
 	Endpoint Endpoint
@@ -292,6 +320,14 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 	c.featMu.Lock()
 	defer c.featMu.Unlock()
 	if c.feat != nil {
+		if !c.feat.MintingCertified {
+			// Only a node's word so far: ask the subnet again.
+			f := *c.feat
+			if err := c.readMinting(ctx, &f); err != nil {
+				return Features{}, err
+			}
+			c.feat = &f
+		}
 		return *c.feat, nil
 	}
 	var f Features
@@ -365,20 +401,8 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 			f.BlockTypes = append(f.BlockTypes, t.BlockType)
 		}
 	}
-	if raw, ok, err = probe("icrc1_minting_account", candidNoArgs); err != nil {
+	if err := c.readMinting(ctx, &f); err != nil {
 		return Features{}, err
-	} else if ok {
-		var acc *CandidAccount
-		if err := unmarshalCandid(raw, &acc); err != nil {
-			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
-		}
-		if acc != nil {
-			a, err := acc.Account()
-			if err != nil {
-				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc1_minting_account", Err: err}
-			}
-			f.MintingAccount = &a
-		}
 	}
 	switch {
 	case c.want == EndpointICRC3 && f.ICRC3Blocks, c.want == EndpointAuto && f.ICRC3Blocks && !f.LegacyBlocks:
@@ -397,6 +421,47 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 	}
 	c.feat = &f
 	return f, nil
+}
+
+// readMinting reads icrc1_minting_account as a replicated call whose
+// certificate is verified here: which account mints decides whether a
+// transfer must appear as xfer, mint or burn, so one node's query reply
+// must not decide it. When the call fails, the signed query's answer is
+// kept as uncertain (f.MintingCertified false).
+func (c *Client) readMinting(ctx context.Context, f *Features) error {
+	const method = "icrc1_minting_account"
+	raw, err := c.certifiedCall(ctx, method, candidNoArgs)
+	certified := err == nil
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("icrc3: detect %s: %w", method, err)
+	case err != nil && methodMissing(err):
+		// No minting account is the cautious reading: the engine never
+		// lets a mint or burn with the intent's stamp end absent.
+		f.MintingAccount, f.MintingCertified = nil, true
+		return nil
+	case err != nil:
+		if raw, err = c.query(ctx, c.ledger, method, candidNoArgs, true); err != nil {
+			if methodMissing(err) {
+				f.MintingAccount, f.MintingCertified = nil, false
+				return nil
+			}
+			return fmt.Errorf("icrc3: detect %s: %w", method, err)
+		}
+	}
+	var acc *CandidAccount
+	if err := unmarshalCandid(raw, &acc); err != nil {
+		return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+	}
+	f.MintingAccount, f.MintingCertified = nil, certified
+	if acc != nil {
+		a, err := acc.Account()
+		if err != nil {
+			return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+		}
+		f.MintingAccount = &a
+	}
+	return nil
 }
 
 // Tip reads and verifies the ledger's certified tip. In queries mode a
@@ -476,10 +541,20 @@ func (c *Client) tipReply(ctx context.Context, method string) ([]byte, error) {
 	return c.query(ctx, c.ledger, method, candidNoArgs, true)
 }
 
+// queriesLag is how far behind the certified state a replica answering
+// queries is assumed to be at most: an honest one lags by seconds.
+const queriesLag = 30 * time.Second
+
 // queriesTip reads the chain length and the last block with signed
-// queries. Its Time is the last block's ts: ledger time is at least that,
-// so a window judged closed on it is closed.
+// queries. Its Time is the subnet's certified /time, read by read_state
+// before the queries, less queriesLag: the last block's ts would stand
+// still while nobody transacts, and no node can move the certified time.
 func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
+	now, err := c.CertifiedTime(ctx)
+	if err != nil {
+		return Tip{}, fmt.Errorf("icrc3: tip by queries: %w", err)
+	}
+	now = max(now, uint64(queriesLag)) - uint64(queriesLag)
 	var n uint64
 	if f.Endpoint == EndpointLegacy {
 		raw, err := c.query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(0, 0), true)
@@ -510,16 +585,16 @@ func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
 			Msg: fmt.Sprintf("chain length %d is below the %d already seen", n, c.known.Load())}
 	}
 	if n == 0 {
-		return Tip{Empty: true, Format: TipFormatQueries}, nil
+		return Tip{Empty: true, Time: now, Format: TipFormatQueries}, nil
 	}
 	c.observeLength(n)
 	var last *Block
-	err := c.blocks(ctx, n-1, n, false, func(page []Block) error {
+	err = c.blocks(ctx, n-1, n, false, func(page []Block) error {
 		last = &page[len(page)-1]
 		return nil
 	})
 	if err != nil {
 		return Tip{}, err
 	}
-	return Tip{Index: last.Index, Hash: last.Hash, Time: last.TS, Format: TipFormatQueries}, nil
+	return Tip{Index: last.Index, Hash: last.Hash, Time: now, Format: TipFormatQueries}, nil
 }

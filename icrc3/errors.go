@@ -30,6 +30,8 @@ const (
 	KindLagging                                 // a replica answered from a state older than one already seen
 	KindUnsupported                             // the ledger serves no block endpoint
 	KindUncertified                             // the ledger offers no tip certificate
+	KindUnknownCanister                         // no such canister on the network (a mistyped ledger id)
+	KindMintingUncertain                        // the minting account a verdict depends on is not certified
 )
 
 var kindCodes = map[ErrorKind]string{
@@ -43,6 +45,8 @@ var kindCodes = map[ErrorKind]string{
 	KindLagging:            "E_LAGGING",
 	KindUnsupported:        "E_UNSUPPORTED",
 	KindUncertified:        "E_UNCERTIFIED",
+	KindUnknownCanister:    "E_UNKNOWN_CANISTER",
+	KindMintingUncertain:   "E_MINTING_UNCERTAIN",
 }
 
 // Code is the stable reason code published in verdicts.
@@ -183,12 +187,16 @@ func classify(err error, canister principal.Principal, method string) *Error {
 		return mk(KindDecode, "")
 	}
 	msg := err.Error()
+	if strings.HasPrefix(msg, "(400) ") && strings.Contains(msg, "canister_not_found") {
+		// A boundary node or replica that routes the id nowhere.
+		return mk(KindUnknownCanister, "")
+	}
 	if m := rejectRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.ParseUint(m[1], 10, 64)
 		if n >= 100 { // an HTTP status: "(503) 503 Service Unavailable: body"
 			return mk(KindTransport, "")
 		}
-		return ch(m[1], m[3])
+		return withUnknownCanister(ch(m[1], m[3]))
 	}
 	if strings.HasPrefix(msg, "(") {
 		// An HTTP error whose body does not end in a word.
@@ -213,4 +221,19 @@ func classify(err error, canister principal.Principal, method string) *Error {
 		return mk(KindDecode, "")
 	}
 	return mk(KindTransport, "")
+}
+
+// withUnknownCanister turns a reject that says the canister does not
+// exist (IC0301 CanisterNotFound, or reject code 3, with the replica's
+// "Canister … not found") into
+// KindUnknownCanister: a mistyped ledger id, not a failing ledger.
+func withUnknownCanister(e *Error) *Error {
+	if e.Kind != KindReject {
+		return e
+	}
+	msg := strings.ToLower(e.Msg + " " + fmt.Sprint(e.Err))
+	if (e.ICErrorCode == "IC0301" || e.Code == "3") && strings.Contains(msg, "canister") && strings.Contains(msg, "not found") {
+		e.Kind = KindUnknownCanister
+	}
+	return e
 }

@@ -29,7 +29,8 @@ type Tip struct {
 	Index uint64 // last_block_index; meaningless when Empty
 	Hash  Hash   // last_block_hash
 	// Time is the certificate's /time (ns): certified ledger time. In
-	// queries mode it is the tip block's ts, a lower bound of ledger time.
+	// queries mode it is the subnet's certified /time read by read_state,
+	// less the lag a replica answering queries may have.
 	Time   uint64
 	Format string
 	Empty  bool // the ledger has no blocks

@@ -452,18 +452,32 @@ func decodeArgHex(m Method, data []byte) (map[string]decodedArg, error) {
 	return v.fields, nil
 }
 
-func checkArgHex(m Method, data []byte, a *Args) *Error {
+// checkArgHex checks that the sent bytes say what args says, and returns
+// their accounts as encoded.
+func checkArgHex(m Method, data []byte, a *Args) (*sentAccounts, *Error) {
 	got, err := decodeArgHex(m, data)
 	if err != nil {
-		return refuse(CodeBadArgHex, "arg_hex", "candid: %v", err)
+		return nil, refuse(CodeBadArgHex, "arg_hex", "candid: %v", err)
 	}
+	sent := &sentAccounts{}
 	for _, f := range argShapes[m].fields {
 		d := got[f.name] // a missing opt field reads as null
 		if !argAgrees(f.name, d, a) {
-			return refuse(CodeArgsMismatch, "args."+f.name, "arg_hex says %s, args says %s", d.describe(f.s), describeArg(f.name, a))
+			return nil, refuse(CodeArgsMismatch, "args."+f.name, "arg_hex says %s, args says %s", d.describe(f.s), describeArg(f.name, a))
+		}
+		if f.s == accountShape {
+			acc := d.account()
+			switch f.name {
+			case "from":
+				sent.from = &acc
+			case "to":
+				sent.to = &acc
+			case "spender":
+				sent.spender = &acc
+			}
 		}
 	}
-	return nil
+	return sent, nil
 }
 
 func argAgrees(name string, d decodedArg, a *Args) bool {

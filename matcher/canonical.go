@@ -79,6 +79,12 @@ func (in *Intent) canonical(withAfter bool) []byte {
 // asking about the same payment, so that re-publication must not be refused.
 func (in *Intent) Hash() [32]byte { return sha256.Sum256(in.canonical(false)) }
 
+// HashHex is Hash in lower-case hex: the intent_hash of its verdicts.
+func (in *Intent) HashHex() string {
+	h := in.Hash()
+	return hex.EncodeToString(h[:])
+}
+
 func appendString(b []byte, s string) []byte {
 	// json.Marshal of a valid UTF-8 string cannot fail and is deterministic.
 	q, _ := json.Marshal(s)

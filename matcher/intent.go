@@ -38,10 +38,23 @@ type Intent struct {
 	// After is what the tool layer saw last; informational only.
 	After string
 	// IngressExpiry is the sent envelope's expiry (ns), nil when not given.
+	// It must be the latest expiry of every envelope sent with these
+	// bytes; CheckRules refuses one before the window's start.
 	IngressExpiry *uint64
 	// ArgHex is the Candid the tool layer sent, nil when not given. When
 	// present it has been checked to agree with Args.
 	ArgHex []byte
+
+	// sent holds the accounts of ArgHex as encoded (an explicit all-zero
+	// subaccount kept), which their text form in Args cannot spell; nil
+	// without ArgHex. Match then compares as the ledger deduplicates.
+	sent *sentAccounts
+}
+
+// sentAccounts are the Account arguments of arg_hex as encoded; an
+// argument the method does not have is nil.
+type sentAccounts struct {
+	from, to, spender *icrc3.Account
 }
 
 // Args is the method's Candid record. Which fields are meaningful depends on
@@ -183,6 +196,11 @@ func parseIntent(data []byte) (*Intent, *Error) {
 	if in.IngressExpiry, e = optionalNat64(root, "ingress_expiry", "ingress_expiry", CodeBadExpiry); e != nil {
 		return nil, e
 	}
+	if in.IngressExpiry != nil && *in.IngressExpiry == 0 {
+		// An unset expiry serialised as zero: as the window's end it would
+		// close the window before it opened.
+		return nil, refuse(CodeBadExpiry, "ingress_expiry", "ingress_expiry 0 is no envelope's expiry; leave the field out when it is unknown")
+	}
 	if v, ok := root.obj["arg_hex"]; ok && v.kind != jsonNull {
 		if v.kind != jsonString {
 			return nil, refuse(CodeBadArgHex, "arg_hex", "arg_hex is %s, want a hex string", v.kind)
@@ -191,7 +209,7 @@ func parseIntent(data []byte) (*Intent, *Error) {
 		if err != nil {
 			return nil, refuse(CodeBadArgHex, "arg_hex", "%v", err)
 		}
-		if e = checkArgHex(in.Method, b, &in.Args); e != nil {
+		if in.sent, e = checkArgHex(in.Method, b, &in.Args); e != nil {
 			return nil, e
 		}
 		in.ArgHex = b

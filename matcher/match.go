@@ -12,11 +12,17 @@ import (
 type Result struct {
 	// Match: the block records the intended call (DESIGN §4).
 	Match bool
+	// Exact: the match was made as the ledger deduplicates (the intent
+	// carried arg_hex): every account spelled as sent and tx.fee present
+	// exactly when the call set a fee. Otherwise a match is normalised.
+	Exact bool
 	// NearMiss: same stamp, same caller-side account and same kind family,
 	// but Differs names the intent fields that disagree. Never a match.
 	NearMiss bool
 	// Differs lists intent field names in a fixed order: method, from,
-	// spender, to, amount, expected_allowance, expires_at, fee, memo.
+	// spender, to, amount, expected_allowance, expires_at, fee, memo; or,
+	// for a block that matches only up to normalisation an intent with
+	// arg_hex, subaccount_form and fee_form.
 	Differs []string
 }
 
@@ -31,6 +37,13 @@ const (
 	FieldExpiresAt         = "expires_at"
 	FieldFee               = "fee"
 	FieldMemo              = "memo"
+	// FieldSubaccountForm: an account is spelled otherwise than sent (an
+	// explicit all-zero subaccount against none): the same account, but
+	// another transaction to the ledger.
+	FieldSubaccountForm = "subaccount_form"
+	// FieldFeeForm: tx.fee is present where the call set no fee, or absent
+	// where it set one.
+	FieldFeeForm = "fee_form"
 )
 
 // ExpectedKind is the kind of block the intent produces if it executed:
@@ -87,10 +100,53 @@ func Match(in *Intent, b *icrc3.Block, r LedgerRules) Result {
 		return Result{}
 	}
 	d := in.differs(want, b)
-	if len(d) == 0 {
+	if len(d) > 0 {
+		return Result{NearMiss: true, Differs: d}
+	}
+	if in.sent == nil {
 		return Result{Match: true}
 	}
-	return Result{NearMiss: true, Differs: d}
+	// The sent bytes are known: the ledger deduplicates on them, so a
+	// block equal only up to normalisation is another call's (two calls
+	// under one stamp both execute), never this one's.
+	if f := in.formDiffers(want, b); len(f) > 0 {
+		return Result{NearMiss: true, Differs: f}
+	}
+	return Result{Match: true, Exact: true}
+}
+
+// formDiffers compares what normalisation forgives, as ledgers record it:
+// each account as sent ([owner] or [owner, subaccount]) and tx.fee exactly
+// when the caller set one. Accounts a block does not record (a mint's
+// sender, a burn's recipient, a spec-style 2xfer's spender) and the fee of
+// mints and burns, which ledgers drop, have no form to compare.
+func (in *Intent) formDiffers(want icrc3.BlockKind, b *icrc3.Block) []string {
+	a := &in.Args
+	pairs := [][2]*icrc3.Account{{in.sent.to, b.To}}
+	switch in.Method {
+	case MethodTransfer:
+		pairs = append(pairs, [2]*icrc3.Account{{Owner: in.Caller, Subaccount: a.FromSubaccount}, b.From})
+	case MethodTransferFrom:
+		pairs = append(pairs, [2]*icrc3.Account{in.sent.from, b.From},
+			[2]*icrc3.Account{{Owner: in.Caller, Subaccount: a.SpenderSubaccount}, b.Spender})
+	case MethodApprove:
+		pairs = append(pairs, [2]*icrc3.Account{{Owner: in.Caller, Subaccount: a.FromSubaccount}, b.From},
+			[2]*icrc3.Account{in.sent.spender, b.Spender})
+	}
+	if want == icrc3.BlockMint {
+		pairs = pairs[:1] // a mint records only `to`
+	}
+	var d []string
+	for _, p := range pairs {
+		if p[0] != nil && p[1] != nil && (p[0].Subaccount == nil) != (p[1].Subaccount == nil) {
+			d = append(d, FieldSubaccountForm)
+			break
+		}
+	}
+	if b.Kind != icrc3.BlockMint && b.Kind != icrc3.BlockBurn && (a.Fee == nil) != (b.Fee == nil) {
+		d = append(d, FieldFeeForm)
+	}
+	return d
 }
 
 // sameCallerSide compares the account that identifies who acted: the sender

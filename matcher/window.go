@@ -19,6 +19,14 @@ const (
 	DefaultDrift = 2 * time.Minute
 )
 
+// FamilyTW and FamilyDrift are the DFINITY ICRC ledger's own transaction
+// window and permitted drift (ckBTC, ckETH, SNS ledgers): a configured
+// window narrower than these could close before the original executed.
+const (
+	FamilyTW    = 24 * time.Hour
+	FamilyDrift = 60 * time.Second
+)
+
 // LedgerRules are the per-ledger facts matching depends on.
 type LedgerRules struct {
 	// TW is the transaction window and Drift the permitted drift. Zero or
@@ -56,15 +64,34 @@ type Window struct {
 
 // Window returns [S−D, S+TW+D] for stamp S, saturating at 0 and 2^64−1, with
 // its end narrowed to ingress_expiry when that is earlier: an ingress message
-// cannot execute after its expiry.
+// cannot execute after its expiry. An expiry before S−D narrows nothing (the
+// window is never empty); CheckRules refuses such an intent.
 func (in *Intent) Window(r LedgerRules) Window {
 	s, d := in.Args.CreatedAt, r.drift()
 	w := Window{From: satSub(s, d), To: satAdd(satAdd(s, r.tw()), d)}
-	if in.IngressExpiry != nil && *in.IngressExpiry < w.To {
+	if in.IngressExpiry != nil && *in.IngressExpiry < w.To && *in.IngressExpiry >= w.From {
 		w.To = *in.IngressExpiry
 		w.NarrowedBy = "ingress_expiry"
 	}
 	return w
+}
+
+// CheckRules refuses what only the ledger's rules show to be wrong: an
+// ingress_expiry before S−D. The ledger refuses a stamp more than D ahead of
+// its time, so no envelope expiring before S−D could have executed the call;
+// such a value is not the expiry of the envelopes sent (it must be the latest
+// expiry of every envelope sent with these bytes), and as the window's end it
+// would publish a final absent while the real call may still execute.
+func (in *Intent) CheckRules(r LedgerRules) *Error {
+	if in.IngressExpiry == nil {
+		return nil
+	}
+	if start := satSub(in.Args.CreatedAt, r.drift()); *in.IngressExpiry < start {
+		return refuse(CodeBadExpiry, "ingress_expiry",
+			"ingress_expiry %d is before created_at_time − drift (%d): no envelope expiring then could have executed this call; send the latest expiry of every envelope sent with these bytes, or leave the field out",
+			*in.IngressExpiry, start)
+	}
+	return nil
 }
 
 // Contains reports whether a block at ledger time ts can hold the intent.

@@ -61,11 +61,14 @@ func TestWindowIngressExpiry(t *testing.T) {
 	if w := late.Window(LedgerRules{}); w.NarrowedBy != "" || w.To != stamp+uint64(24*time.Hour+2*time.Minute) {
 		t.Fatalf("late expiry: %+v", w)
 	}
-	// An expiry before S−D leaves an empty window: the ledger would have
-	// refused the stamp as created in the future.
+	// An expiry before S−D narrows nothing (CheckRules refuses it); one
+	// at S−D leaves a window of one instant.
 	early := mustParse(t, transferBody().with("ingress_expiry", "1791547000000000000"))
-	ew := early.Window(LedgerRules{})
-	if ew.From <= ew.To || ew.Contains(ew.From) || ew.Contains(ew.To) || !ew.ClosedAt(ew.To+1) {
+	if ew := early.Window(LedgerRules{}); ew.NarrowedBy != "" || ew.To != stamp+uint64(24*time.Hour+2*time.Minute) {
 		t.Fatalf("early expiry: %+v", ew)
+	}
+	edge := mustParse(t, transferBody().with("ingress_expiry", "1791547081000000000"))
+	if ew := edge.Window(LedgerRules{}); ew.From != ew.To || !ew.Contains(ew.From) || ew.NarrowedBy != "ingress_expiry" {
+		t.Fatalf("expiry at S−D: %+v", ew)
 	}
 }

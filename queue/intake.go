@@ -339,7 +339,8 @@ type Delivery struct {
 	// Subject is <prefix>.intents.<canister_id>.
 	Subject string
 	Data    []byte
-	// MsgID is the Nats-Msg-Id header: the intent id, as published.
+	// MsgID is the Nats-Msg-Id header as published: IntentMsgID, i.e.
+	// "<intent_id>:<intent_hash>".
 	MsgID string
 	// NumDelivered counts deliveries of this message, this one included.
 	NumDelivered uint64
@@ -373,6 +374,12 @@ func newDelivery(msg jetstream.Msg, cfg IntakeConfig, log *zap.Logger) (*Deliver
 		every:        cfg.heartbeatEvery(),
 		log:          log,
 	}, nil
+}
+
+// IntentID is the intent id part of MsgID (intent ids hold no ':').
+func (d *Delivery) IntentID() string {
+	id, _, _ := strings.Cut(d.MsgID, ":")
+	return id
 }
 
 // CanisterID is the last token of the subject.

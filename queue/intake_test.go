@@ -202,7 +202,7 @@ func TestMaxDeliverBound(t *testing.T) {
 	var last []bool
 	marker := make(chan struct{}, 1)
 	consume(t, c, IntakeConfig{MaxDeliver: 3}, func(ctx context.Context, d *Delivery) {
-		if d.MsgID == "marker" {
+		if d.IntentID() == "marker" {
 			if err := d.Ack(ctx); err != nil {
 				t.Errorf("ack marker: %v", err)
 			}
@@ -238,7 +238,7 @@ func TestOversizedIntentTerminated(t *testing.T) {
 		if err := d.Ack(ctx); err != nil {
 			t.Errorf("ack: %v", err)
 		}
-		handled <- d.MsgID
+		handled <- d.IntentID()
 	})
 	publishIntent(t, c, "huge", bytes.Repeat([]byte("x"), 65))
 	adv := recv(t, terminated, "termination advisory")

@@ -15,8 +15,10 @@ import (
 )
 
 // PublishIntent publishes an intent body on <prefix>.intents.<canister_id>
-// with Nats-Msg-Id = intent_id. duplicate is true when the stream already
-// took this id within its dedup window; the message is then not stored again.
+// with Nats-Msg-Id = IntentMsgID(intent_id, body). duplicate is true when
+// the stream already took this very intent within its dedup window; the
+// message is then not stored again. Another body under the same id is never
+// a duplicate: it reaches a daemon, which refuses it (E_INTENT_CONFLICT).
 func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, body []byte) (duplicate bool, err error) {
 	subject, err := c.subj.Intent(canisterID)
 	if err != nil {
@@ -28,11 +30,20 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 	if len(body) > MaxIntentBytes {
 		return false, fmt.Errorf("queue: publish intent %s: %d bytes exceed %d", intentID, len(body), MaxIntentBytes)
 	}
-	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(intentID), jetstream.WithExpectStream(IntentsStream))
+	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, body)), jetstream.WithExpectStream(IntentsStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish intent %s on %s: %w", intentID, subject, err)
 	}
 	return ack.Duplicate, nil
+}
+
+// IntentMsgID is the Nats-Msg-Id of an intent: "<intent_id>:<intent_hash>",
+// the hash every verdict of that body carries (reconcile.IntentHash). Keyed on
+// the id alone, the stream would drop a different body under a recent id
+// before any daemon saw it, and its publisher would read the other body's
+// verdicts as its own.
+func IntentMsgID(intentID string, body []byte) string {
+	return intentID + ":" + reconcile.IntentHash(body)
 }
 
 // VerdictMsgID is the dedup id of a verdict: re-publishing the same seq of
@@ -129,6 +140,11 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 // timestamps is still recognised.
 func sameDecision(a, b reconcile.Verdict) bool {
 	if a.Status != b.Status || a.Final != b.Final || (a.Block == nil) != (b.Block == nil) {
+		return false
+	}
+	// A verdict of another body is never the same decision; one stored
+	// before verdicts carried intent_hash has none to compare.
+	if a.IntentHash != "" && b.IntentHash != "" && a.IntentHash != b.IntentHash {
 		return false
 	}
 	if a.Block != nil && *a.Block != *b.Block {

@@ -117,7 +117,7 @@ func TestEmbeddedRestartKeepsStreamsAndMessages(t *testing.T) {
 		if err := d.Ack(ctx); err != nil {
 			t.Errorf("ack: %v", err)
 		}
-		got <- d.MsgID
+		got <- d.IntentID()
 	})
 	seen := map[string]bool{recv(t, got, "first intent"): true, recv(t, got, "second intent"): true}
 	if !seen["i-1"] || !seen["i-2"] {

@@ -31,7 +31,8 @@ type VerifiedRange struct {
 // Empty reports whether no block of the range has been read.
 func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
 
-// BlockCache keeps verified blocks per ledger so that intents of one ledger
+// BlockCache keeps verified blocks per chain (the ledger argument is a
+// HistoryKey: network, canister and verify mode) so that intents of one ledger
 // share one verified chain, and a restart does not re-read it. The store
 // implements it on SQLite; MemCache in memory.
 type BlockCache interface {
@@ -48,6 +49,12 @@ type BlockCache interface {
 	// LoadRange and SaveRange persist the verified range.
 	LoadRange(ctx context.Context, ledger string) (VerifiedRange, bool, error)
 	SaveRange(ctx context.Context, ledger string, r VerifiedRange) error
+	// BlockAt returns the hash and ts of a stored block; ok is false when
+	// index is not stored.
+	BlockAt(ctx context.Context, ledger string, index uint64) (hash icrc3.Hash, ts uint64, ok bool, err error)
+	// Discard forgets every block and the range of one chain, whose
+	// ledger's history changed as ch says.
+	Discard(ctx context.Context, ledger string, ch HistoryChange) error
 }
 
 // MemCache is a BlockCache in memory, for tests, benchmarks and the demo.
@@ -61,6 +68,7 @@ type MemCache struct {
 type memLedger struct {
 	byStamp map[uint64][]icrc3.Block
 	ts      map[uint64]uint64 // index → ts, for WindowBlocks
+	hash    map[uint64]icrc3.Hash
 	rng     VerifiedRange
 	hasRng  bool
 }
@@ -71,7 +79,7 @@ func NewMemCache() *MemCache { return &MemCache{ledgers: map[string]*memLedger{}
 func (m *MemCache) ledger(id string) *memLedger {
 	l := m.ledgers[id]
 	if l == nil {
-		l = &memLedger{byStamp: map[uint64][]icrc3.Block{}, ts: map[uint64]uint64{}}
+		l = &memLedger{byStamp: map[uint64][]icrc3.Block{}, ts: map[uint64]uint64{}, hash: map[uint64]icrc3.Hash{}}
 		m.ledgers[id] = l
 	}
 	return l
@@ -86,7 +94,7 @@ func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.
 		if _, dup := l.ts[b.Index]; dup {
 			continue
 		}
-		l.ts[b.Index] = b.TS
+		l.ts[b.Index], l.hash[b.Index] = b.TS, b.Hash
 		if b.CreatedAt != nil {
 			b.Value = icrc3.Value{}
 			l.byStamp[*b.CreatedAt] = append(l.byStamp[*b.CreatedAt], b)
@@ -141,5 +149,20 @@ func (m *MemCache) SaveRange(_ context.Context, ledger string, r VerifiedRange) 
 	defer m.mu.Unlock()
 	l := m.ledger(ledger)
 	l.rng, l.hasRng = r, true
+	return nil
+}
+
+func (m *MemCache) BlockAt(_ context.Context, ledger string, index uint64) (icrc3.Hash, uint64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ledger(ledger)
+	h, ok := l.hash[index]
+	return h, l.ts[index], ok, nil
+}
+
+func (m *MemCache) Discard(_ context.Context, ledger string, _ HistoryChange) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.ledgers, ledger)
 	return nil
 }

@@ -21,7 +21,45 @@ type History interface {
 	BlocksDesc(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error
 	// Detect reports the ledger's page size and minting account.
 	Detect(ctx context.Context) (icrc3.Features, error)
+	// NetworkKey names the IC network the history is read from (its root
+	// key) and Mode how it is verified: with the canister id they identify
+	// one verified chain.
+	NetworkKey() string
+	Mode() icrc3.VerifyMode
+	// Forget drops what the source learnt about the chain it read (its
+	// length, where archives hold blocks): the ledger's history changed.
+	Forget()
 }
+
+// HistoryChange is a certified tip that contradicts the verified chain: the
+// ledger under this id now has another history (a reinstall, a reset test
+// replica). The cached chain was discarded and is rebuilt from the tip.
+type HistoryChange struct {
+	// Reason: "hash" (the tip, or a block under it, differs from the
+	// verified block at its index), "later_time" (a lower tip certified
+	// after the verified block above it was written) or "lower_tip" (a
+	// lower tip that cannot be shown to be a prefix of the verified chain).
+	Reason          string `json:"reason"`
+	OldTipIndex     U64    `json:"old_tip_index"`
+	OldTipHash      string `json:"old_tip_hash"`
+	NewTipIndex     U64    `json:"new_tip_index"`
+	NewTipHash      string `json:"new_tip_hash"`
+	CertifiedAt     U64    `json:"certified_time"`
+	BlocksDiscarded U64    `json:"blocks_discarded"`
+}
+
+// HistoryChangedError: the chain changed and could not be rebuilt.
+type HistoryChangedError struct {
+	Change HistoryChange
+	Err    error
+}
+
+func (e *HistoryChangedError) Error() string {
+	return fmt.Sprintf("reconcile: the ledger's history changed (%s at tip %d) and the cached chain could not be discarded: %v",
+		e.Change.Reason, e.Change.NewTipIndex, e.Err)
+}
+
+func (e *HistoryChangedError) Unwrap() error { return e.Err }
 
 // chain is one ledger's verified range, shared by every intent of that
 // ledger: an intent extends it only where no earlier intent already did, so
@@ -29,13 +67,20 @@ type History interface {
 // held for a whole decision: intents of one ledger wait on each other's
 // ranges rather than fetching the same pages twice.
 type chain struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ledger is the chain's key in the block cache: network, canister and
+	// verify mode, so that another network's (or another mode's) chain
+	// under the same canister id is never taken for this one.
 	ledger string
 	hist   History
-	cache  BlockCache
-	loaded bool
-	has    bool
-	r      VerifiedRange
+	// changed is the history change the current refresh detected, for the
+	// evidence of the verdicts decided on it; onChange counts it.
+	changed  *HistoryChange
+	onChange func(HistoryChange)
+	cache    BlockCache
+	loaded   bool
+	has      bool
+	r        VerifiedRange
 
 	// reuse: a tip verified less than this long ago (wall clock) serves
 	// again without a query. An older tip is always a safe answer: found
@@ -72,6 +117,7 @@ func (c *chain) load(ctx context.Context) error {
 // It returns the tip the range now ends at: never older than what was
 // already verified, so a lagging replica cannot shrink the known chain.
 func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.Tip, uint64, error) {
+	c.changed = nil
 	if err := c.load(ctx); err != nil {
 		return icrc3.Tip{}, 0, err
 	}
@@ -85,9 +131,26 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	defer func() { c.fetchedAt, c.format = c.now(), t.Format }()
 	if t.Empty {
 		if c.has {
-			return icrc3.Tip{}, 0, &chainFault{fmt.Sprintf("certified tip says the ledger is empty, block %d was verified before", c.r.Hi)}
+			// No blocks at all under a certificate: the ledger was
+			// reinstalled, or a replica lags behind its first block. Either
+			// way a certified empty state cannot be shown a prefix of the
+			// chain; rebuilding from it costs reads only.
+			if err := c.rebuild(ctx, t, "lower_tip"); err != nil {
+				return icrc3.Tip{}, 0, err
+			}
 		}
 		return t, 0, nil
+	}
+	if c.has {
+		reason, err := c.contradicts(ctx, t)
+		if err != nil {
+			return icrc3.Tip{}, 0, err
+		}
+		if reason != "" {
+			if err := c.rebuild(ctx, t, reason); err != nil {
+				return icrc3.Tip{}, 0, err
+			}
+		}
 	}
 	if !c.has {
 		h := t.Hash
@@ -97,12 +160,10 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	switch {
 	case t.Index < c.r.Hi:
-		// A replica behind what was already verified: keep the newer state.
+		// A replica behind what was already verified (contradicts proved
+		// the tip a prefix of the chain): keep the newer state.
 		return c.tip(t), 0, nil
 	case t.Index == c.r.Hi:
-		if t.Hash != c.r.HiHash {
-			return icrc3.Tip{}, 0, &chainFault{fmt.Sprintf("certified tip %d has hash %s, the verified block has %s", t.Index, t.Hash, c.r.HiHash)}
-		}
 		if t.Time > c.r.TipTime {
 			c.r.TipTime = t.Time
 			return c.tip(t), 0, c.save(ctx)
@@ -116,8 +177,13 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	var read, topTS uint64
 	prevTS := ^uint64(0) // ts of the block above the page being checked
+	floorBroken := false
 	err = c.hist.BlocksDesc(ctx, c.r.Hi+1, t.Index+1, func(page []icrc3.Block) error {
 		if err := v.PushPage(page); err != nil {
+			// Block Hi+1 was proven by the certified tip; a phash that is
+			// not the verified block Hi's hash proves another history.
+			var ce *icrc3.ChainError
+			floorBroken = errors.As(err, &ce) && ce.Index == c.r.Hi && v.Next() == c.r.Hi+1
 			return err
 		}
 		if t, ok := highestTS(page); ok && topTS == 0 {
@@ -135,6 +201,15 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		}
 		return nil
 	})
+	if err != nil && floorBroken {
+		if err := c.rebuild(ctx, t, "hash"); err != nil {
+			return icrc3.Tip{}, read, err
+		}
+		h := t.Hash
+		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.has = true
+		return c.tip(t), read, c.save(ctx)
+	}
 	if err != nil {
 		return icrc3.Tip{}, read, err
 	}
@@ -152,6 +227,76 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	c.r.Hi, c.r.HiHash, c.r.HiTS, c.r.TipTime = t.Index, t.Hash, topTS, t.Time
 	return c.tip(t), read, c.save(ctx)
+}
+
+// contradicts says why certified tip t cannot belong to the verified chain,
+// or "" when it can: the tip at a verified index must have that block's
+// hash, and a tip below the chain's top must be a prefix of it (a lagging
+// replica), which its hash at a cached index proves and a certified time
+// at or after the next block's timestamp disproves. A lower tip that can be
+// neither proven nor disproven is taken as a change too: rebuilding from a
+// certified tip costs reads, never a wrong verdict, and an honest replica
+// never lags by a whole verified range.
+func (c *chain) contradicts(ctx context.Context, t icrc3.Tip) (string, error) {
+	switch {
+	case t.Index == c.r.Hi:
+		if t.Hash != c.r.HiHash {
+			return "hash", nil
+		}
+		return "", nil
+	case t.Index > c.r.Hi:
+		return "", nil // checked by the walk down to Hi+1
+	}
+	if !c.r.Empty() && t.Index+1 >= c.r.Lo {
+		// t.Index is Lo-1 (Below) or a cached block; t.Index+1 is cached.
+		if t.Index+1 == c.r.Lo {
+			if c.r.Below == nil || *c.r.Below != t.Hash {
+				return "hash", nil
+			}
+		} else {
+			h, _, ok, err := c.cache.BlockAt(ctx, c.ledger, t.Index)
+			if err != nil {
+				return "", fmt.Errorf("reconcile: read verified block %d of %s: %w", t.Index, c.ledger, err)
+			}
+			if !ok || h != t.Hash {
+				return "hash", nil
+			}
+		}
+		_, next, ok, err := c.cache.BlockAt(ctx, c.ledger, t.Index+1)
+		if err != nil {
+			return "", fmt.Errorf("reconcile: read verified block %d of %s: %w", t.Index+1, c.ledger, err)
+		}
+		if ok && next != 0 && t.Time >= next {
+			// A state certified at or after block t.Index+1 was written
+			// holds it: the blocks above the tip are gone.
+			return "later_time", nil
+		}
+		return "", nil
+	}
+	return "lower_tip", nil
+}
+
+// rebuild discards the cached chain after certified tip t contradicted it,
+// logs and counts the change, and leaves the chain to be anchored at t.
+func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
+	ch := HistoryChange{Reason: reason, OldTipIndex: U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
+		NewTipIndex: U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: U64(t.Time)}
+	if !c.r.Empty() {
+		ch.BlocksDiscarded = U64(c.r.Hi - c.r.Lo + 1)
+	}
+	if t.Empty {
+		ch.NewTipIndex, ch.NewTipHash = 0, ""
+	}
+	if err := c.cache.Discard(ctx, c.ledger, ch); err != nil {
+		return &HistoryChangedError{Change: ch, Err: err}
+	}
+	c.changed = &ch
+	if c.onChange != nil {
+		c.onChange(ch)
+	}
+	c.hist.Forget()
+	c.r, c.has, c.fetchedAt = VerifiedRange{}, false, time.Time{}
+	return nil
 }
 
 // tip is the tip a decision rests on: the verified range's top and the

@@ -21,6 +21,32 @@ type LedgerConfig struct {
 	TW, Drift time.Duration
 	// MintingAccount overrides the one the ledger reports.
 	MintingAccount *icrc3.Account
+	// AllowNarrowWindow accepts a TW or Drift narrower than the DFINITY
+	// ICRC ledger's (24 h, 60 s), for a ledger whose own window is that
+	// narrow. Without it such a configuration is refused (Validate).
+	AllowNarrowWindow bool
+}
+
+// ConfigError is a ledger configuration the engine refuses to decide with.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return "reconcile: ledger configuration: " + e.Msg }
+
+// Validate refuses a TW or Drift narrower than the ledger family's own
+// unless AllowNarrowWindow says the ledger's own window is that narrow: a
+// window that closes before the ledger's would publish absent while the
+// original can still execute.
+func (c LedgerConfig) Validate() error {
+	if c.AllowNarrowWindow {
+		return nil
+	}
+	if c.TW > 0 && c.TW < matcher.FamilyTW {
+		return &ConfigError{fmt.Sprintf("tw %s is narrower than the DFINITY ICRC ledger's transaction window %s: windows would close before the original could execute; allow_narrow_window only for a ledger whose own window is that narrow", c.TW, matcher.FamilyTW)}
+	}
+	if c.Drift > 0 && c.Drift < matcher.FamilyDrift {
+		return &ConfigError{fmt.Sprintf("drift %s is narrower than the DFINITY ICRC ledger's permitted drift %s: windows would miss calls stamped ahead of ledger time; allow_narrow_window only for a ledger whose own drift is that narrow", c.Drift, matcher.FamilyDrift)}
+	}
+	return nil
 }
 
 // Sources gives the engine a ledger's history; it is called once per ledger
@@ -38,6 +64,7 @@ type Engine struct {
 	chains   map[string]*chain
 	hists    map[string]ledgerSource
 	tipReuse time.Duration
+	metrics  *Metrics
 }
 
 type freshKey struct{}
@@ -86,27 +113,49 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 		return ledgerSource{}, nil, err
 	}
 	s := ledgerSource{h: h, cfg: cfg}
-	c := &chain{ledger: ledger, hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
+	c := &chain{ledger: HistoryKey(h.NetworkKey(), ledger, h.Mode()), hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
+	c.onChange = func(ch HistoryChange) {
+		e.log.Warn("ledger history changed: the cached chain is discarded and rebuilt from the certified tip",
+			zap.String("canister_id", ledger), zap.String("history", c.ledger), zap.String("reason", ch.Reason),
+			zap.Uint64("old_tip_index", uint64(ch.OldTipIndex)), zap.String("old_tip_hash", ch.OldTipHash),
+			zap.Uint64("new_tip_index", uint64(ch.NewTipIndex)), zap.String("new_tip_hash", ch.NewTipHash),
+			zap.Uint64("blocks_discarded", uint64(ch.BlocksDiscarded)))
+		e.mu.Lock()
+		m := e.metrics
+		e.mu.Unlock()
+		m.historyChanged(ch.Reason)
+	}
 	e.hists[ledger], e.chains[ledger] = s, c
 	return s, c, nil
 }
 
 // Rules returns the matching rules of a ledger: its configuration, with the
 // minting account the ledger reports unless the operator overrode it.
-func (e *Engine) rules(ctx context.Context, s ledgerSource) (matcher.LedgerRules, uint64, error) {
-	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
+//
+// certain is false when the minting account is only one node's word (the
+// certified read failed and the operator configured none): a verdict may
+// then not depend on it.
+func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, page uint64, certain bool, err error) {
+	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
 	f, err := s.h.Detect(ctx)
 	if err != nil {
-		return r, 0, err
+		return r, 0, false, err
 	}
+	if m, c := r.MintingAccount, f.MintingAccount; m != nil && f.MintingCertified && c != nil && !m.Equal(*c) {
+		// The ledger decides mint, burn or transfer by its own account;
+		// an operator's account that contradicts the certified one would
+		// read its blocks wrong.
+		return r, 0, false, &MintingConflictError{Configured: *m, Certified: *c}
+	}
+	certain = r.MintingAccount != nil || f.MintingCertified
 	if r.MintingAccount == nil {
 		r.MintingAccount = f.MintingAccount
 	}
-	page := f.PageSize
+	page = f.PageSize
 	if page == 0 {
 		page = icrc3.PageICRC3
 	}
-	return r, page, nil
+	return r, page, certain, nil
 }
 
 // Decide settles one intent as far as verified history allows, by the
@@ -154,10 +203,45 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 	return out, nil
 }
 
+// decideLedger answers the intents the ledger's rules refuse (an
+// ingress_expiry before S−D) as invalid, without scanning, and scans for
+// the rest.
 func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
+	s, _, err := e.source(ledger)
+	if err != nil || s.cfg.Validate() != nil {
+		return e.scanLedger(ctx, ledger, ins) // which reports the failure
+	}
+	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
+	out := make([]Verdict, len(ins))
+	var scan []*matcher.Intent
+	var at []int
+	for i, in := range ins {
+		if me := in.CheckRules(r); me != nil {
+			w := in.Window(r)
+			out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex(), Status: StatusInvalid, Final: true,
+				Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy},
+				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
+			continue
+		}
+		scan, at = append(scan, in), append(at, i)
+	}
+	if len(scan) == 0 {
+		return out, nil
+	}
+	vs, err := e.scanLedger(ctx, ledger, scan)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		out[i] = vs[k]
+	}
+	return out, nil
+}
+
+func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
 	out := make([]Verdict, len(ins))
 	for i, in := range ins {
-		out[i] = Verdict{IntentID: in.ID}
+		out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	}
 	all := func(err error) ([]Verdict, error) {
 		if ctx.Err() != nil {
@@ -169,6 +253,9 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		return out, nil
 	}
 	s, c, err := e.source(ledger)
+	if err == nil {
+		err = s.cfg.Validate()
+	}
 	if err != nil {
 		return all(err)
 	}
@@ -179,14 +266,14 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
 		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
 	}
-	rules, page, err := e.rules(ctx, s)
+	rules, page, mintCertain, err := e.rules(ctx, s)
 	if err != nil {
 		return all(err)
 	}
 	ds := make([]*decision, len(ins))
 	byStamp := map[uint64][]*decision{}
 	for i, in := range ins {
-		ds[i] = &decision{in: in, rules: rules, w: ws[i], seen: map[uint64]bool{}}
+		ds[i] = &decision{in: in, rules: rules, mintCertain: mintCertain, w: ws[i], seen: map[uint64]bool{}}
 		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
 	}
 
@@ -209,8 +296,27 @@ func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher
 		}
 		out[i] = v
 		out[i].Evidence = evidence(tip, d)
+		out[i].Evidence.HistoryChanged = c.changed
 	}
 	return out, nil
+}
+
+// HistoryKey names one verified chain in the block cache: the IC network
+// (its root key), the canister and the verify mode. The same canister id on
+// another network, or read in another mode, is another chain.
+func HistoryKey(network, canister string, mode icrc3.VerifyMode) string {
+	if mode == "" {
+		mode = icrc3.VerifyChain
+	}
+	return network + "/" + canister + "/" + string(mode)
+}
+
+// Observe makes the engine count what it sees (history changes) on m;
+// NewService calls it with the service's metrics.
+func (e *Engine) Observe(m *Metrics) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.metrics = m
 }
 
 // scanAll offers a verified page to every pending decision whose stamp
@@ -288,8 +394,12 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 type decision struct {
 	in    *matcher.Intent
 	rules matcher.LedgerRules
-	w     matcher.Window
-	match *icrc3.Block
+	// mintCertain: rules.MintingAccount is certified or configured.
+	mintCertain bool
+	w           matcher.Window
+	match       *icrc3.Block
+	// exact: match was compared as the ledger deduplicates (arg_hex).
+	exact bool
 	near  []NearMiss
 	seen  map[uint64]bool
 	read  uint64
@@ -297,6 +407,9 @@ type decision struct {
 	// ledger's minting account is unknown, so whether it is the intent's
 	// own block cannot be told (a mint records no sender).
 	mintBurn bool
+	// kindDoubt: a block matches the intent in every field but the kind,
+	// which only an uncertain minting account decides.
+	kindDoubt bool
 }
 
 // scan checks verified blocks against the intent. Only blocks stamped with
@@ -313,18 +426,60 @@ func (d *decision) scan(page []icrc3.Block) {
 			d.mintBurn = true
 		}
 		r := matcher.Match(d.in, b, d.rules)
+		if !d.mintCertain {
+			r = d.matchUncertain(b, r)
+		}
 		switch {
 		case r.Match:
 			// The lowest matching index is the original; later ones could
 			// only be re-executions the ledger's dedup would have refused.
 			if d.match == nil || b.Index < d.match.Index {
 				cp := *b
-				d.match = &cp
+				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
 			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs})
 		}
 	}
+}
+
+// matchUncertain judges a block without trusting the minting account. All
+// that account decides is whether the intent's block is a transfer, a mint
+// (the caller mints) or a burn (the recipient is the minting account), so
+// the block is matched under each of the three. A plain transfer or
+// approve block proves its own kind: the ledger writes one only when
+// neither party is the minting account. A mint or burn block that matches
+// under one reading is the intent's own only if the minting account is
+// what that reading says: doubt, never a match and never absent.
+func (d *decision) matchUncertain(b *icrc3.Block, reported matcher.Result) matcher.Result {
+	plain := d.rules
+	plain.MintingAccount = nil
+	if b.Kind != icrc3.BlockMint && b.Kind != icrc3.BlockBurn {
+		if r := matcher.Match(d.in, b, plain); r.Match {
+			return r
+		}
+	}
+	caller := d.in.CallerAccount()
+	readings := []*icrc3.Account{nil, &caller}
+	if d.in.Args.To != nil {
+		readings = append(readings, d.in.Args.To)
+	}
+	for _, m := range readings {
+		alt := d.rules
+		alt.MintingAccount = m
+		if matcher.Match(d.in, b, alt).Match {
+			d.kindDoubt = true
+			if reported.Match {
+				return matcher.Result{NearMiss: true, Differs: []string{matcher.FieldMethod}}
+			}
+			break
+		}
+	}
+	if reported.Match {
+		// Matched only under the node's account: not evidence.
+		return matcher.Result{NearMiss: true, Differs: []string{matcher.FieldMethod}}
+	}
+	return reported
 }
 
 func evidence(t icrc3.Tip, d *decision) *Evidence {
@@ -348,10 +503,19 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 	switch {
 	case d.match != nil:
 		v.Status = StatusFound
-		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind)}
+		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
+		if d.exact {
+			v.Block.Match = MatchExact
+		}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
 		}
+	case d.kindDoubt:
+		// The block may be the intent's own under the true minting
+		// account: absent could make someone pay twice, and not_yet would
+		// say no block matches.
+		v.Status = StatusUnreadable
+		v.Reason = &Reason{Code: "E_MINTING_UNCERTAIN", Message: "a block matches the intent in every field but its kind, and the ledger's minting account could not be certified; configure minting= for this ledger or wait for the certified read"}
 	case closed && d.mintBurn:
 		// Without the minting account a mint with this stamp may be the
 		// intent's own: absent could make someone pay twice.
@@ -379,6 +543,9 @@ func ReasonCode(err error) string {
 	var ie *icrc3.Error
 	var cf *chainFault
 	var ul *UnknownLedgerError
+	var hc *HistoryChangedError
+	var ce *ConfigError
+	var mc *MintingConflictError
 	switch {
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
@@ -386,10 +553,24 @@ func ReasonCode(err error) string {
 		return "E_CHAIN"
 	case errors.As(err, &ul):
 		return "E_UNKNOWN_LEDGER"
+	case errors.As(err, &hc):
+		return "E_HISTORY_CHANGED"
+	case errors.As(err, &ce):
+		return "E_LEDGER_CONFIG"
+	case errors.As(err, &mc):
+		return "E_MINTING_CONFLICT"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "E_TIMEOUT"
 	}
 	return "E_INTERNAL"
+}
+
+// MintingConflictError: the operator's minting= contradicts the minting
+// account the ledger certifies.
+type MintingConflictError struct{ Configured, Certified icrc3.Account }
+
+func (e *MintingConflictError) Error() string {
+	return fmt.Sprintf("reconcile: minting=%s contradicts the ledger's certified minting account %s; fix or remove minting=", e.Configured, e.Certified)
 }
 
 // UnknownLedgerError is returned by Sources for ledgers the daemon does not

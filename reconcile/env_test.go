@@ -31,6 +31,7 @@ type envOpt struct {
 	ledger   ledgertest.LedgerConfig
 	endpoint icrc3.Endpoint
 	page     uint64
+	verify   icrc3.VerifyMode
 	cfg      reconcile.LedgerConfig
 }
 
@@ -49,7 +50,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page})
+	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
 	if err != nil {
 		t.Fatal(err)
 	}

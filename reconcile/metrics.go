@@ -24,6 +24,7 @@ type Metrics struct {
 	rounds       prometheus.Counter
 	imports      *prometheus.CounterVec
 	decisions    prometheus.Histogram
+	histories    *prometheus.CounterVec
 }
 
 // MetricKey names one sample: a metric and at most one label.
@@ -42,6 +43,7 @@ const (
 	MetricFollowUpRounds    = "reconciled_followup_rounds_total"
 	MetricImported          = "reconciled_verdicts_imported_total"
 	MetricDecisionSeconds   = "reconciled_decision_seconds"
+	MetricHistoryChanges    = "reconciled_history_changes_total"
 )
 
 // MetricHelp describes each of the service's metrics.
@@ -55,6 +57,7 @@ var MetricHelp = map[string]string{
 	MetricFollowUpRounds:    "Follow-up rounds over the watch list.",
 	MetricImported:          "Verdicts read from the verdict stream into the local store, by result.",
 	MetricDecisionSeconds:   "Time from taking an intent delivery to settling it (decided, stored and published, or given back).",
+	MetricHistoryChanges:    "Certified tips that contradicted a ledger's verified chain (a new history under the same id): the cached chain was discarded and rebuilt, by reason.",
 }
 
 // DecisionBuckets spans a verdict answered from the store (milliseconds)
@@ -81,9 +84,10 @@ func NewMetrics() *Metrics {
 		imports:      vec(MetricImported, "result"),
 		decisions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDecisionSeconds,
 			Help: MetricHelp[MetricDecisionSeconds], Buckets: DecisionBuckets}),
+		histories: vec(MetricHistoryChanges, "reason"),
 	}
 	m.reg.MustRegister(m.intents, m.outcomes, m.verdicts, m.rejects, m.redeliveries, m.unreadable,
-		m.rounds, m.imports, m.decisions)
+		m.rounds, m.imports, m.decisions, m.histories)
 	// The outcomes are few and known: exposing them at zero lets a rate()
 	// over them start from the first scrape instead of the first event.
 	for _, k := range []OutcomeKind{Ack, Nak, Term} {
@@ -216,6 +220,12 @@ func (m *Metrics) round() {
 func (m *Metrics) imported(result string) {
 	if m != nil {
 		m.imports.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) historyChanged(reason string) {
+	if m != nil {
+		m.histories.WithLabelValues(reason).Inc()
 	}
 }
 

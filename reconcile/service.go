@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,6 +97,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if o, ok := cfg.Decider.(interface{ Observe(*Metrics) }); ok {
+		o.Observe(cfg.Metrics)
+	}
 	return &Service{cfg: cfg, log: cfg.Log, m: cfg.Metrics}, nil
 }
 
@@ -151,7 +155,7 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 	}
 	rec := IntentRecord{ID: id, Canister: str(head.Canister), Caller: str(head.Caller), Method: str(head.Method),
 		Body: append([]byte(nil), data...), Hash: sha256.Sum256(data)}
-	v := Verdict{IntentID: id, Seq: 1, Status: StatusInvalid, Final: true,
+	v := Verdict{IntentID: id, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusInvalid, Final: true,
 		Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: s.cfg.Now().UTC()}
 	return s.admit(ctx, rec, nil, &v)
 }
@@ -212,6 +216,8 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		}
 	}
 	v.Seq = 1
+	// The verdict answers the body just stored, whatever the decider set.
+	v.IntentHash = hex.EncodeToString(rec.Hash[:])
 	var w *Watch
 	if !v.Final {
 		attempts := 0
@@ -265,6 +271,7 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 // last verdict of the intent is older (or missing), the stored one is
 // re-published with its original seq.
 func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) error {
+	latest = withIntentHash(latest, hdr)
 	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
 	if err != nil {
 		return err
@@ -279,6 +286,15 @@ func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr Inten
 	}
 	s.log.Info("stored verdict re-published", zap.String("intent_id", latest.IntentID), zap.Uint64("seq", latest.Seq))
 	return nil
+}
+
+// withIntentHash gives a verdict stored before verdicts carried intent_hash
+// the hash of the stored intent it was decided for, which hdr carries.
+func withIntentHash(v Verdict, hdr IntentHeader) Verdict {
+	if v.IntentHash == "" && len(hdr.Body) > 0 {
+		v.IntentHash = hex.EncodeToString(hdr.Hash[:])
+	}
+	return v
 }
 
 // ensureWatched adds a watch entry for a non-final intent that has none,

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"sort"
 	"sync"
@@ -146,6 +147,7 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 		return nil // not_yet again: nothing new to say
 	}
 	v.Seq = seq + 1
+	v.IntentHash = hex.EncodeToString(hdr.Hash[:])
 	if err := s.cfg.Store.AppendDecided(ctx, v, &next); err != nil {
 		return err
 	}

@@ -20,6 +20,9 @@ func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 	unlock := s.locks.lock(v.IntentID)
 	defer unlock()
 	log := s.log.With(zap.String("intent_id", v.IntentID), zap.Uint64("seq", v.Seq))
+	if hdr != nil {
+		v = withIntentHash(v, *hdr)
+	}
 	// Most streamed verdicts are already stored (this instance decided
 	// them): a read settles it without taking the single writer.
 	if latest, err := s.cfg.Store.LatestVerdict(ctx, v.IntentID); err == nil && latest.Seq >= v.Seq {

@@ -105,10 +105,20 @@ const (
 	faultAlter
 	faultLag
 	faultWrongKey
+	// The single-node inputs of docs/trust.md, each lied about by the node
+	// answering queries (replicated calls stay honest).
+	faultLieMinting
+	faultLieBlockTypes
+	faultLieArchives
+	faultLieProbes
 	nFaults
+	// faultNarrow is no replica fault: a round decided by an engine whose
+	// configured window is narrower than the ledger's.
+	faultNarrow = nFaults
 )
 
-var faultNames = [...]string{"omit_block", "alter_block", "lag_blocks", "wrong_key"}
+var faultNames = [...]string{"omit_block", "alter_block", "lag_blocks", "wrong_key",
+	"lie_minting_account", "lie_block_types", "lie_archives", "lie_probes", "narrow_window"}
 
 func (f faultKind) String() string { return faultNames[f] }
 
@@ -118,14 +128,62 @@ type worldCfg struct {
 	seed     uint64
 	ledger   ledgertest.LedgerConfig
 	endpoint icrc3.Endpoint
-	// history is the number of background blocks generated between
+	// background is the number of background blocks generated between
 	// scenario chunks.
-	history int
+	background int
 	// httpShare is the share (per mille) of executed calls sent through
 	// agent-go over HTTP with lost replies.
 	httpShare int
 	// faults are injected in the open phase and the closed phase.
 	faults [2]faultKind
+	// lieMint is whom lie_minting_account names: "caller" or "recipient"
+	// of a sampled scenario, "none" or "other"; certFails also loses the
+	// replies of update calls, so the certified read fails and only the
+	// node's word is left.
+	lieMint   string
+	certFails bool
+	// verify: queries worlds certify no tip; their windows close on the
+	// subnet's certified time.
+	verify icrc3.VerifyMode
+	// history replaces the closed phase's fault with a new history under
+	// the same canister id: "reinstall" (the same replica and clock) or
+	// "restart" (a new replica from the same seed, its clock earlier than
+	// the old chain's blocks). sqlite keeps the world's long-lived engine's
+	// cache in SQLite, reopened at every restart; else one MemCache
+	// outlives the engines.
+	history string
+	sqlite  bool
+	// badExpiry is the share (per mille) of scenarios that also publish an
+	// intent with a malformed ingress_expiry: 0, or before stamp − drift.
+	badExpiry int
+	// narrow adds a round decided with a configured window narrower than
+	// the ledger's.
+	narrow bool
+}
+
+// adversaries names what the world lies about or breaks, for the
+// per-adversary table.
+func (c worldCfg) adversaries() []string {
+	out := []string{"fault:" + c.faults[0].String()}
+	if c.history == "" {
+		out = append(out, "fault:"+c.faults[1].String())
+	} else {
+		cache := "memory"
+		if c.sqlite {
+			cache = "sqlite"
+		}
+		out = append(out, "history:"+c.history+":"+cache)
+	}
+	if c.verify == icrc3.VerifyQueries {
+		out = append(out, "verify:queries")
+	}
+	if c.badExpiry > 0 {
+		out = append(out, "intent:bad_expiry")
+	}
+	if c.narrow {
+		out = append(out, "config:narrow_window")
+	}
+	return out
 }
 
 func (c worldCfg) String() string {
@@ -135,8 +193,9 @@ func (c worldCfg) String() string {
 	if ep == "" {
 		ep = "auto"
 	}
-	return fmt.Sprintf("world %d seed %d: style=%s tip=%s endpoint=%s archive=%d/%d history=%d http=%d‰ faults=%s,%s",
-		c.idx, c.seed, style, tip, ep, c.ledger.ArchiveThreshold, c.ledger.ArchiveBatch, c.history, c.httpShare, c.faults[0], c.faults[1])
+	return fmt.Sprintf("world %d seed %d: style=%s tip=%s endpoint=%s archive=%d/%d history=%d http=%d‰ faults=%s,%s lie_mint=%s/%v verify=%s change=%q sqlite=%v bad_expiry=%d‰ narrow=%v",
+		c.idx, c.seed, style, tip, ep, c.ledger.ArchiveThreshold, c.ledger.ArchiveBatch, c.background, c.httpShare, c.faults[0], c.faults[1],
+		c.lieMint, c.certFails, c.verify, c.history, c.sqlite, c.badExpiry, c.narrow)
 }
 
 func newWorldCfg(seed int64, idx int) worldCfg {
@@ -165,9 +224,36 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 			c.ledger.ArchiveCapacity = c.ledger.ArchiveBatch * (1 + r.Uint64N(3))
 		}
 	}
-	c.history = 20 + r.IntN(180)
+	c.background = 20 + r.IntN(180)
 	c.httpShare = 20 + r.IntN(130)
-	c.faults = [2]faultKind{faultKind(r.IntN(int(nFaults))), faultKind(r.IntN(int(nFaults)))}
+	// The adversaries go round by world index, so that every run of eight
+	// worlds or more (the CI size) meets each of them; the rest is drawn.
+	c.faults = [2]faultKind{faultKind(idx % int(nFaults)), faultKind(r.IntN(int(nFaults)))}
+	c.lieMint = [...]string{"caller", "recipient", "none", "other"}[r.IntN(4)]
+	c.certFails = r.IntN(2) == 0
+	if idx%10 == 4 {
+		// A ledger read by signed queries trusts the node's blocks by the
+		// operator's choice: a node altering or dropping them, or lying
+		// about one-block replies, is what that choice accepts.
+		c.verify, c.ledger.Uncertified = icrc3.VerifyQueries, true
+		for i, f := range c.faults {
+			switch f {
+			case faultOmit, faultAlter, faultLieProbes:
+				c.faults[i] = faultLag
+			}
+		}
+	}
+	switch idx % 4 {
+	case 1:
+		c.history = "reinstall"
+	case 2:
+		c.history = "restart"
+	}
+	c.sqlite = (idx/4)%2 == 1
+	if idx%3 == 0 {
+		c.badExpiry = 30 + r.IntN(70)
+	}
+	c.narrow = idx%4 == 3
 	return c
 }
 
@@ -325,6 +411,9 @@ type scenario struct {
 	intent  call                      // what it published
 	raw     []byte                    // the intent's JSON
 	events  []string
+	// setup funds and approves what the call needs; a new history under
+	// the same canister id runs it again.
+	setup []func()
 }
 
 func (s *scenario) logf(format string, a ...any) {
@@ -439,8 +528,12 @@ func (g *gen) scenario(idx, batch int) *scenario {
 	amount := idl.NewNat(1 + g.r.Uint64N(1_000_000))
 	burnAmount := idl.NewNat(w.fee + g.r.Uint64N(1_000_000))
 	fund := func(owner principal.Principal) {
-		w.mintTo(icrc3.Account{Owner: owner}, 1_000_000_000_000)
-		w.mintTo(icrc3.Account{Owner: owner, Subaccount: other}, 1_000_000_000_000)
+		f := func() {
+			w.mintTo(icrc3.Account{Owner: owner}, 1_000_000_000_000)
+			w.mintTo(icrc3.Account{Owner: owner, Subaccount: other}, 1_000_000_000_000)
+		}
+		f()
+		s.setup = append(s.setup, f)
 	}
 	c := call{caller: caller}
 	switch s.op {
@@ -491,11 +584,15 @@ func (g *gen) scenario(idx, batch int) *scenario {
 		c.method = "icrc2_transfer_from"
 		owner := g.principal()
 		fund(owner)
-		for _, from := range [][]byte{nil, other} {
-			for _, sp := range [][]byte{nil, other} {
-				w.approve(icrc3.Account{Owner: owner, Subaccount: from}, icrc3.Account{Owner: caller, Subaccount: sp})
+		approve := func() {
+			for _, from := range [][]byte{nil, other} {
+				for _, sp := range [][]byte{nil, other} {
+					w.approve(icrc3.Account{Owner: owner, Subaccount: from}, icrc3.Account{Owner: caller, Subaccount: sp})
+				}
 			}
 		}
+		approve()
+		s.setup = append(s.setup, approve)
 		a := &icrc3.TransferFromArgs{SpenderSubaccount: g.subChoice(other), From: icrc3.CandidAccount{Owner: owner, Subaccount: g.subChoice(other)},
 			Amount: amount, Memo: g.memo(), CreatedAtTime: &stamp}
 		if s.op == opBurnFrom {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -15,11 +17,13 @@ import (
 	"time"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
+	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
 )
 
 // TestTruth checks the engine's verdicts against the ledger's own record
@@ -48,6 +52,7 @@ func TestTruth(t *testing.T) {
 					t.Log(cfg)
 				}
 				w.run(size)
+				w.tally.closeWorld(cfg)
 				tl.add(&w.tally)
 				for i, p := range w.problems {
 					if i == 5 {
@@ -60,9 +65,9 @@ func TestTruth(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("truth: seed %d, %s in %s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond))
+	t.Logf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
 	if testing.Verbose() || n > 10_000 {
-		fmt.Printf("truth: seed %d, %s in %s\n", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
 	}
 	if tl.scenarios == 0 {
 		t.Fatal("no scenario ran")
@@ -99,6 +104,18 @@ func TestTruth(t *testing.T) {
 			t.Errorf("no scenario covered %q", k)
 		}
 	}
+	// Every adversary must have acted on verdicts (the world index assigns
+	// them round-robin, see newWorldCfg).
+	advs := []string{"verify:queries", "intent:bad_expiry", "config:narrow_window",
+		"history:reinstall:memory", "history:restart:memory", "history:reinstall:sqlite", "history:restart:sqlite"}
+	for f := faultKind(0); f < nFaults; f++ {
+		advs = append(advs, "fault:"+f.String())
+	}
+	for _, k := range advs {
+		if a := tl.adv[k]; a == nil || a.under == 0 {
+			t.Errorf("adversary %q decided no verdict", k)
+		}
+	}
 }
 
 // tally counts what a run checked.
@@ -114,6 +131,69 @@ type tally struct {
 	// cover counts what the scenarios exercised: "op:<op>", "out:<outcome>",
 	// "var:<variation>:<final status>", "http", "archived".
 	cover map[string]int
+	// adv counts per adversary (worldCfg.adversaries): a world's scenarios,
+	// finals and wrong verdicts count for each adversary it has; under and
+	// finalsUnder count the verdicts decided while the adversary acted.
+	adv map[string]*advCount
+}
+
+type advCount struct {
+	worlds, scenarios, under, finalsUnder, finals, wrong int
+}
+
+func (t *tally) advOf(k string) *advCount {
+	if t.adv == nil {
+		t.adv = map[string]*advCount{}
+	}
+	a := t.adv[k]
+	if a == nil {
+		a = &advCount{}
+		t.adv[k] = a
+	}
+	return a
+}
+
+// underAdv counts a verdict decided while adversary k acted.
+func (t *tally) underAdv(k string, final bool) {
+	a := t.advOf(k)
+	a.under++
+	if final {
+		a.finalsUnder++
+	}
+}
+
+// closeWorld credits the world's totals to each of its adversaries.
+func (t *tally) closeWorld(cfg worldCfg) {
+	for _, k := range cfg.adversaries() {
+		t.advOf(k).add(advCount{worlds: 1, scenarios: t.scenarios, finals: t.finals, wrong: t.wrong})
+	}
+}
+
+func (a *advCount) add(o advCount) {
+	a.worlds += o.worlds
+	a.scenarios += o.scenarios
+	a.under += o.under
+	a.finalsUnder += o.finalsUnder
+	a.finals += o.finals
+	a.wrong += o.wrong
+}
+
+// advTable is the per-adversary table of a run.
+func (t *tally) advTable() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.adv))
+	for k := range t.adv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-32s %7s %10s %12s %12s %14s %6s\n", "adversary", "worlds", "scenarios", "under it", "finals under", "finals checked", "wrong")
+	for _, k := range keys {
+		a := t.adv[k]
+		fmt.Fprintf(&b, "%-32s %7d %10d %12d %12d %14d %6d\n", k, a.worlds, a.scenarios, a.under, a.finalsUnder, a.finals, a.wrong)
+	}
+	return b.String()
 }
 
 func (t *tally) covered(k string) {
@@ -151,6 +231,9 @@ func (t *tally) add(o *tally) {
 		}
 		t.cover[k] += v
 	}
+	for k, v := range o.adv {
+		t.advOf(k).add(*v)
+	}
 }
 
 func (t *tally) String() string {
@@ -166,19 +249,37 @@ func (t *tally) String() string {
 
 // world is one replica and ledger with its scenarios.
 type world struct {
-	t        testing.TB
-	cfg      worldCfg
-	r        *rand.Rand
-	srv      *ledgertest.Server
-	l        *ledgertest.Ledger
-	mint     icrc3.Account
-	fee      uint64
-	eng      *reconcile.Engine // long-lived: its chain grows round by round
-	scens    []*scenario
-	ins      []*matcher.Intent
+	t     testing.TB
+	cfg   worldCfg
+	r     *rand.Rand
+	srv   *ledgertest.Server
+	l     *ledgertest.Ledger
+	mint  icrc3.Account
+	fee   uint64
+	eng   *reconcile.Engine // long-lived: its chain grows round by round
+	scens []*scenario
+	ins   []*matcher.Intent
+	// cache outlives the long-lived engine's restarts: one MemCache, or a
+	// SQLite store at dbPath reopened at each restart.
+	cache  reconcile.BlockCache
+	db     *store.Store
+	dbPath string
+	// metrics counts the history changes the world's engines detect.
+	metrics *reconcile.Metrics
+	// bad are intents with a malformed ingress_expiry, each the twin of a
+	// scenario's intent.
+	bad      []badIntent
 	chunks   int
 	tally    tally
 	problems []string
+}
+
+// badIntent is an intent whose ingress_expiry no envelope of its call can
+// have had: 0, or before stamp − drift. It must be invalid (E_BAD_EXPIRY),
+// refused when parsed or when decided.
+type badIntent struct {
+	scen int
+	raw  []byte
 }
 
 func newWorld(t testing.TB, cfg worldCfg) *world {
@@ -195,36 +296,99 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	if !ok {
 		t.Fatalf("ledger fee %s does not fit a uint64", l.Fee())
 	}
-	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee}
+	w := &world{t: t, cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, 0x776f726c64)), srv: srv, l: l, mint: l.MintingAccount(), fee: fee,
+		metrics: reconcile.NewMetrics()}
 	w.tally.worlds = 1
 	// The testing package keeps finished subtests, and their cleanups, until
 	// the whole test ends: drop the world's ledger and engines here so that
 	// a long run holds one world per worker, not all of them.
-	t.Cleanup(func() {
-		srv.Close()
-		w.srv, w.l, w.eng, w.scens, w.ins = nil, nil, nil, nil, nil
-	})
-	w.eng = w.newEngine()
+	t.Cleanup(w.close)
+	w.cache = reconcile.NewMemCache()
+	if cfg.sqlite {
+		dir, err := os.MkdirTemp("", "truth-world-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.dbPath = filepath.Join(dir, "reconciled.db")
+		w.reopenDB()
+	}
+	w.eng = w.newEngineOn(w.cache, reconcile.LedgerConfig{})
 	return w
+}
+
+// close releases the world's replica and store as soon as it has run.
+func (w *world) close() {
+	if w.srv != nil {
+		w.srv.Close()
+	}
+	if w.db != nil {
+		_ = w.db.Close()
+	}
+	if w.dbPath != "" {
+		_ = os.RemoveAll(filepath.Dir(w.dbPath))
+	}
+	w.srv, w.l, w.eng, w.scens, w.ins, w.cache, w.db, w.dbPath = nil, nil, nil, nil, nil, nil, nil, ""
+}
+
+// reopenDB closes the world's SQLite cache, if open, and opens it again: a
+// daemon restart, as far as the cache is concerned.
+func (w *world) reopenDB() {
+	if w.db != nil {
+		if err := w.db.Close(); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	db, err := store.Open(context.Background(), w.dbPath)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.db, w.cache = db, db
+}
+
+// restart is a daemon restart: a new engine and client on the world's
+// lasting cache (reopened when it is SQLite).
+func (w *world) restart() *reconcile.Engine {
+	if w.cfg.sqlite {
+		w.reopenDB()
+	}
+	return w.newEngineOn(w.cache, reconcile.LedgerConfig{})
 }
 
 // newEngine is a cold engine: its own agent, client and cache.
 func (w *world) newEngine() *reconcile.Engine {
+	return w.newEngineOn(reconcile.NewMemCache(), reconcile.LedgerConfig{})
+}
+
+// newEngineOn is an engine with its own agent and client on cache, with
+// the ledger configured as cfg.
+func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConfig) *reconcile.Engine {
 	ag, err := w.srv.NewAgent(nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint})
+	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint, Verify: w.cfg.verify})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	id := w.l.ID().Encode()
-	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+	eng := reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != id {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
-		return c, reconcile.LedgerConfig{}, nil
-	}, reconcile.NewMemCache(), nil)
+		return c, cfg, nil
+	}, cache, nil)
+	eng.Observe(w.metrics)
+	return eng
+}
+
+// historyChanges is the number of history changes the world's engines
+// detected.
+func (w *world) historyChanges() uint64 {
+	var n uint64
+	for _, r := range []string{"hash", "later_time", "lower_tip"} {
+		n += w.metrics.Get(reconcile.MetricHistoryChanges, r)
+	}
+	return n
 }
 
 func (w *world) mintTo(a icrc3.Account, amount uint64) {
@@ -265,17 +429,149 @@ func (w *world) run(n int) {
 	w.round("batch1-open", w.eng, nil, false, nil)
 	w.retry(1, outDup, outLate)
 	w.faultRounds("open", w.cfg.faults[0], -1)
+	if w.cfg.narrow {
+		// A configured window narrower than the ledger's is refused: no
+		// verdict of any intent may be decided on it.
+		narrow := reconcile.LedgerConfig{TW: time.Hour}
+		if w.r.IntN(2) == 0 {
+			narrow = reconcile.LedgerConfig{Drift: 10 * time.Second}
+		}
+		w.round("narrow-config", w.newEngineOn(reconcile.NewMemCache(), narrow), &activeFault{kind: faultNarrow}, false, nil)
+	}
 
 	w.closeBatch(0)
 	w.retry(0, outTooOld)
 	w.round("batch0-closed", w.eng, nil, false, nil)
-	last := w.faultRounds("closed", w.cfg.faults[1], 1)
+	var last *reconcile.Engine
+	if w.cfg.history != "" {
+		w.changeHistory(g)
+		before := w.historyChanges()
+		w.round("history-changed", w.eng, nil, false, nil)
+		if w.historyChanges() == before {
+			w.tally.wrong++
+			w.problems = append(w.problems, "the new history under the same canister id was not detected as a history change")
+		}
+		w.eng = w.restart()
+		w.round("history-restarted", w.eng, nil, false, nil)
+		last = w.eng
+	} else {
+		last = w.faultRounds("closed", w.cfg.faults[1], 1)
+	}
 
 	w.closeBatch(1)
 	w.retry(1, outTooOld)
 	w.round("final-warm", w.eng, nil, true, nil)
 	w.round("final-after-fault", last, nil, true, nil)
 	w.round("final-cold", w.newEngine(), nil, true, nil)
+	w.checkBad()
+}
+
+// changeHistory puts a new history under the world's canister id: the
+// ledger reinstalled on the same replica and clock, or a new replica from
+// the same seed (same keys, same ids) whose clock restarts earlier than the
+// old chain's newest blocks. The long-lived engine keeps its cache across
+// it (a restart when the replica is new). The new history re-funds the
+// second batch's callers and executes a random half of their calls again;
+// from here on the new ledger's executions are the truth. Verdicts already
+// final stay as published, so nothing checks them against the new truth.
+func (w *world) changeHistory(g *gen) {
+	oldNow, cfg, id := w.srv.Now(), w.cfg.ledger, w.l.ID()
+	if w.cfg.history == "reinstall" {
+		// On the same replica the id must be named; a new replica from the
+		// same seed hands out the same ids in the same order (and naming
+		// one there would let the first archive take it again).
+		cfg.ID = id
+	}
+	if w.cfg.history == "restart" {
+		w.srv.Close()
+		srv, err := ledgertest.NewServer(ledgertest.WithSeed(int64(w.cfg.seed)))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.srv = srv
+		// Earlier than the old chain's newest blocks, yet late enough for
+		// the second batch's stamps to be inside the ledger's window.
+		earlier := 1 + w.r.Uint64N(uint64(6*time.Hour))
+		if target := oldNow - earlier; target > srv.Now() {
+			srv.Advance(time.Duration(target - srv.Now()))
+		}
+	}
+	l, err := w.srv.NewLedger(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if !l.ID().Equal(id) || !l.MintingAccount().Equal(w.mint) {
+		w.t.Fatalf("%s: the new history is not under the same canister and minting account", w.cfg)
+	}
+	w.l = l
+	if w.cfg.history == "restart" {
+		w.eng = w.restart()
+	}
+	if err := w.l.GenerateHistory(w.r.IntN(3*w.cfg.background), int64(w.cfg.seed%1_000_000)*100+99, time.Hour); err != nil {
+		w.t.Fatalf("%s: history: %v", w.cfg, err)
+	}
+	for _, s := range w.scens {
+		if s.batch != 1 {
+			continue
+		}
+		for _, f := range s.setup {
+			f()
+		}
+		if w.r.IntN(2) == 0 {
+			s.logf("new history at %d: executed again: %s", w.srv.Now(), w.exec(s.sent))
+		} else {
+			s.logf("new history at %d: not executed", w.srv.Now())
+		}
+	}
+}
+
+// checkBad decides the malformed twins: every one must be invalid with
+// E_BAD_EXPIRY, refused by the parser (expiry 0) or by the engine.
+func (w *world) checkBad() {
+	if len(w.bad) == 0 {
+		return
+	}
+	var ins []*matcher.Intent
+	var at []badIntent
+	for _, b := range w.bad {
+		in, err := matcher.ParseIntent(b.raw)
+		if err != nil {
+			var me *matcher.Error
+			if !errors.As(err, &me) || me.Code != matcher.CodeBadExpiry {
+				w.badProblem(b, fmt.Sprintf("refused by the parser with %v, want %s", err, matcher.CodeBadExpiry))
+				continue
+			}
+			w.tally.count(reconcile.StatusInvalid)
+			w.tally.underAdv("intent:bad_expiry", true)
+			w.tally.finals++
+			continue
+		}
+		ins, at = append(ins, in), append(at, b)
+	}
+	if len(ins) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	vs, err := w.newEngine().DecideMany(ctx, ins)
+	if err != nil {
+		w.t.Fatalf("%s: malformed intents: %v", w.cfg, err)
+	}
+	for i, v := range vs {
+		w.tally.count(v.Status)
+		w.tally.underAdv("intent:bad_expiry", v.Final)
+		if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry {
+			vj, _ := json.Marshal(v)
+			w.badProblem(at[i], fmt.Sprintf("verdict %s, want invalid %s", vj, matcher.CodeBadExpiry))
+			continue
+		}
+		w.tally.finals++
+	}
+}
+
+func (w *world) badProblem(b badIntent, p string) {
+	w.tally.wrong++
+	w.problems = append(w.problems, fmt.Sprintf("malformed twin of %s\n  body: %s\n  %s", w.scens[b.scen], b.raw, p))
 }
 
 // batch draws, executes and publishes k scenarios, with background
@@ -284,7 +580,7 @@ func (w *world) batch(g *gen, b, k int) {
 	for i := 0; i < k; i++ {
 		if i%25 == 0 {
 			w.chunks++
-			if err := w.l.GenerateHistory(w.cfg.history, int64(w.cfg.seed%1_000_000)*100+int64(w.chunks), time.Hour); err != nil {
+			if err := w.l.GenerateHistory(w.cfg.background, int64(w.cfg.seed%1_000_000)*100+int64(w.chunks), time.Hour); err != nil {
 				w.t.Fatalf("%s: history: %v", w.cfg, err)
 			}
 		}
@@ -301,7 +597,29 @@ func (w *world) batch(g *gen, b, k int) {
 		w.scens = append(w.scens, s)
 		w.ins = append(w.ins, in)
 		w.tally.scenarios++
+		if w.r.IntN(1000) < w.cfg.badExpiry {
+			w.bad = append(w.bad, badIntent{scen: s.idx, raw: w.badTwin(s)})
+		}
 	}
+}
+
+// badTwin is s's intent under another id with an ingress_expiry that no
+// envelope of the call can have had.
+func (w *world) badTwin(s *scenario) []byte {
+	var body map[string]any
+	if err := json.Unmarshal(s.intent.intentJSON(fmt.Sprintf("w%d-s%d-bad", w.cfg.idx, s.idx), w.l.ID(), "unknown"), &body); err != nil {
+		w.t.Fatal(err)
+	}
+	exp := uint64(0)
+	if from := s.intent.stamp() - uint64(2*time.Minute); w.r.IntN(2) == 0 {
+		exp = from - 1 - w.r.Uint64N(uint64(time.Hour))
+	}
+	body["ingress_expiry"] = fmt.Sprint(exp)
+	b, err := json.Marshal(body)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return b
 }
 
 // send executes the scenario's call once; its reply is lost, so the tool
@@ -423,6 +741,11 @@ func (w *world) closeBatch(b int) {
 		}
 	}
 	target := end + 1 + w.r.Uint64N(uint64(time.Minute))
+	if w.cfg.verify == icrc3.VerifyQueries {
+		// Queries mode closes on certified time less the lag a replica
+		// answering queries may have (icrc3's queriesLag).
+		target += uint64(30 * time.Second)
+	}
 	if now := w.srv.Now(); target > now {
 		w.srv.Advance(time.Duration(target - now))
 	}
@@ -461,6 +784,7 @@ func (w *world) faultRounds(phase string, k faultKind, lagBatch int) *reconcile.
 		return eng
 	}
 	f := &activeFault{kind: k, target: cands[w.r.IntN(len(cands))]}
+	sample := w.sample(faultSample)
 	var faults ledgertest.Faults
 	switch k {
 	case faultOmit:
@@ -473,12 +797,37 @@ func (w *world) faultRounds(phase string, k faultKind, lagBatch int) *reconcile.
 		f.target = w.lagTarget(execs, lagBatch, f.target)
 		f.visible = f.target
 		faults.LagBlocks = w.l.Len() - f.visible
+	case faultLieMinting:
+		faults.LieMintingAccount = w.lieAccount(w.scens[sample[w.r.IntN(len(sample))]])
+		faults.LoseReplies = w.cfg.certFails
+	case faultLieBlockTypes:
+		faults.LieBlockTypes = [...]string{"none", "1xfer", "2approve,107set_fee_collector"}[w.r.IntN(3)]
+	case faultLieArchives:
+		faults.LieArchives = true
+	case faultLieProbes:
+		faults.LieProbes = true
 	}
 	w.srv.SetFaults(w.l.ID(), faults)
-	w.round("fault-"+phase+"-"+k.String(), eng, f, false, w.sample(faultSample))
+	w.round("fault-"+phase+"-"+k.String(), eng, f, false, sample)
 	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
 	w.round("fault-"+phase+"-lifted", eng, nil, false, nil)
 	return eng
+}
+
+// lieAccount is the minting account a lying node names, by the world's
+// lie: the caller-side account of s's intent (its transfer would be read as
+// a mint), its recipient (a burn), none at all, or an account no call uses.
+func (w *world) lieAccount(s *scenario) string {
+	sub, _, _, _, to := s.intent.fields()
+	switch w.cfg.lieMint {
+	case "caller":
+		return icrc3.Account{Owner: s.intent.caller, Subaccount: deref(*sub)}.String()
+	case "recipient":
+		return candidToAcct(*to).String()
+	case "none":
+		return "none"
+	}
+	return icrc3.Account{Owner: principal.Principal{Raw: []byte{0xcc, 0x01}}}.String()
 }
 
 // lagTarget picks the first block a lagging replica hides. The test
@@ -578,11 +927,26 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 	if err != nil {
 		w.t.Fatalf("%s: round %s: %v", w.cfg, name, err)
 	}
+	var advs []string
+	switch {
+	case f != nil && f.kind == faultNarrow:
+		advs = append(advs, "config:narrow_window")
+	case f != nil:
+		advs = append(advs, "fault:"+f.kind.String())
+	case strings.HasPrefix(name, "history-"):
+		advs = append(advs, w.cfg.adversaries()[1])
+	}
+	if w.cfg.verify == icrc3.VerifyQueries {
+		advs = append(advs, "verify:queries")
+	}
 	for k, v := range vs {
 		s := w.scens[subset[k]]
 		w.tally.count(v.Status)
 		if f != nil {
 			w.tally.underF++
+		}
+		for _, a := range advs {
+			w.tally.underAdv(a, v.Final)
 		}
 		p := w.check(s, v, execs, after, f)
 		if p == "" && isFinal {
@@ -637,6 +1001,9 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	// window with; any other verdict carries it.
 	if v.Window == nil && v.Status == reconcile.StatusUnreadable {
 		return w.checkUnreadable(v, f)
+	}
+	if f != nil && f.kind == faultNarrow && v.Status != reconcile.StatusUnreadable {
+		return fmt.Sprintf("%s decided on a configured window narrower than the ledger's", v.Status)
 	}
 	if v.Window == nil || uint64(v.Window.FromTS) != from || uint64(v.Window.ToTS) != to {
 		return fmt.Sprintf("window %+v, want [%d, %d]", v.Window, from, to)
@@ -695,6 +1062,9 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
 	if f == nil {
 		return fmt.Sprintf("unreadable without a fault: %+v", v.Reason)
+	}
+	if f.kind == faultNarrow && (v.Reason == nil || v.Reason.Code != "E_LEDGER_CONFIG") {
+		return fmt.Sprintf("unreadable under a narrow configured window with %+v, want E_LEDGER_CONFIG", v.Reason)
 	}
 	if v.Reason == nil || v.Reason.Code == "" {
 		return "unreadable without a reason"

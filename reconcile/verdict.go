@@ -3,10 +3,26 @@
 package reconcile
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/reconciled/reconciled/matcher"
 )
+
+// IntentHash is the intent_hash of a body as published: the lower-case hex
+// canonical hash (matcher.Intent.Hash, which leaves out `after`) of a body
+// that parses, else the SHA-256 of the bytes exactly as received. Every
+// verdict carries it, and intents are deduplicated on it.
+func IntentHash(body []byte) string {
+	if in, err := matcher.ParseIntent(body); err == nil {
+		return in.HashHex()
+	}
+	h := sha256.Sum256(body)
+	return hex.EncodeToString(h[:])
+}
 
 // Status is a verdict's status: the four of the tool layer's reconcile hook,
 // plus invalid for requests that cannot be read.
@@ -52,7 +68,10 @@ func (u *U64) UnmarshalText(b []byte) error {
 // Verdict is the message published on reconcile.verdicts.<intent_id> and
 // stored in the verdict history. Its JSON form is the contract of DESIGN §2.
 type Verdict struct {
-	IntentID   string     `json:"intent_id"`
+	IntentID string `json:"intent_id"`
+	// IntentHash is the body this verdict was decided for (IntentHash): a
+	// tool layer acts only on verdicts whose hash is its own body's.
+	IntentHash string     `json:"intent_hash"`
 	Seq        uint64     `json:"seq"`
 	Status     Status     `json:"status"`
 	Final      bool       `json:"final"`
@@ -70,7 +89,16 @@ type BlockRef struct {
 	TS    U64    `json:"ts"`
 	Hash  string `json:"hash"`
 	Kind  string `json:"kind"`
+	// Match is how the block matched: MatchExact (arg_hex gave the sent
+	// bytes, compared as the ledger deduplicates) or MatchNormalized.
+	Match string `json:"match"`
 }
+
+// BlockRef.Match values.
+const (
+	MatchExact      = "exact"
+	MatchNormalized = "normalized"
+)
 
 // NearMiss is a block with the intent's stamp and caller-side account that
 // differs in the named fields. It is reported, never matched.
@@ -100,6 +128,9 @@ type Evidence struct {
 	CertifiedTime *U64   `json:"certified_time"`
 	// BlocksRead counts blocks read and verified for this decision.
 	BlocksRead uint64 `json:"blocks_read"`
+	// HistoryChanged: this decision's certified tip contradicted the
+	// verified chain, which was discarded and rebuilt from that tip.
+	HistoryChanged *HistoryChange `json:"history_changed,omitempty"`
 }
 
 // Reason explains unreadable and invalid verdicts.

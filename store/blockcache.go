@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -51,7 +52,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	hi = min(hi, math.MaxInt64)
 	var rows []blockRow
 	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
-		WHERE canister = ? AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
+		WHERE history = ? AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
 		ledger, int64(stamp), int64(lo), int64(hi)); err != nil {
 		return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 	}
@@ -101,11 +102,11 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	hi, to = min(hi, math.MaxInt64), min(to, math.MaxInt64)
 	var f, l int64
 	err = s.r.GetContext(ctx, &f, `SELECT idx FROM blocks
-		WHERE canister = ? AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
+		WHERE history = ? AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
 		ledger, int64(from), int64(lo), int64(hi))
 	if err == nil {
 		err = s.r.GetContext(ctx, &l, `SELECT idx FROM blocks
-			WHERE canister = ? AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
+			WHERE history = ? AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
 			ledger, int64(to), int64(lo), int64(hi))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -135,7 +136,7 @@ type rangeRow struct {
 func (s *Store) LoadRange(ctx context.Context, ledger string) (reconcile.VerifiedRange, bool, error) {
 	var row rangeRow
 	err := s.r.GetContext(ctx, &row, `SELECT lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time
-		FROM ranges WHERE canister = ?`, ledger)
+		FROM ranges WHERE history = ?`, ledger)
 	if errors.Is(err, sql.ErrNoRows) {
 		return reconcile.VerifiedRange{}, false, nil
 	}
@@ -176,9 +177,9 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		if r.Below != nil {
 			below = r.Below[:]
 		}
-		_, err := t.ExecContext(ctx, `INSERT INTO ranges (canister, lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time)
+		_, err := t.ExecContext(ctx, `INSERT INTO ranges (history, lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (canister) DO UPDATE SET lo = excluded.lo, hi = excluded.hi, hi_hash = excluded.hi_hash,
+			ON CONFLICT (history) DO UPDATE SET lo = excluded.lo, hi = excluded.hi, hi_hash = excluded.hi_hash,
 				below = excluded.below, lo_ts = excluded.lo_ts, hi_ts = excluded.hi_ts, tip_time = excluded.tip_time`,
 			ledger, int64(r.Lo), int64(r.Hi), r.HiHash[:], below, int64(r.LoTS), int64(r.HiTS), int64(r.TipTime))
 		if err != nil {
@@ -186,4 +187,60 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		}
 		return nil
 	})
+}
+
+// BlockAt returns the hash and ts of a cached block; ok is false when the
+// index is not cached.
+func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3.Hash, uint64, bool, error) {
+	var h icrc3.Hash
+	if index > math.MaxInt64 {
+		return h, 0, false, nil
+	}
+	var row struct {
+		Hash []byte `db:"hash"`
+		TS   int64  `db:"ts"`
+	}
+	err := s.r.GetContext(ctx, &row, `SELECT hash, ts FROM blocks WHERE history = ? AND idx = ?`, ledger, int64(index))
+	if errors.Is(err, sql.ErrNoRows) {
+		return h, 0, false, nil
+	}
+	if err != nil {
+		return h, 0, false, fmt.Errorf("store: block %d of %s: %w", index, ledger, err)
+	}
+	copy(h[:], row.Hash)
+	return h, uint64(row.TS), true, nil
+}
+
+// Discard forgets a chain's blocks, tip and range and records the change,
+// in one transaction: the ledger's history changed, and no block of the old
+// one may answer again.
+func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
+	what := "discard chain " + ledger
+	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
+	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+		for _, table := range []string{"blocks", "tips", "ranges"} {
+			if _, err := t.ExecContext(ctx, `DELETE FROM `+table+` WHERE history = ?`, ledger); err != nil {
+				return fmt.Errorf("store: %s: %s: %w", what, table, err)
+			}
+		}
+		// Indexes above 2^63 are never cached: recorded as bit patterns.
+		_, err := t.ExecContext(ctx, `INSERT INTO history_changes (history, detected_at, reason,
+			old_tip_index, old_tip_hash, new_tip_index, new_tip_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			ledger, s.now().UnixNano(), ch.Reason, int64(ch.OldTipIndex), hexHash(ch.OldTipHash),
+			int64(ch.NewTipIndex), hexHash(ch.NewTipHash))
+		if err != nil {
+			return fmt.Errorf("store: %s: record: %w", what, err)
+		}
+		return nil
+	})
+}
+
+// HistoryChanges returns how many history changes were recorded for a
+// chain.
+func (s *Store) HistoryChanges(ctx context.Context, ledger string) (int, error) {
+	var n int
+	if err := s.r.GetContext(ctx, &n, `SELECT count(*) FROM history_changes WHERE history = ?`, ledger); err != nil {
+		return 0, fmt.Errorf("store: history changes of %s: %w", ledger, err)
+	}
+	return n, nil
 }

@@ -124,8 +124,8 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
-		ins, err := t.PreparexContext(ctx, `INSERT INTO blocks (canister, idx, ts, hash, raw, stamp)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (canister, idx) DO NOTHING`)
+		ins, err := t.PreparexContext(ctx, `INSERT INTO blocks (history, idx, ts, hash, raw, stamp)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (history, idx) DO NOTHING`)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
@@ -148,7 +148,7 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 				continue
 			}
 			var old blockRow
-			if err := t.GetContext(ctx, &old, `SELECT `+blockCols+` FROM blocks WHERE canister = ? AND idx = ?`,
+			if err := t.GetContext(ctx, &old, `SELECT `+blockCols+` FROM blocks WHERE history = ? AND idx = ?`,
 				canister, int64(b.Index)); err != nil {
 				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
 			}
@@ -173,7 +173,7 @@ func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end ui
 	last := min(end-1, math.MaxInt64)
 	var rows []blockRow
 	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
-		WHERE canister = ? AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
+		WHERE history = ? AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}
 	out := make([]CachedBlock, len(rows))
@@ -223,9 +223,9 @@ func (s *Store) putTip(ctx context.Context, t *sqlx.Tx, canister string, tip Tip
 	if ok && old.Index == tip.Index && old.Hash != tip.Hash {
 		return fmt.Errorf("%w: stored tip %d has hash %s, now %s", ErrBlockConflict, old.Index, old.Hash, tip.Hash)
 	}
-	_, err = t.ExecContext(ctx, `INSERT INTO tips (canister, idx, hash, certified_time, updated_at)
+	_, err = t.ExecContext(ctx, `INSERT INTO tips (history, idx, hash, certified_time, updated_at)
 		VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (canister) DO UPDATE SET idx = excluded.idx, hash = excluded.hash,
+		ON CONFLICT (history) DO UPDATE SET idx = excluded.idx, hash = excluded.hash,
 			certified_time = max(certified_time, excluded.certified_time), updated_at = excluded.updated_at`,
 		canister, idx, tip.Hash[:], ct, s.now().UnixNano())
 	return err
@@ -239,7 +239,7 @@ func checkCached(ctx context.Context, t *sqlx.Tx, canister string, index uint64,
 		return nil
 	}
 	var cached []byte
-	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE canister = ? AND idx = ?`, canister, int64(index))
+	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE history = ? AND idx = ?`, canister, int64(index))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
@@ -269,7 +269,7 @@ func getTip(ctx context.Context, q sqlx.QueryerContext, canister string) (Tip, b
 		Hash  []byte `db:"hash"`
 		CT    int64  `db:"certified_time"`
 	}
-	err := sqlx.GetContext(ctx, q, &row, `SELECT idx, hash, certified_time FROM tips WHERE canister = ?`, canister)
+	err := sqlx.GetContext(ctx, q, &row, `SELECT idx, hash, certified_time FROM tips WHERE history = ?`, canister)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tip{}, false, nil
 	}

@@ -155,6 +155,17 @@ func sameVerdict(stored, doc []byte) (bool, error) {
 	if err := json.Unmarshal(stored, &old); err != nil {
 		return false, fmt.Errorf("decode stored verdict: %w", err)
 	}
+	if old.IntentHash == "" {
+		// Stored before verdicts carried intent_hash: the same verdict
+		// arriving with its hash is still the same verdict.
+		var cur struct {
+			IntentHash string `json:"intent_hash"`
+		}
+		if err := json.Unmarshal(doc, &cur); err != nil {
+			return false, fmt.Errorf("decode verdict: %w", err)
+		}
+		old.IntentHash = cur.IntentHash
+	}
 	re, err := json.Marshal(normalise(old))
 	if err != nil {
 		return false, fmt.Errorf("re-encode stored verdict: %w", err)

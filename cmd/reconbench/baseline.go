@@ -234,7 +234,7 @@ func writeRows(ctx context.Context, db *sql.DB, rows <-chan []baseRow) (err erro
 // searchBaseline answers one intent from the mirrored chain: the blocks
 // stamped with its created_at_time inside its window, rebuilt and matched.
 func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules matcher.LedgerRules, tip icrc3.Tip) (reconcile.Verdict, error) {
-	v := reconcile.Verdict{IntentID: in.ID}
+	v := reconcile.Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	w := in.Window(rules)
 	if w.From > math.MaxInt64 || w.To > math.MaxInt64 || in.Stamp() > math.MaxInt64 {
 		return v, fmt.Errorf("baseline: window of %s does not fit an INTEGER", in.ID)

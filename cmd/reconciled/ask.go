@@ -88,7 +88,14 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // askAndPrint publishes an intent and prints every verdict (and reject) as
 // it arrives until a final verdict (nil) or ctx ends (errTimeout).
+//
+// Only verdicts whose intent_hash is this body's answer it. A verdict of
+// another body under the same id (the id was taken first by that body) is
+// printed as "foreign" and never acted on: the daemon refuses this body
+// with E_INTENT_CONFLICT, and ask fails with that reject.
 func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []byte, stdout io.Writer) error {
+	own := in.HashHex()
+	foreign := false
 	var mu sync.Mutex
 	rejected := make(chan struct{})
 	var once sync.Once
@@ -114,25 +121,48 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 	}()
 	err := c.WatchIntent(wctx, in.ID, func(v reconcile.Verdict) error {
 		mu.Lock()
+		defer mu.Unlock()
+		if v.IntentHash != own {
+			foreign = true
+			fmt.Fprintf(stdout, "foreign %s intent_hash=%s, not this body's %s: refused\n", verdictLine(v), orNone(v.IntentHash), own)
+			return nil
+		}
 		fmt.Fprintln(stdout, verdictLine(v))
-		mu.Unlock()
 		if v.Final {
 			return queue.ErrStop
 		}
 		return nil
 	})
+	mu.Lock()
+	sawForeign := foreign
+	mu.Unlock()
 	select {
 	case <-rejected:
+		if sawForeign {
+			return fmt.Errorf("intent %s refused: its id holds verdicts of another body", in.ID)
+		}
 		return fmt.Errorf("intent %s refused", in.ID)
 	default:
 	}
 	if err != nil {
+		if sawForeign && ctx.Err() != nil {
+			// Not a timeout to wait out: this body can never be answered
+			// under this id.
+			return fmt.Errorf("intent %s: the verdict stream holds only verdicts of another body under this id (no reject seen before the deadline)", in.ID)
+		}
 		if ctx.Err() != nil {
 			return errTimeout
 		}
 		return err
 	}
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // verdictLine: seq, status, final, block, reason.

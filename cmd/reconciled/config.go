@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ type ledgerFileEntry struct {
 	Drift      string `json:"drift,omitempty"`
 	Verify     string `json:"verify,omitempty"`
 	Minting    string `json:"minting,omitempty"`
+	// AllowNarrowWindow accepts a tw/drift narrower than the DFINITY ICRC
+	// ledger's 24 h / 60 s, for a ledger whose own window is that narrow.
+	AllowNarrowWindow bool `json:"allow_narrow_window,omitempty"`
 }
 
 // readSecretFile fills *value from file (trimmed) when file is given; the
@@ -142,8 +146,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.BoolVar(&c.FetchRootKey, "fetch-root-key", false, "fetch the root key from the replica (local test replicas only; refused for mainnet hosts)")
 	rootKeyFile := fs.String("root-key-file", "", "root key (hex or DER) the replica's key must equal (test replicas)")
 	var ledgers ledgerFlags
-	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT] (repeatable; env: ';'-separated)")
-	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting}")
+	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT][,allow_narrow_window=true] (repeatable; env: ';'-separated; a tw/drift below 24h/60s needs allow_narrow_window)")
+	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting, allow_narrow_window}")
 	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
 	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
@@ -308,7 +312,8 @@ func durableToken(s string) string {
 	return string(b)
 }
 
-// parseLedgerSpec reads CANISTER[,tw=D][,drift=D][,verify=M][,minting=ACCOUNT].
+// parseLedgerSpec reads
+// CANISTER[,tw=D][,drift=D][,verify=M][,minting=ACCOUNT][,allow_narrow_window=B].
 func parseLedgerSpec(s string) (ledgerSpec, error) {
 	parts := strings.Split(s, ",")
 	e := ledgerFileEntry{CanisterID: strings.TrimSpace(parts[0])}
@@ -326,8 +331,14 @@ func parseLedgerSpec(s string) (ledgerSpec, error) {
 			e.Verify = v
 		case "minting":
 			e.Minting = v
+		case "allow_narrow_window":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return ledgerSpec{}, fmt.Errorf("allow_narrow_window %q: want true or false", v)
+			}
+			e.AllowNarrowWindow = b
 		default:
-			return ledgerSpec{}, fmt.Errorf("unknown option %q (want tw, drift, verify, minting)", k)
+			return ledgerSpec{}, fmt.Errorf("unknown option %q (want tw, drift, verify, minting, allow_narrow_window)", k)
 		}
 	}
 	return e.spec()
@@ -353,6 +364,10 @@ func (e ledgerFileEntry) spec() (ledgerSpec, error) {
 		return sp, err
 	}
 	if sp.Rules.Drift, err = dur("drift", e.Drift); err != nil {
+		return sp, err
+	}
+	sp.Rules.AllowNarrowWindow = e.AllowNarrowWindow
+	if err := sp.Rules.Validate(); err != nil {
 		return sp, err
 	}
 	switch e.Verify {

@@ -122,7 +122,9 @@ func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, bod
 	if _, err := c.PublishIntent(ctx, canister, id, body); err != nil {
 		return reconcile.Verdict{}, err
 	}
-	return waitVerdict(ctx, c, id, until)
+	// A verdict of another body under this id never answers this one.
+	own := reconcile.IntentHash(body)
+	return waitVerdict(ctx, c, id, func(v reconcile.Verdict) bool { return v.IntentHash == own && until(v) })
 }
 
 // waitVerdict waits for a verdict of id that satisfies until.

@@ -127,7 +127,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	wantRejectSubj, _ := subj.Reject(doc.IntentID)
 	for _, c := range []struct{ what, got, want string }{
 		{"nats req subject", ex.reqSubject, wantIntentSubj},
-		{"Nats-Msg-Id", ex.msgID, doc.IntentID},
+		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, ex.intent)},
 		{"nats stream get stream", ex.getStream, queue.VerdictsStream},
 		{"--last-for subject", ex.getLastFor, wantVerdictSubj},
 		{"nats sub verdicts subject", ex.subVerdicts, wantVerdictSubj},
@@ -274,7 +274,11 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatalf("evidence %+v: want a certified time past the window", v.Evidence)
 	}
 	// The README's verdict example shows this decision.
+	if v.IntentHash != in.HashHex() {
+		t.Fatalf("verdict intent_hash %q, want the example's %s", v.IntentHash, in.HashHex())
+	}
 	if documented.Status != v.Status || documented.Final != v.Final || documented.IntentID != v.IntentID ||
+		documented.IntentHash != v.IntentHash ||
 		documented.Window == nil || documented.Window.FromTS != v.Window.FromTS || documented.Window.ToTS != v.Window.ToTS {
 		t.Errorf("README verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
 			documented.Status, documented.Window, m.Data)

@@ -105,4 +105,18 @@ type Faults struct {
 	// TimeBackwards: the certified /time runs this far behind the ledger clock
 	// while blocks keep the real time ("time going backwards").
 	TimeBackwards time.Duration `json:"time_backwards,omitempty"`
+	// The single-node lies: a node answers queries with these values
+	// (replicated calls, certified by the subnet, stay honest).
+	// LieMintingAccount: icrc1_minting_account names this account (ICRC-1
+	// text), or none when "none".
+	LieMintingAccount string `json:"lie_minting_account,omitempty"`
+	// LieBlockTypes: icrc3_supported_block_types lists these types
+	// (comma-separated; "none" for an empty list).
+	LieBlockTypes string `json:"lie_block_types,omitempty"`
+	// LieArchives: archive lists claim that every archive holds the whole
+	// chain.
+	LieArchives bool `json:"lie_archives,omitempty"`
+	// LieProbes: a reply of exactly one block carries it with its ts set to
+	// 1 (far below every window), as a node misleading a search would.
+	LieProbes bool `json:"lie_probes,omitempty"`
 }

@@ -51,7 +51,10 @@ type LedgerConfig struct {
 	Overlap bool
 	// DisableICRC3 / DisableLegacy remove one endpoint family.
 	DisableICRC3, DisableLegacy bool
-	InitialBalances             []Balance
+	// Uncertified: the tip endpoints answer without a certificate, as a
+	// ledger that certifies no tip does (readable only `verify: queries`).
+	Uncertified     bool
+	InitialBalances []Balance
 }
 
 // ArchiveInfo is an archive canister and the inclusive range of blocks it holds.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
@@ -219,6 +220,16 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		return reply(icrc3.IDLNat(s))
 	case "icrc1_minting_account":
 		m := l.minting.ToCandid()
+		if lie := l.h.Faults(l.id).LieMintingAccount; lie != "" && !ctx.Replicated {
+			if lie == "none" {
+				return reply((*icrc3.CandidAccount)(nil))
+			}
+			a, err := icrc3.ParseAccount(lie)
+			if err != nil {
+				return nil, trapReject("lie_minting_account: " + err.Error())
+			}
+			m = a.ToCandid()
+		}
 		return reply(&m)
 	case "icrc1_balance_of":
 		var a icrc3.CandidAccount
@@ -243,8 +254,15 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		}
 		return reply(ss)
 	case "icrc3_supported_block_types":
-		var bts []blockType
-		for _, bt := range []string{"1burn", "1mint", "1xfer", "2approve", "2xfer"} {
+		bts := []blockType{}
+		types := []string{"1burn", "1mint", "1xfer", "2approve", "2xfer"}
+		if lie := l.h.Faults(l.id).LieBlockTypes; lie != "" && !ctx.Replicated {
+			types = nil
+			if lie != "none" {
+				types = strings.Split(lie, ",")
+			}
+		}
+		for _, bt := range types {
 			std := "ICRC-1"
 			if bt[0] == '2' {
 				std = "ICRC-2"
@@ -258,7 +276,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 			return nil, r
 		}
 		out := []getArchivesEntry{}
-		for _, ai := range l.Archives() {
+		for _, ai := range l.listedArchives(ctx) {
 			// The filter is by principal order, not block order (ICRC3.md §5).
 			if a.From != nil && bytes.Compare(ai.ID.Raw, a.From.Raw) <= 0 {
 				continue
@@ -268,12 +286,12 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		return reply(out)
 	case "archives":
 		out := []legacyArchiveEntry{}
-		for _, ai := range l.Archives() {
+		for _, ai := range l.listedArchives(ctx) {
 			out = append(out, legacyArchiveEntry{ai.ID, idl.NewNat(ai.Start), idl.NewNat(ai.End)})
 		}
 		return reply(out)
 	case "icrc3_get_tip_certificate":
-		if ctx.Replicated || ctx.DataCertificate == nil {
+		if ctx.Replicated || ctx.DataCertificate == nil || l.cfg.Uncertified {
 			return reply((*dataCertificate)(nil))
 		}
 		tree, data, at := l.tipAt()
@@ -281,7 +299,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 	case "get_data_certificate":
 		tree, data, at := l.tipAt()
 		dc := legacyDataCertificate{HashTree: tree}
-		if !ctx.Replicated && ctx.DataCertificate != nil {
+		if !ctx.Replicated && ctx.DataCertificate != nil && !l.cfg.Uncertified {
 			c := certificate(ctx, data, at)
 			dc.Certificate = &c
 		}
@@ -371,6 +389,34 @@ func certificate(ctx CallContext, data []byte, notAfter uint64) []byte {
 	return ctx.DataCertificate(data)
 }
 
+// listedArchives is the archive list a query is told: the truth, or under
+// LieArchives every archive claiming the whole chain.
+func (l *Ledger) listedArchives(ctx CallContext) []ArchiveInfo {
+	as := l.Archives()
+	if !l.h.Faults(l.id).LieArchives || ctx.Replicated {
+		return as
+	}
+	n := l.Len()
+	for i := range as {
+		as[i].Start, as[i].End = 0, n-1
+	}
+	return as
+}
+
+// lieProbe applies LieProbes to a reply of exactly one block.
+func lieProbe(f Faults, v icrc3.Value) icrc3.Value {
+	if !f.LieProbes {
+		return v
+	}
+	fs := append([]icrc3.Field(nil), v.Map...)
+	for i := range fs {
+		if fs[i].Key == "ts" {
+			fs[i].Value = icrc3.NatValue(icrc3.NatFromUint64(1))
+		}
+	}
+	return icrc3.MapValue(fs...)
+}
+
 // served materialises block i for a reply, applying the data faults of the
 // canister that serves it. ok is false when the block is omitted.
 func (l *Ledger) served(i uint64, f Faults) (icrc3.Value, bool) {
@@ -447,6 +493,9 @@ func (l *Ledger) getBlocks(args []getBlocksArg) []byte {
 			remaining--
 		}
 	}
+	if len(args) == 1 && u64Clip(args[0].Length) == 1 && len(blocks) == 1 {
+		blocks[0].value = lieProbe(f, blocks[0].value)
+	}
 	var archived []archivedGroup
 	for _, g := range groups {
 		if len(g.ranges) > 0 {
@@ -490,6 +539,9 @@ func (l *Ledger) legacyGetBlocks(ctx CallContext, a getBlocksArg) []byte {
 		if v, ok := l.served(i, f); ok {
 			blocks = append(blocks, v)
 		}
+	}
+	if length == 1 && len(blocks) == 1 {
+		blocks[0] = lieProbe(f, blocks[0])
 	}
 	data := l.certifiedAt(n)
 	at := l.stateTimeBound(n)

@@ -99,6 +99,12 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 	}
 	s.stats.count(ecid, ep, req.method)
 
+	if s.canister(ecid) == nil && !s.hostsRange(ecid) {
+		// No subnet of this replica is assigned the id: the IC's boundary
+		// nodes answer such a request with 400 canister_not_found.
+		textError(w, http.StatusBadRequest, "canister_not_found: canister %s is not hosted by any subnet", ecid)
+		return
+	}
 	f := s.Faults(ecid)
 	if !s.applyTransportFaults(w, hr, f) {
 		return
@@ -188,6 +194,16 @@ func normalizeReject(r *Reject) *Reject {
 		}
 	}
 	return &out
+}
+
+// hostsRange reports whether id lies in the subnet's canister range (in
+// root-subnet mode every id does: the root subnet's range is not checked).
+func (s *Server) hostsRange(id principal.Principal) bool {
+	if !s.keys.delegated {
+		return true
+	}
+	lo, hi := s.keys.rangeBounds()
+	return bytes.Compare(id.Raw, lo.Raw) >= 0 && bytes.Compare(id.Raw, hi.Raw) <= 0
 }
 
 func canisterNotFound(id principal.Principal) *Reject {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// conflictPair pays one intent, asks for it until found, and returns it with
+// a second body under the same id (another amount) that never executed.
+func conflictPair(t *testing.T, w *world, l *ledgertest.Ledger, id string) (paid, other intentDoc) {
+	t.Helper()
+	alice, bob := w.user(1), w.user(2)
+	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "conflict")
+	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+		t.Fatal(err)
+	}
+	paid = transferIntent(id, l.ID(), alice.principal(), arg)
+	if v := w.ask(paid, finalVerdict); v.Status != reconcile.StatusFound {
+		t.Fatalf("paid intent: %+v", v)
+	}
+	other = paid
+	other.Args = map[string]any{}
+	for k, v := range paid.Args {
+		other.Args[k] = v
+	}
+	other.Args["amount"] = "4321"
+	return paid, other
+}
+
+// A different body under an id the stream took moments ago (well inside
+// its 2-minute dedup window) reaches a daemon and is refused.
+func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
+	w := newWorld(t)
+	alice := w.user(1)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon("conflict", t.TempDir(), time.Hour, false)
+	defer stop(d, time.Second)
+	_, other := conflictPair(t, w, l, "conflict-1")
+
+	rejects := make(chan queue.Reject, 1)
+	if err := w.tool.SubscribeRejects(w.ctx, "conflict-1", func(r queue.Reject) { rejects <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.json()); err != nil || dup {
+		t.Fatalf("conflicting body published: duplicate=%v err=%v", dup, err)
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)
+	defer cancel()
+	select {
+	case r := <-rejects:
+		if r.Code != "E_INTENT_CONFLICT" {
+			t.Fatalf("reject %+v", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no E_INTENT_CONFLICT reject: the conflicting body never reached a daemon")
+	}
+}
+
+// `reconciled ask` with a body whose id is taken by another body must not
+// print the other body's verdict as its answer: it refuses it, reports the
+// conflict reject and fails.
+func TestAskRefusesForeignVerdictOfAnotherBody(t *testing.T) {
+	w := newWorld(t)
+	alice := w.user(1)
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	d := w.daemon("ask-foreign", t.TempDir(), time.Hour, false)
+	defer stop(d, time.Second)
+	paid, other := conflictPair(t, w, l, "foreign-1")
+
+	in, err := matcher.ParseIntent(other.json())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)
+	defer cancel()
+	err = askAndPrint(ctx, w.tool, in, other.json(), &out)
+	t.Logf("ask output:\n%s", out.String())
+	if err == nil {
+		t.Fatalf("ask of a conflicting body succeeded; output %q", out.String())
+	}
+	if strings.Contains(out.String(), "status=found") && !strings.Contains(out.String(), "foreign") {
+		t.Fatalf("the other body's found verdict was printed as this body's answer: %q", out.String())
+	}
+	if !strings.Contains(out.String(), "E_INTENT_CONFLICT") {
+		t.Fatalf("the conflict reject was not reported: %q (err %v)", out.String(), err)
+	}
+	// The body the verdict belongs to is still answered.
+	pin, err := matcher.ParseIntent(paid.json())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := askAndPrint(w.ctx, w.tool, pin, paid.json(), &out); err != nil || !strings.Contains(out.String(), "status=found") {
+		t.Fatalf("ask of the stored body: %v, output %q", err, out.String())
+	}
+}

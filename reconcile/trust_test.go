@@ -1,0 +1,132 @@
+package reconcile_test
+
+import (
+	"github.com/reconciled/reconciled/icrc3"
+	"testing"
+
+	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// TestMintingAccountLieNeverAbsent: one node's query reply names the
+// caller, or the recipient, as the ledger's minting account. Read from that
+// reply, the real transfer block would become a near miss differing in
+// method and the closed window a final absent. The minting account a
+// verdict depends on is read by a certified call, so the lie costs nothing.
+func TestMintingAccountLieNeverAbsent(t *testing.T) {
+	for _, side := range []string{"caller", "recipient"} {
+		t.Run(side, func(t *testing.T) {
+			e := newEnv(t, envOpt{})
+			alice, bob := principalN(1), principalN(2)
+			e.fund(acct(alice, nil), 1_000_000)
+			ti := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+			idx, err := e.ledger.Transfer(alice, ti.arg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lie := acct(alice, nil)
+			if side == "recipient" {
+				lie = acct(bob, nil)
+			}
+			e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{LieMintingAccount: lie.String()})
+			e.closeWindow()
+			v := e.decide(e.intent(ti.json(e.ledger.ID())))
+			if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
+				t.Fatalf("minting account lied to be the %s: got %s %+v %+v, want found at %d", side, v.Status, v.Reason, v.NearMisses, idx)
+			}
+		})
+	}
+}
+
+// TestMintingAccountUncertainIsUnreadable: when the certified read of the
+// minting account fails, only the node's word is left. A mint block that
+// matches the intent in every field but the kind then keeps the verdict
+// unreadable (E_MINTING_UNCERTAIN), never absent, until the minting account
+// is certain; once it is, the verdict is decided. A plain transfer block
+// proves its own kind (the ledger writes one only when neither party is the
+// minting account) and is found even meanwhile.
+func TestMintingAccountUncertainIsUnreadable(t *testing.T) {
+	for _, lie := range []string{"none", "other"} {
+		t.Run(lie, func(t *testing.T) {
+			e := newEnv(t, envOpt{})
+			alice, bob := principalN(1), principalN(2)
+			minter := e.ledger.MintingAccount().Owner
+			e.fund(acct(alice, nil), 1_000_000)
+			mint := transferIntent{id: "mint", caller: minter, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+			mintIdx, err := e.ledger.Transfer(minter, mint.arg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			paid := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 7, stamp: e.srv.Now()}
+			paidIdx, err := e.ledger.Transfer(alice, paid.arg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			told := lie
+			if lie == "other" {
+				told = acct(principalN(9), nil).String()
+			}
+			// Lost replies make the certified call fail; queries still answer.
+			e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{LieMintingAccount: told, LoseReplies: true})
+			e.closeWindow()
+			in := e.intent(mint.json(e.ledger.ID()))
+			v := e.decide(in)
+			if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_UNCERTAIN" {
+				t.Fatalf("mint, uncertain minting account: got %s %+v, want unreadable E_MINTING_UNCERTAIN", v.Status, v.Reason)
+			}
+			if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != paidIdx {
+				t.Fatalf("transfer, uncertain minting account: got %s %+v, want found at %d", v.Status, v.Reason, paidIdx)
+			}
+			e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
+			if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != mintIdx {
+				t.Fatalf("minting account certain again: got %s %+v, want found at %d", v.Status, v.Reason, mintIdx)
+			}
+		})
+	}
+}
+
+// TestQueriesModeIdleLedgerCloses: a ledger read `verify: queries` closes
+// windows on the subnet's certified time (read_state /time), not on its
+// last block's timestamp, which stands still while nobody transacts.
+func TestQueriesModeIdleLedgerCloses(t *testing.T) {
+	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{Uncertified: true}, verify: icrc3.VerifyQueries})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000)
+	paid := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+	idx, err := e.ledger.Transfer(alice, paid.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpaid := paid
+	unpaid.id, unpaid.amount = "unpaid", 6
+	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("window open: got %s %+v, want not_yet", v.Status, v.Reason)
+	}
+	e.closeWindow()
+	v := e.decide(e.intent(unpaid.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusAbsent || v.Evidence == nil || v.Evidence.Verified != "queries" {
+		t.Fatalf("idle ledger after the window: got %s %+v %+v, want absent on queries evidence", v.Status, v.Reason, v.Evidence)
+	}
+	if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+		t.Fatalf("paid: got %s, want found at %d", v.Status, idx)
+	}
+}
+
+// TestMintingAccountConfiguredAgainstCertified: an operator's minting=
+// that contradicts the ledger's certified minting account is refused
+// (E_MINTING_CONFLICT) rather than used to read the ledger's blocks.
+func TestMintingAccountConfiguredAgainstCertified(t *testing.T) {
+	wrong := acct(principalN(9), nil)
+	e := newEnv(t, envOpt{cfg: reconcile.LedgerConfig{MintingAccount: &wrong}})
+	alice := principalN(1)
+	e.fund(acct(alice, nil), 1_000_000)
+	ti := transferIntent{id: "paid", caller: alice, to: wrong, amount: 5, stamp: e.srv.Now()}
+	if _, err := e.ledger.Transfer(alice, ti.arg()); err != nil {
+		t.Fatal(err)
+	}
+	e.closeWindow()
+	v := e.decide(e.intent(ti.json(e.ledger.ID())))
+	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_CONFLICT" {
+		t.Fatalf("minting= against the certified account: got %s %+v, want unreadable E_MINTING_CONFLICT", v.Status, v.Reason)
+	}
+}
