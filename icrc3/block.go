@@ -42,6 +42,11 @@ type Block struct {
 	// Value is the whole block. Decoders always fill it: the block cache
 	// stores it and support staff are shown it.
 	Value Value
+
+	// Native is the block in its ledger family's own encoding when that is
+	// not Value: the ICP ledger's protobuf bytes, which hash to Hash and
+	// name accounts only as AccountIdentifiers. nil for ICRC-3 blocks.
+	Native []byte
 }
 
 // EffectiveFee is the fee the block charged: tx.fee when the caller set one,
