@@ -1,0 +1,287 @@
+// Package icphistory reads the ICP ledger's history as the engine's
+// History: the certified tip from query_encoded_blocks' data certificate
+// (certified_data is the raw hash of the last block), and the protobuf
+// blocks below it from the ledger and its archives' get_encoded_blocks,
+// chained by parent_hash. Transport and certificate checks are an
+// icrc3.Client's.
+package icphistory
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aviate-labs/agent-go/certification/hashtree"
+	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icp"
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// Page is the ICP ledger's and archives' largest reply.
+const Page = 2000
+
+// History is one ICP ledger's history. It is safe for concurrent use.
+type History struct {
+	c      *icrc3.Client
+	ledger principal.Principal
+
+	mu   sync.Mutex
+	feat *icrc3.Features
+}
+
+// New reads the ledger c names through c.
+func New(c *icrc3.Client) *History { return &History{c: c, ledger: c.Ledger()} }
+
+// NetworkKey and Mode identify the chain with the canister id.
+func (h *History) NetworkKey() string     { return h.c.NetworkKey() }
+func (h *History) Mode() icrc3.VerifyMode { return icrc3.VerifyChain }
+
+// Forget: what the history learnt is only the detected features, which a
+// new history of the same canister does not change.
+func (h *History) Forget() {}
+
+// Detect checks that the ledger serves query_encoded_blocks (the ICP
+// ledger's history endpoint) and reads its minting account.
+func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.feat != nil && h.feat.MintingCertified {
+		return *h.feat, nil
+	}
+	if h.feat == nil {
+		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(0, 0), true); err != nil {
+			var e *icrc3.Error
+			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
+				return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindUnsupported, Canister: h.ledger,
+					Method: "query_encoded_blocks", Msg: "the ledger serves no ICP block endpoint", Err: err}
+			}
+			return icrc3.Features{}, err
+		}
+	}
+	m, certified, err := h.c.MintingAccount(ctx)
+	if err != nil {
+		return icrc3.Features{}, err
+	}
+	h.feat = &icrc3.Features{MintingAccount: m, MintingCertified: certified, PageSize: Page}
+	return *h.feat, nil
+}
+
+// IsICP reports whether the ledger answers query_encoded_blocks: the ICP
+// ledger's own endpoint, which ICRC-3 ledgers do not serve.
+func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
+	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", encodeArgs(0, 0), true)
+	var e *icrc3.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &e) && e.Kind == icrc3.KindReject:
+		return false, nil
+	}
+	return false, err
+}
+
+// encodeArgs encodes GetBlocksArgs, record { start : nat64; length : nat64 },
+// by hand: its shape never changes and it is sent for every page.
+func encodeArgs(start, length uint64) []byte {
+	b := append([]byte("DIDL"), argsTable...)
+	first, second := start, length
+	if lengthFirst {
+		first, second = length, start
+	}
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint64(b, second)
+}
+
+func idlHash(s string) uint32 {
+	var h uint32
+	for i := 0; i < len(s); i++ {
+		h = h*223 + uint32(s[i])
+	}
+	return h
+}
+
+var (
+	lengthFirst = idlHash("length") < idlHash("start")
+	argsTable   = func() []byte {
+		a, b := idlHash("start"), idlHash("length")
+		if lengthFirst {
+			a, b = b, a
+		}
+		t := []byte{1, 0x6c, 2}
+		t = binary.AppendUvarint(t, uint64(a))
+		t = append(t, 0x78)
+		t = binary.AppendUvarint(t, uint64(b))
+		return append(t, 0x78, 1, 0)
+	}()
+)
+
+// Tip reads the certified tip: the data certificate of a non-replicated
+// query_encoded_blocks, verified (BLS, delegation, canister range, /time
+// age), whose certified_data is the hash of the last block. The index is
+// the reply's chain_length - 1: not certified, it is the position the
+// certified block takes in the chain the walk down proves.
+func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(0, 0), false)
+	if err != nil {
+		return icrc3.Tip{}, err
+	}
+	res, err := icrc3.DecodeEncodedBlocks(raw)
+	if err != nil {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
+	}
+	if res.Certificate == nil {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
+			Msg: "the reply carries no certificate"}
+	}
+	cert, err := icrc3.ParseCertificate(res.Certificate)
+	if err != nil {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Msg: "tip certificate", Err: err}
+	}
+	data, err := cert.Tree.Lookup(hashtree.Label("canister"), hashtree.Label(h.ledger.Raw), hashtree.Label("certified_data"))
+	if err != nil || len(data) != 32 {
+		// Checked as a certificate first: a forged one must read as
+		// forged, not as a malformed tip.
+		if _, verr := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, data, h.c.MaxCertAge(), h.c.Now()); verr != nil {
+			return icrc3.Tip{}, verr
+		}
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger,
+			Msg: fmt.Sprintf("certified_data is %d bytes, not a block hash (an empty ledger certifies none)", len(data)), Err: err}
+	}
+	t, err := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, data, h.c.MaxCertAge(), h.c.Now())
+	if err != nil {
+		return icrc3.Tip{}, err
+	}
+	if res.ChainLength == 0 {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger,
+			Msg: "a certified block hash beside chain_length 0"}
+	}
+	var hash icrc3.Hash
+	copy(hash[:], data)
+	return icrc3.Tip{Index: res.ChainLength - 1, Hash: hash, Time: t, Format: icrc3.TipFormatICP}, nil
+}
+
+// Blocks delivers [start, end) in ascending pages.
+func (h *History) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	for lo := start; lo < end; lo += Page {
+		page, err := h.fetch(ctx, lo, min(end, lo+Page))
+		if err != nil {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BlocksDesc delivers [start, end) from the top down, each page ascending,
+// reading up to the client's concurrency pages at once.
+func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	if end <= start {
+		return nil
+	}
+	type result struct {
+		page []icrc3.Block
+		err  error
+	}
+	conc := max(h.c.Concurrency(), 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hi := end
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for hi > start {
+		// One batch of up to conc pages, delivered in order.
+		var batch []chan result
+		for k := 0; k < conc && hi > start; k++ {
+			lo := start
+			if hi-start > Page {
+				lo = hi - Page
+			}
+			ch := make(chan result, 1)
+			batch = append(batch, ch)
+			wg.Add(1)
+			go func(lo, hi uint64) {
+				defer wg.Done()
+				p, err := h.fetch(ctx, lo, hi)
+				ch <- result{p, err}
+			}(lo, hi)
+			hi = lo
+		}
+		for _, ch := range batch {
+			r := <-ch
+			if r.err != nil {
+				return r.err
+			}
+			if err := fn(r.page); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fetch reads exactly [lo, hi) from the ledger and, for archived parts,
+// from the archives it names, decoding each block strictly.
+func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, error) {
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(lo, hi-lo), false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := icrc3.DecodeEncodedBlocks(raw)
+	if err != nil {
+		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
+	}
+	got := make(map[uint64][]byte, hi-lo)
+	for i, b := range res.Blocks {
+		got[res.FirstIndex+uint64(i)] = b
+	}
+	for _, a := range res.Archived {
+		for s := max(a.Start, lo); s < min(a.Start+a.Length, hi); {
+			n := min(a.Start+a.Length, hi) - s
+			bs, err := h.archive(ctx, a.Callback, s, min(n, Page))
+			if err != nil {
+				return nil, err
+			}
+			if len(bs) == 0 {
+				break
+			}
+			for i, b := range bs {
+				got[s+uint64(i)] = b
+			}
+			s += uint64(len(bs))
+		}
+	}
+	page := make([]icrc3.Block, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		b, ok := got[i]
+		if !ok {
+			idx := i
+			return nil, &icrc3.Error{Kind: icrc3.KindChain, Canister: h.ledger, Index: &idx,
+				Msg: fmt.Sprintf("block %d missing from the replies for [%d, %d)", i, lo, hi)}
+		}
+		blk, _, err := icp.ToICRC3(i, b)
+		if err != nil {
+			idx := i
+			return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Index: &idx, Err: err}
+		}
+		page = append(page, blk)
+	}
+	return page, nil
+}
+
+func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length uint64) ([][]byte, error) {
+	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, encodeArgs(start, length), false)
+	if err == nil {
+		var bs [][]byte
+		if bs, err = icrc3.DecodeGetEncodedBlocksResult(raw); err == nil {
+			return bs, nil
+		}
+	}
+	idx := start
+	return nil, &icrc3.Error{Kind: icrc3.KindArchiveUnreachable, Canister: cb.Canister, Method: cb.Method, Index: &idx,
+		Msg: fmt.Sprintf("blocks [%d, %d)", start, start+length), Err: err}
+}
