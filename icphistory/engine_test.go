@@ -16,6 +16,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/store"
 )
 
 // world is an ICP-style ledger with archives on a loopback replica, read
@@ -66,14 +67,16 @@ func newWorld(t *testing.T) *world {
 }
 
 // engine is a fresh engine (and cache) over the world's ledger.
-func (w *world) engine() *reconcile.Engine {
+func (w *world) engine() *reconcile.Engine { return w.engineOn(reconcile.NewMemCache()) }
+
+func (w *world) engineOn(cache reconcile.BlockCache) *reconcile.Engine {
 	h := icphistory.New(w.client)
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != w.l.ID().Encode() {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
 		return h, reconcile.LedgerConfig{}, nil
-	}, reconcile.NewMemCache(), nil)
+	}, cache, nil)
 }
 
 func nat(v uint64) icrc3.Nat { return icrc3.NatFromUint64(v) }
@@ -220,6 +223,17 @@ func TestICPLedgerIntentsFoundInTheirBlocks(t *testing.T) {
 	// A fresh engine finds the oldest first: the walk goes down through
 	// every archive.
 	w.wantFound(w.engine(), all[0].s, all[0].kind)
+
+	// On the daemon's SQLite cache, and again from it after a restart.
+	st, err := store.Open(context.Background(), t.TempDir()+"/recon.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, c := range all {
+		w.wantFound(w.engineOn(st), c.s, c.kind)
+	}
+	w.wantFound(w.engineOn(st), all[2].s, all[2].kind)
 }
 
 func TestICPLedgerNeverSentIsNotYetThenAbsent(t *testing.T) {

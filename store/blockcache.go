@@ -78,6 +78,9 @@ func rebuild(c CachedBlock) (icrc3.Block, error) {
 	if err != nil {
 		return icrc3.Block{}, fmt.Errorf("block %d: %w", c.Index, err)
 	}
+	if b, ok, err := icpBlockOf(c.Index, c.TS, v, c.Hash); ok {
+		return b, err
+	}
 	if h := v.Hash(); h != c.Hash {
 		return icrc3.Block{}, fmt.Errorf("block %d: stored Value hashes to %s, verified hash is %s", c.Index, h, c.Hash)
 	}

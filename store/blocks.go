@@ -88,6 +88,9 @@ func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedB
 // stampOf parses a block's Value for its stamp and checks its ts. A block
 // that does not parse is refused: without its stamp it could not be found.
 func stampOf(index, ts uint64, v icrc3.Value, h icrc3.Hash) (*uint64, error) {
+	if b, ok, err := icpBlockOf(index, ts, v, h); ok {
+		return b.CreatedAt, err
+	}
 	b, err := icrc3.ParseBlock(index, v, h)
 	if err != nil {
 		return nil, err
