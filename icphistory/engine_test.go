@@ -69,8 +69,10 @@ func newWorld(t *testing.T) *world {
 // engine is a fresh engine (and cache) over the world's ledger.
 func (w *world) engine() *reconcile.Engine { return w.engineOn(reconcile.NewMemCache()) }
 
+// engineOn reads the ledger as the daemon does: through Choose, which
+// tells the family by the endpoints.
 func (w *world) engineOn(cache reconcile.BlockCache) *reconcile.Engine {
-	h := icphistory.New(w.client)
+	h := icphistory.Choose(w.client)
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != w.l.ID().Encode() {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
@@ -310,8 +312,13 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 	if ok, err := icphistory.IsICP(context.Background(), c); err != nil || ok {
 		t.Fatalf("ICRC ledger read as ICP: %v %v", ok, err)
 	}
-	f, err := icphistory.New(w.client).Detect(context.Background())
-	if err != nil || f.MintingAccount == nil || !f.MintingAccount.Equal(w.l.MintingAccount()) || f.PageSize != icphistory.Page {
+	fam := icphistory.Choose(w.client)
+	f, err := fam.Detect(context.Background())
+	if err != nil || f.MintingAccount == nil || !f.MintingAccount.Equal(w.l.MintingAccount()) || f.PageSize != icphistory.Page || !fam.IsICPLedger() {
 		t.Fatalf("features %+v %v", f, err)
+	}
+	other := icphistory.Choose(c)
+	if f, err := other.Detect(context.Background()); err != nil || other.IsICPLedger() || f.PageSize == icphistory.Page && !f.LegacyBlocks {
+		t.Fatalf("ICRC ledger through Choose: %+v %v", f, err)
 	}
 }

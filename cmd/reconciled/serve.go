@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -310,7 +311,7 @@ func (d *daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	d.clientsMu.Lock()
 	defer d.clientsMu.Unlock()
 	if c := d.clients[ledger]; c != nil {
-		return c, spec.Rules, nil
+		return icphistory.Choose(c), spec.Rules, nil
 	}
 	cc := icrc3.ClientConfig{Agent: d.agent, Ledger: spec.ID, RootKey: d.cfg.RootKey, Verify: spec.Verify}
 	if d.clientConfig != nil {
@@ -321,7 +322,9 @@ func (d *daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 		return nil, reconcile.LedgerConfig{}, fmt.Errorf("ledger %s: %w", ledger, err)
 	}
 	d.clients[ledger] = c
-	return c, spec.Rules, nil
+	// The ledger's history family (ICRC-3 or the ICP ledger's) is told by
+	// its endpoints on first use.
+	return icphistory.Choose(c), spec.Rules, nil
 }
 
 func (d *daemon) clientStats() map[string]icrc3.Stats {
