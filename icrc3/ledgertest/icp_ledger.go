@@ -21,9 +21,8 @@ import (
 // query_encoded_blocks, archives and its archives' get_encoded_blocks: no
 // ICRC-3 endpoint.
 //
-// Deduplication is the inner ledger's (ICRC identity); the ICP ledger's is
-// coarser (absent subaccount = zeros, empty fee = fee given), which only
-// makes the ICP ledger refuse more calls as duplicates.
+// Deduplication is the ICP ledger's, on the recorded transaction (see
+// icp_dedup.go), before the inner ledger's own.
 type ICPLedger struct {
 	h     host
 	id    principal.Principal
@@ -34,11 +33,15 @@ type ICPLedger struct {
 
 	certified atomic.Pointer[[]byte]
 
+	// upd serialises the calls, so that a call's duplicate check and its
+	// execution see the same chain.
+	upd sync.Mutex
 	mu          sync.RWMutex
 	raws        [][]byte
 	hashes      [][32]byte
 	archives    []*ICPArchive
 	archivedEnd uint64 // blocks [0, archivedEnd) are in archives
+	seen        map[[32]byte]icpSeen // TxHash of stamped blocks
 }
 
 // ICPArchive is an archive canister of an ICPLedger.
@@ -54,7 +57,7 @@ type ICPArchive struct {
 // its archive settings apply to the ICP blocks. Block style, tip format and
 // endpoint switches do not apply.
 func (s *Server) NewICPLedger(cfg LedgerConfig) (*ICPLedger, error) {
-	l := &ICPLedger{h: s, threshold: cfg.ArchiveThreshold, batch: cfg.ArchiveBatch, capacity: cfg.ArchiveCapacity}
+	l := &ICPLedger{h: s, seen: map[[32]byte]icpSeen{}, threshold: cfg.ArchiveThreshold, batch: cfg.ArchiveBatch, capacity: cfg.ArchiveCapacity}
 	if l.threshold > 0 && l.batch == 0 {
 		l.batch = max(l.threshold/2, 1)
 	}
@@ -153,6 +156,9 @@ func (l *ICPLedger) sync() error {
 			return fmt.Errorf("ledgertest: icp block %d: %w", i, err)
 		}
 		l.raws, l.hashes = append(l.raws, raw), append(l.hashes, icp.BlockHash(raw))
+		if blk.Tx.CreatedAtTime != nil {
+			l.seen[icp.TxHash(&blk.Tx)] = icpSeen{index: i, ts: blk.Timestamp}
+		}
 	}
 	if n := len(l.hashes); n > 0 {
 		h := l.hashes[n-1][:]
@@ -248,6 +254,13 @@ func (l *ICPLedger) Update(ctx CallContext, method string, arg []byte) (out []by
 	defer guard(&rej)
 	switch method {
 	case "icrc1_transfer", "icrc2_approve", "icrc2_transfer_from":
+		l.upd.Lock()
+		defer l.upd.Unlock()
+		if tx, ok := l.icpTxOf(ctx.Caller, method, arg); ok {
+			if idx, dup := l.duplicateOf(tx, ctx.Time); dup {
+				return duplicateReply(method, idx)
+			}
+		}
 		out, rej = l.inner.Update(ctx, method, arg)
 		if err := l.sync(); err != nil {
 			return nil, trapReject(err.Error())
