@@ -279,6 +279,9 @@ func TestICPLedgerFaultsAreUnreadable(t *testing.T) {
 		{"an archive node alters a block", arch[0].ID, ledgertest.Faults{AlterBlock: first.index + 1}, first, "E_CHAIN"},
 		{"a wrong-key certificate", w.l.ID(), ledgertest.Faults{WrongKey: true}, last, "E_CERTIFICATE"},
 		{"an archive down", arch[0].ID, ledgertest.Faults{Unreachable: true}, first, "E_ARCHIVE_UNREACHABLE"},
+		{"another canister's certificate", w.l.ID(), ledgertest.Faults{ForeignCertificate: true}, last, "E_CERTIFICATE"},
+		{"a stale certificate", w.l.ID(), ledgertest.Faults{StaleTime: time.Hour}, last, "E_STALE_CERTIFICATE"},
+		{"garbage replies", w.l.ID(), ledgertest.Faults{Garbage: "candid"}, last, "E_DECODE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -320,5 +323,37 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 	other := icphistory.Choose(c)
 	if f, err := other.Detect(context.Background()); err != nil || other.IsICPLedger() || f.PageSize == icphistory.Page && !f.LegacyBlocks {
 		t.Fatalf("ICRC ledger through Choose: %+v %v", f, err)
+	}
+}
+
+func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	l, err := srv.NewICPLedger(ledgertest.LedgerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := srv.NewAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
+		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, srv: srv, l: l, client: c}
+	never := w.intent("icrc1_transfer", alice, map[string]any{"from_subaccount": nil, "to": icrc3.Account{Owner: carol}.String(),
+		"amount": "5", "fee": nil, "memo": nil, "created_at_time": fmt.Sprint(srv.Now())})
+	e := w.engine()
+	if v := decide(t, e, never); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("empty ledger, window open: %s %+v", v.Status, v.Reason)
+	}
+	srv.Advance(25 * time.Hour)
+	if v := decide(t, e, never); v.Status != reconcile.StatusAbsent {
+		t.Fatalf("empty ledger, window closed: %s %+v", v.Status, v.Reason)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/aviate-labs/agent-go/certification/hashtree"
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icp"
@@ -136,27 +135,17 @@ func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
 		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
 			Msg: "the reply carries no certificate"}
 	}
-	cert, err := icrc3.ParseCertificate(res.Certificate)
-	if err != nil {
-		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Msg: "tip certificate", Err: err}
-	}
-	data, err := cert.Tree.Lookup(hashtree.Label("canister"), hashtree.Label(h.ledger.Raw), hashtree.Label("certified_data"))
-	if err != nil || len(data) != 32 {
-		// Checked as a certificate first: a forged one must read as
-		// forged, not as a malformed tip.
-		if _, verr := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, data, h.c.MaxCertAge(), h.c.Now()); verr != nil {
-			return icrc3.Tip{}, verr
-		}
-		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger,
-			Msg: fmt.Sprintf("certified_data is %d bytes, not a block hash (an empty ledger certifies none)", len(data)), Err: err}
-	}
-	t, err := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, data, h.c.MaxCertAge(), h.c.Now())
+	data, t, err := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, h.c.MaxCertAge(), h.c.Now())
 	if err != nil {
 		return icrc3.Tip{}, err
 	}
-	if res.ChainLength == 0 {
-		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger,
-			Msg: "a certified block hash beside chain_length 0"}
+	switch {
+	case len(data) == 0 && res.ChainLength == 0:
+		// The ledger never certified a block hash: it has no blocks.
+		return icrc3.Tip{Empty: true, Time: t, Format: icrc3.TipFormatICP}, nil
+	case len(data) != 32 || res.ChainLength == 0:
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
+			Msg: fmt.Sprintf("certified_data of %d bytes beside chain_length %d: not a block hash", len(data), res.ChainLength)}
 	}
 	var hash icrc3.Hash
 	copy(hash[:], data)

@@ -361,8 +361,9 @@ func (l *ICPLedger) queryEncodedBlocks(ctx CallContext, a icpArgs) []byte {
 	}
 	l.mu.RUnlock()
 	var cert []byte
-	if ctx.DataCertificate != nil && cd != nil {
-		cert = ctx.DataCertificate(cd)
+	if ctx.DataCertificate != nil {
+		// A canister's certified data starts as the empty blob.
+		cert = ctx.DataCertificate(append([]byte{}, cd...))
 	}
 	blocks = l.faulted(f, local, blocks)
 	return encodeQueryEncodedBlocks(cert, blocks, n, min(local, n), archived)
