@@ -35,12 +35,12 @@ type ICPLedger struct {
 
 	// upd serialises the calls, so that a call's duplicate check and its
 	// execution see the same chain.
-	upd sync.Mutex
+	upd         sync.Mutex
 	mu          sync.RWMutex
 	raws        [][]byte
 	hashes      [][32]byte
 	archives    []*ICPArchive
-	archivedEnd uint64 // blocks [0, archivedEnd) are in archives
+	archivedEnd uint64               // blocks [0, archivedEnd) are in archives
 	seen        map[[32]byte]icpSeen // TxHash of stamped blocks
 }
 
