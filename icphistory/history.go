@@ -177,11 +177,13 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 		err  error
 	}
 	conc := max(h.c.Concurrency(), 1)
+	// Deferred in this order, an early return cancels the pages still in
+	// flight before waiting for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hi := end
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for hi > start {
 		// One batch of up to conc pages, delivered in order.
 		var batch []chan result

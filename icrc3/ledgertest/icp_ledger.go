@@ -131,7 +131,8 @@ func (l *ICPLedger) Mint(to icrc3.Account, amount icrc3.Nat) (uint64, error) {
 }
 
 // Sync records as ICP blocks every block the inner ledger wrote since the
-// last call (after calls made on the inner ledger from Go).
+// last call. Reading the history syncs too; Sync is for what a test reads
+// from Go (Len, RawBlock, Archives) after calling the inner ledger.
 func (l *ICPLedger) Sync() error { return l.sync() }
 
 func (l *ICPLedger) sync() error {
@@ -291,6 +292,14 @@ func (l *ICPLedger) Query(ctx CallContext, method string, arg []byte) (out []byt
 	defer guard(&rej)
 	l.inner.count("", method)
 	switch method {
+	case "query_encoded_blocks", "archives":
+		// Calls made on the inner ledger from Go are recorded when the
+		// history is next read.
+		if err := l.sync(); err != nil {
+			return nil, trapReject(err.Error())
+		}
+	}
+	switch method {
 	case "query_encoded_blocks":
 		var a icpArgs
 		if r := decodeArg(arg, &a); r != nil {
@@ -391,6 +400,9 @@ func (a *ICPArchive) Query(ctx CallContext, method string, arg []byte) (out []by
 	var ga icpArgs
 	if r := decodeArg(arg, &ga); r != nil {
 		return nil, r
+	}
+	if err := a.l.sync(); err != nil {
+		return nil, trapReject(err.Error())
 	}
 	n := a.n.Load()
 	if ga.Start < a.start || ga.Start >= a.start+n {
