@@ -8,7 +8,6 @@ package icphistory
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -51,7 +50,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 		return *h.feat, nil
 	}
 	if h.feat == nil {
-		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(0, 0), true); err != nil {
+		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true); err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
 				return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindUnsupported, Canister: h.ledger,
@@ -71,7 +70,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 // IsICP reports whether the ledger answers query_encoded_blocks: the ICP
 // ledger's own endpoint, which ICRC-3 ledgers do not serve.
 func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
-	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", encodeArgs(0, 0), true)
+	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
 	var e *icrc3.Error
 	switch {
 	case err == nil:
@@ -82,40 +81,6 @@ func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
 	return false, err
 }
 
-// encodeArgs encodes GetBlocksArgs, record { start : nat64; length : nat64 },
-// by hand: its shape never changes and it is sent for every page.
-func encodeArgs(start, length uint64) []byte {
-	b := append([]byte("DIDL"), argsTable...)
-	first, second := start, length
-	if lengthFirst {
-		first, second = length, start
-	}
-	b = binary.LittleEndian.AppendUint64(b, first)
-	return binary.LittleEndian.AppendUint64(b, second)
-}
-
-func idlHash(s string) uint32 {
-	var h uint32
-	for i := 0; i < len(s); i++ {
-		h = h*223 + uint32(s[i])
-	}
-	return h
-}
-
-var (
-	lengthFirst = idlHash("length") < idlHash("start")
-	argsTable   = func() []byte {
-		a, b := idlHash("start"), idlHash("length")
-		if lengthFirst {
-			a, b = b, a
-		}
-		t := []byte{1, 0x6c, 2}
-		t = binary.AppendUvarint(t, uint64(a))
-		t = append(t, 0x78)
-		t = binary.AppendUvarint(t, uint64(b))
-		return append(t, 0x78, 1, 0)
-	}()
-)
 
 // Tip reads the certified tip: the data certificate of a non-replicated
 // query_encoded_blocks, verified (BLS, delegation, canister range, /time
@@ -123,7 +88,7 @@ var (
 // the reply's chain_length - 1: not certified, it is the position the
 // certified block takes in the chain the walk down proves.
 func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
-	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(0, 0), false)
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), false)
 	if err != nil {
 		return icrc3.Tip{}, err
 	}
@@ -218,7 +183,7 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 // fetch reads exactly [lo, hi) from the ledger and, for archived parts,
 // from the archives it names, decoding each block strictly.
 func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, error) {
-	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", encodeArgs(lo, hi-lo), false)
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(lo, hi-lo), false)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +230,7 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 }
 
 func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length uint64) ([][]byte, error) {
-	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, encodeArgs(start, length), false)
+	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, icrc3.EncodeICPBlocksArgs(start, length), false)
 	if err == nil {
 		var bs [][]byte
 		if bs, err = icrc3.DecodeGetEncodedBlocksResult(raw); err == nil {

@@ -2,6 +2,7 @@ package icrc3
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -58,6 +59,31 @@ func VerifyDataCertificate(canister principal.Principal, rootKey, certificate []
 		return nil, 0, &Error{Kind: KindCertificate, Canister: canister, Msg: "data certificate holds no certified_data of this canister", Err: err}
 	}
 	return data, t, nil
+}
+
+// EncodeICPBlocksArgs encodes the ICP ledger's GetBlocksArgs,
+// record { start : nat64; length : nat64 }, by hand: its shape never
+// changes and it is sent for every page.
+func EncodeICPBlocksArgs(start, length uint64) []byte {
+	first, second := start, length
+	if idLengthICP < idStartICP {
+		first, second = length, start
+	}
+	b := append([]byte("DIDL\x01\x6c\x02"), icpArgsFields()...)
+	b = append(b, 1, 0)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint64(b, second)
+}
+
+func icpArgsFields() []byte {
+	a, b := idStartICP, idLengthICP
+	if b < a {
+		a, b = b, a
+	}
+	f := AppendUvarint(nil, uint64(a))
+	f = append(f, 0x78) // nat64
+	f = AppendUvarint(f, uint64(b))
+	return append(f, 0x78)
 }
 
 // EncodedArchivedRange is one archived range of a query_encoded_blocks

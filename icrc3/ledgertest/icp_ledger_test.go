@@ -23,18 +23,29 @@ func icpCall(t *testing.T, s *Server, l *ICPLedger, caller principal.Principal, 
 	return out
 }
 
+var (
+	icpAlice = principal.Principal{Raw: []byte{1, 2, 3}}
+	icpBob   = principal.Principal{Raw: []byte{4, 5, 6}}
+)
+
+// newICPTestLedger is an ICP-style ledger with icpAlice funded.
+func newICPTestLedger(t *testing.T, seed int64) (*Server, *ICPLedger) {
+	t.Helper()
+	s, err := NewServer(WithSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	l, err := s.NewICPLedger(LedgerConfig{InitialBalances: []Balance{{Account: icrc3.Account{Owner: icpAlice}, Amount: icrc3.NatFromUint64(1e9)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, l
+}
+
 func TestICPLedgerDeduplicatesAsTheICPLedger(t *testing.T) {
-	s, err := NewServer(WithSeed(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	alice := principal.Principal{Raw: []byte{1, 2, 3}}
-	bob := principal.Principal{Raw: []byte{4, 5, 6}}
-	l, err := s.NewICPLedger(LedgerConfig{InitialBalances: []Balance{{Account: icrc3.Account{Owner: alice}, Amount: icrc3.NatFromUint64(1e9)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, l := newICPTestLedger(t, 3)
+	alice, bob := icpAlice, icpBob
 	st := s.Now()
 	amt := icrc3.IDLNat(icrc3.NatFromUint64(500))
 	first := icrc3.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: amt, CreatedAtTime: &st}
@@ -71,17 +82,8 @@ func TestICPLedgerDeduplicatesAsTheICPLedger(t *testing.T) {
 
 // The transaction predicted for a call is the one the ledger records.
 func TestICPLedgerPredictsWhatItRecords(t *testing.T) {
-	s, err := NewServer(WithSeed(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	alice := principal.Principal{Raw: []byte{1, 2, 3}}
-	bob := principal.Principal{Raw: []byte{4, 5, 6}}
-	l, err := s.NewICPLedger(LedgerConfig{InitialBalances: []Balance{{Account: icrc3.Account{Owner: alice}, Amount: icrc3.NatFromUint64(1e9)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, l := newICPTestLedger(t, 4)
+	alice, bob := icpAlice, icpBob
 	minting := l.MintingAccount()
 	n := func(v uint64) icrc3.Nat { return icrc3.NatFromUint64(v) }
 	stamp := func() *uint64 { s.Advance(1); v := s.Now(); return &v }
