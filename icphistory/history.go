@@ -81,7 +81,6 @@ func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
 	return false, err
 }
 
-
 // Tip reads the certified tip: the data certificate of a non-replicated
 // query_encoded_blocks, verified (BLS, delegation, canister range, /time
 // age), whose certified_data is the hash of the last block. The index is
