@@ -47,6 +47,7 @@ func (f *Family) source(ctx context.Context) (historySource, error) {
 		}
 		if ok {
 			f.icp = New(f.c)
+			f.icp.probed = true
 		}
 		f.set = true
 	}

@@ -28,6 +28,19 @@ type History struct {
 
 	mu   sync.Mutex
 	feat *icrc3.Features
+	// probed: query_encoded_blocks was seen answering (by Choose), so
+	// Detect need not ask again.
+	probed bool
+
+	archMu   sync.Mutex
+	archives []archiveRange // where replies last placed archived blocks
+}
+
+// archiveRange is an archive callback and the blocks [start, end) a
+// reply said it holds: a routing hint only, every block is still chained.
+type archiveRange struct {
+	cb         icrc3.Callback
+	start, end uint64
 }
 
 // New reads the ledger c names through c.
@@ -37,9 +50,13 @@ func New(c *icrc3.Client) *History { return &History{c: c, ledger: c.Ledger()} }
 func (h *History) NetworkKey() string     { return h.c.NetworkKey() }
 func (h *History) Mode() icrc3.VerifyMode { return icrc3.VerifyChain }
 
-// Forget: what the history learnt is only the detected features, which a
-// new history of the same canister does not change.
-func (h *History) Forget() {}
+// Forget drops where archives were seen to hold blocks: the ledger's
+// history changed.
+func (h *History) Forget() {
+	h.archMu.Lock()
+	h.archives = nil
+	h.archMu.Unlock()
+}
 
 // Detect checks that the ledger serves query_encoded_blocks (the ICP
 // ledger's history endpoint) and reads its minting account.
@@ -49,7 +66,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 	if h.feat != nil && h.feat.MintingCertified {
 		return *h.feat, nil
 	}
-	if h.feat == nil {
+	if h.feat == nil && !h.probed {
 		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true); err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
@@ -182,6 +199,17 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 // fetch reads exactly [lo, hi) from the ledger and, for archived parts,
 // from the archives it names, decoding each block strictly.
 func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, error) {
+	if cb, ok := h.archiveFor(lo, hi); ok {
+		// Straight to the archive a reply named for these blocks; a short
+		// or failed answer falls back to asking the ledger.
+		if bs, err := h.archive(ctx, cb, lo, hi-lo); err == nil && uint64(len(bs)) == hi-lo {
+			got := make(map[uint64][]byte, len(bs))
+			for i, b := range bs {
+				got[lo+uint64(i)] = b
+			}
+			return h.page(lo, hi, got)
+		}
+	}
 	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(lo, hi-lo), false)
 	if err != nil {
 		return nil, err
@@ -194,6 +222,7 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 	for i, b := range res.Blocks {
 		got[res.FirstIndex+uint64(i)] = b
 	}
+	h.learnArchives(res.Archived)
 	for _, a := range res.Archived {
 		for s := max(a.Start, lo); s < min(a.Start+a.Length, hi); {
 			n := min(a.Start+a.Length, hi) - s
@@ -210,6 +239,11 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 			s += uint64(len(bs))
 		}
 	}
+	return h.page(lo, hi, got)
+}
+
+// page decodes the blocks [lo, hi) of got, all of which must be there.
+func (h *History) page(lo, hi uint64, got map[uint64][]byte) ([]icrc3.Block, error) {
 	page := make([]icrc3.Block, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		b, ok := got[i]
@@ -239,4 +273,35 @@ func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length 
 	idx := start
 	return nil, &icrc3.Error{Kind: icrc3.KindArchiveUnreachable, Canister: cb.Canister, Method: cb.Method, Index: &idx,
 		Msg: fmt.Sprintf("blocks [%d, %d)", start, start+length), Err: err}
+}
+
+func (h *History) learnArchives(rs []icrc3.EncodedArchivedRange) {
+	if len(rs) == 0 {
+		return
+	}
+	h.archMu.Lock()
+	defer h.archMu.Unlock()
+	for _, r := range rs {
+		known := false
+		for i := range h.archives {
+			a := &h.archives[i]
+			if a.cb.Method == r.Callback.Method && a.cb.Canister.Equal(r.Callback.Canister) {
+				a.start, a.end, known = min(a.start, r.Start), max(a.end, r.Start+r.Length), true
+			}
+		}
+		if !known {
+			h.archives = append(h.archives, archiveRange{cb: r.Callback, start: r.Start, end: r.Start + r.Length})
+		}
+	}
+}
+
+func (h *History) archiveFor(lo, hi uint64) (icrc3.Callback, bool) {
+	h.archMu.Lock()
+	defer h.archMu.Unlock()
+	for _, a := range h.archives {
+		if a.start <= lo && hi <= a.end {
+			return a.cb, true
+		}
+	}
+	return icrc3.Callback{}, false
 }

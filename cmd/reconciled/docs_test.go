@@ -321,7 +321,7 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 			t.Errorf("%s is set in the Deployment but serve never reads it", k)
 		}
 	}
-	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 3 ||
+	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 4 ||
 		!cfg.StrictLedgers || cfg.HTTPAddr != "0.0.0.0:8080" {
 		t.Errorf("parsed %+v", cfg)
 	}
