@@ -149,6 +149,7 @@ func TestSmoke(t *testing.T) {
 func TestInprocLedger(t *testing.T) {
 	cfg := smokeConfig()
 	cfg.Blocks, cfg.Runs, cfg.Intents, cfg.SkipBaseline, cfg.Ledger = 5_000, 1, 0, true, "inproc"
+	cfg.ICP = false // TestSmoke measures the ICP ledger
 	cfg.DecodeTime = 20 * time.Millisecond
 	var log bytes.Buffer
 	rep, err := run(context.Background(), cfg, &log)

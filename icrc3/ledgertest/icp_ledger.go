@@ -375,6 +375,7 @@ func (l *ICPLedger) queryEncodedBlocks(ctx CallContext, a icpArgs) []byte {
 		cert = ctx.DataCertificate(append([]byte{}, cd...))
 	}
 	blocks = l.faulted(f, local, blocks)
+	l.inner.blocksSent.Add(uint64(len(blocks)))
 	return encodeQueryEncodedBlocks(cert, blocks, n, min(local, n), archived)
 }
 
@@ -412,7 +413,9 @@ func (a *ICPArchive) Query(ctx CallContext, method string, arg []byte) (out []by
 	a.l.mu.RLock()
 	blocks := append([][]byte{}, a.l.raws[ga.Start:end]...)
 	a.l.mu.RUnlock()
-	return encodeGetEncodedBlocksOk(a.l.faulted(a.l.h.Faults(a.id), ga.Start, blocks)), nil
+	blocks = a.l.faulted(a.l.h.Faults(a.id), ga.Start, blocks)
+	a.l.inner.blocksSent.Add(uint64(len(blocks)))
+	return encodeGetEncodedBlocksOk(blocks), nil
 }
 
 // icpArchivedRange is one archived range of a query_encoded_blocks reply.
