@@ -357,3 +357,18 @@ func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
 		t.Fatalf("empty ledger, window closed: %s %+v", v.Status, v.Reason)
 	}
 }
+
+// Without the family choice the daemon read every ledger as ICRC-3: an
+// ICP ledger intent was unreadable (E_UNSUPPORTED) for ever. Through
+// Choose the same intent is found.
+func TestICPLedgerNeedsItsOwnFamily(t *testing.T) {
+	w := newWorld(t)
+	s := w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, nil)
+	icrcOnly := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
+		return w.client, reconcile.LedgerConfig{}, nil
+	}, reconcile.NewMemCache(), nil)
+	if v := decide(t, icrcOnly, s.intent); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNSUPPORTED" {
+		t.Fatalf("read as ICRC-3: %s %+v, want unreadable E_UNSUPPORTED", v.Status, v.Reason)
+	}
+	w.wantFound(w.engine(), s, icrc3.BlockTransfer)
+}
