@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -323,7 +324,9 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 		}
 		d.clients[ledger] = c
 	}
-	var h reconcile.History = c
+	// The ledger's history family (ICRC-3 or the ICP ledger's) is told by
+	// its endpoints on first use.
+	var h reconcile.History = icphistory.Choose(c)
 	if d.opts.History != nil {
 		h = d.opts.History(ledger, c)
 	}

@@ -44,6 +44,11 @@ type Block struct {
 	// cache stores it and support staff are shown it. The page decoders
 	// never build the Value tree; Value does, on demand.
 	Raw []byte
+
+	// Native is the block in its ledger family's own encoding when that is
+	// not Value: the ICP ledger's protobuf bytes, which hash to Hash and
+	// name accounts only as AccountIdentifiers. nil for ICRC-3 blocks.
+	Native []byte
 }
 
 // Value decodes the block's Value from Raw.

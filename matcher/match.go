@@ -94,6 +94,9 @@ func Match(in *Intent, b *icrc3.Block, r LedgerRules) Result {
 	if b == nil || family(b.Kind) == 0 {
 		return Result{}
 	}
+	if b.Native != nil {
+		return matchICP(in, b, r)
+	}
 	// Every call this matcher accepts carries a stamp, and the ledger
 	// records it as tx.ts; a block without the same stamp came from
 	// another call.

@@ -524,6 +524,9 @@ func evidence(t icrc3.Tip, d *decision) *Evidence {
 		verified = "queries"
 	}
 	ev := &Evidence{Verified: verified, TipHash: t.Hash.String(), BlocksRead: d.read}
+	if t.Format == icrc3.TipFormatICP {
+		ev.IndexSource = IndexByChainPosition
+	}
 	if !t.Empty {
 		i := U64(t.Index)
 		ev.TipIndex = &i

@@ -32,6 +32,7 @@ var (
 	truthSeed  = flag.Int64("truth.seed", 20261129, "seed of TestTruth's scenario generator")
 	truthN     = flag.Int("truth.n", 2000, "number of TestTruth scenarios")
 	truthWorld = flag.Int("truth.world", -1, "run only this world of TestTruth (to replay a failure)")
+	truthICPN  = flag.Int("truth.icpn", 500, "number of TestTruthICP scenarios")
 )
 
 // perWorld scenarios share one ledger: DecideMany then settles them with one
@@ -159,6 +160,9 @@ type worldCfg struct {
 	// narrow adds a round decided with a configured window narrower than
 	// the ledger's.
 	narrow bool
+	// icp worlds run on the ICP-style ledger, read as the ICP ledger's
+	// history family.
+	icp bool
 }
 
 // adversaries names what the world lies about or breaks, for the
@@ -192,6 +196,9 @@ func (c worldCfg) String() string {
 	ep := string(c.endpoint)
 	if ep == "" {
 		ep = "auto"
+	}
+	if c.icp {
+		style = "icp"
 	}
 	return fmt.Sprintf("world %d seed %d: style=%s tip=%s endpoint=%s archive=%d/%d history=%d http=%d‰ faults=%s,%s lie_mint=%s/%v verify=%s change=%q sqlite=%v bad_expiry=%d‰ narrow=%v",
 		c.idx, c.seed, style, tip, ep, c.ledger.ArchiveThreshold, c.ledger.ArchiveBatch, c.background, c.httpShare, c.faults[0], c.faults[1],
@@ -254,6 +261,24 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 		c.badExpiry = 30 + r.IntN(70)
 	}
 	c.narrow = idx%4 == 3
+	return c
+}
+
+// newICPWorldCfg is world idx on the ICP-style ledger: its history is
+// always certified (no queries mode), it keeps one history (no reinstall),
+// and the lying-node faults it does not play (a lagging replica, lies
+// about block types, archives or probes) become ones it does.
+func newICPWorldCfg(seed int64, idx int) worldCfg {
+	c := newWorldCfg(seed, idx)
+	c.icp = true
+	c.verify, c.ledger.Uncertified, c.history = "", false, ""
+	c.ledger.BlockStyle, c.ledger.TipFormat, c.ledger.DisableLegacy, c.endpoint = ledgertest.StyleDFINITY, ledgertest.TipLEB128, false, ""
+	for i, f := range c.faults {
+		switch f {
+		case faultLag, faultLieBlockTypes, faultLieArchives, faultLieProbes:
+			c.faults[i] = [...]faultKind{faultOmit, faultAlter, faultWrongKey}[(idx+i)%3]
+		}
+	}
 	return c
 }
 

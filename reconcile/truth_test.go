@@ -19,6 +19,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
@@ -35,44 +36,8 @@ import (
 // -truth.seed and -truth.world.
 func TestTruth(t *testing.T) {
 	n := *truthN
-	worlds := (n + perWorld - 1) / perWorld
-	start := time.Now()
-	var tl tally
-	t.Run("worlds", func(t *testing.T) {
-		for wi := 0; wi < worlds; wi++ {
-			if *truthWorld >= 0 && wi != *truthWorld {
-				continue
-			}
-			cfg := newWorldCfg(*truthSeed, wi)
-			size := min(perWorld, n-wi*perWorld)
-			t.Run(fmt.Sprintf("w%04d", wi), func(t *testing.T) {
-				t.Parallel()
-				w := newWorld(t, cfg)
-				if testing.Verbose() && *truthWorld >= 0 {
-					t.Log(cfg)
-				}
-				w.run(size)
-				w.tally.closeWorld(cfg)
-				tl.add(&w.tally)
-				for i, p := range w.problems {
-					if i == 5 {
-						t.Errorf("... and %d more wrong verdicts in world %d", len(w.problems)-i, wi)
-						break
-					}
-					t.Errorf("wrong verdict (replay: go test ./reconcile -run 'TestTruth' -truth.seed=%d -truth.n=%d -truth.world=%d)\n%s\n%s",
-						*truthSeed, n, wi, cfg, p)
-				}
-			})
-		}
-	})
-	t.Logf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
-	if testing.Verbose() || n > 10_000 {
-		fmt.Printf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
-	}
-	if tl.scenarios == 0 {
-		t.Fatal("no scenario ran")
-	}
-	if *truthWorld >= 0 {
+	tl, ok := runTruthWorlds(t, n, newWorldCfg)
+	if !ok {
 		return
 	}
 	if tl.finals < tl.scenarios {
@@ -114,6 +79,69 @@ func TestTruth(t *testing.T) {
 	for _, k := range advs {
 		if a := tl.adv[k]; a == nil || a.under == 0 {
 			t.Errorf("adversary %q decided no verdict", k)
+		}
+	}
+}
+
+// runTruthWorlds runs n scenarios in worlds made by cfgOf and reports
+// their tally; ok is false when only one world was replayed.
+func runTruthWorlds(t *testing.T, n int, cfgOf func(seed int64, idx int) worldCfg) (_ *tally, ok bool) {
+	worlds := (n + perWorld - 1) / perWorld
+	start := time.Now()
+	var tl tally
+	t.Run("worlds", func(t *testing.T) {
+		for wi := 0; wi < worlds; wi++ {
+			if *truthWorld >= 0 && wi != *truthWorld {
+				continue
+			}
+			cfg := cfgOf(*truthSeed, wi)
+			size := min(perWorld, n-wi*perWorld)
+			t.Run(fmt.Sprintf("w%04d", wi), func(t *testing.T) {
+				t.Parallel()
+				w := newWorld(t, cfg)
+				if testing.Verbose() && *truthWorld >= 0 {
+					t.Log(cfg)
+				}
+				w.run(size)
+				w.tally.closeWorld(cfg)
+				tl.add(&w.tally)
+				for i, p := range w.problems {
+					if i == 5 {
+						t.Errorf("... and %d more wrong verdicts in world %d", len(w.problems)-i, wi)
+						break
+					}
+					t.Errorf("wrong verdict (replay: go test ./reconcile -run 'TestTruth' -truth.seed=%d -truth.n=%d -truth.world=%d)\n%s\n%s",
+						*truthSeed, n, wi, cfg, p)
+				}
+			})
+		}
+	})
+	t.Logf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
+	if testing.Verbose() || n > 10_000 {
+		fmt.Printf("truth: seed %d, %s in %s\n%s", *truthSeed, tl.String(), time.Since(start).Round(time.Millisecond), tl.advTable())
+	}
+	if tl.scenarios == 0 {
+		t.Fatal("no scenario ran")
+	}
+	if *truthWorld >= 0 {
+		return &tl, false
+	}
+	return &tl, true
+}
+
+// TestTruthICP is TestTruth on the ICP-style ledger, read as the ICP
+// ledger's history family (-truth.icpn scenarios).
+func TestTruthICP(t *testing.T) {
+	tl, ok := runTruthWorlds(t, *truthICPN, newICPWorldCfg)
+	if !ok {
+		return
+	}
+	if tl.finals < tl.scenarios {
+		t.Fatalf("only %d final verdicts were checked for %d scenarios", tl.finals, tl.scenarios)
+	}
+	for o := opKind(0); o < nOps; o++ {
+		if tl.cover["op:"+o.String()] == 0 && *truthICPN >= 2000 {
+			t.Errorf("no scenario covered op %s", o)
 		}
 	}
 }
@@ -287,8 +315,15 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := srv.NewLedger(cfg.ledger)
-	if err != nil {
+	var l *ledgertest.Ledger
+	if cfg.icp {
+		il, err := srv.NewICPLedger(cfg.ledger)
+		if err != nil {
+			srv.Close()
+			t.Fatal(err)
+		}
+		l = il.Inner()
+	} else if l, err = srv.NewLedger(cfg.ledger); err != nil {
 		srv.Close()
 		t.Fatal(err)
 	}
@@ -371,11 +406,16 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 		w.t.Fatal(err)
 	}
 	id := w.l.ID().Encode()
+	var h reconcile.History = c
+	if w.cfg.icp {
+		// As the daemon reads it: the family told by the endpoints.
+		h = icphistory.Choose(c)
+	}
 	eng := reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != id {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
-		return c, cfg, nil
+		return h, cfg, nil
 	}, cache, nil)
 	eng.Observe(w.metrics)
 	return eng

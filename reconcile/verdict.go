@@ -145,10 +145,18 @@ type Evidence struct {
 	CertifiedTime *U64   `json:"certified_time"`
 	// BlocksRead counts blocks read and verified for this decision.
 	BlocksRead uint64 `json:"blocks_read"`
+	// IndexSource is IndexByChainPosition when the certificate covers only
+	// the last block's hash (the ICP ledger): block indices are then the
+	// ledger's own count, proven by each block's position below the
+	// certified block, not by the certificate.
+	IndexSource string `json:"index_source,omitempty"`
 	// HistoryChanged: this decision's certified tip contradicted the
 	// verified chain, which was discarded and rebuilt from that tip.
 	HistoryChanged *HistoryChange `json:"history_changed,omitempty"`
 }
+
+// IndexByChainPosition: see Evidence.IndexSource.
+const IndexByChainPosition = "chain_position"
 
 // Reason explains unreadable and invalid verdicts.
 type Reason struct {

@@ -74,6 +74,9 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 // rebuild decodes a cached block and checks it against its stored hash and
 // timestamp.
 func rebuild(c CachedBlock) (icrc3.Block, error) {
+	if b, ok, err := icpBlockOf(c.Index, c.TS, c.Raw, c.Hash); ok {
+		return b, err
+	}
 	v, err := icrc3.UnmarshalValue(c.Raw)
 	if err != nil {
 		return icrc3.Block{}, fmt.Errorf("block %d: %w", c.Index, err)

@@ -86,6 +86,9 @@ func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedB
 // A block that does not parse is refused: without its stamp it could not be
 // found.
 func stampOf(index, ts uint64, raw []byte, h icrc3.Hash) (*uint64, error) {
+	if b, ok, err := icpBlockOf(index, ts, raw, h); ok {
+		return b.CreatedAt, err
+	}
 	b, err := icrc3.ParseRawBlock(index, raw, h)
 	if err != nil {
 		return nil, err

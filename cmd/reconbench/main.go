@@ -55,11 +55,14 @@ type config struct {
 	// Ledger is where the test ledger runs: "child" (a child process, so
 	// RSS and CPU figures are ours alone) or "inproc".
 	Ledger string `json:"ledger_host"`
+	// ICP adds the single-intent cases on an ICP-style ledger of the same
+	// shape (built in this process), read as the ICP ledger's family.
+	ICP bool `json:"icp"`
 }
 
 func defaultConfig() config {
 	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1, Concurrency: 4,
-		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child"}
+		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child", ICP: true}
 }
 
 // options are the flags besides the measured configuration.
@@ -84,6 +87,7 @@ func parseFlags(args []string) (config, options, error) {
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
 	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "where the test ledger runs: child (a child process) or inproc")
+	fs.BoolVar(&cfg.ICP, "icp", cfg.ICP, "also measure the cases on an ICP-style ledger (in process)")
 	fs.BoolVar(&o.serve, "serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -223,6 +227,18 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 		}
 	}
 	rep.OursPeakRSS, rep.OursPeakRSSRise = ours.peak()
+
+	if cfg.ICP {
+		logf("building an ICP-style ledger of %d blocks over %s (in process)", cfg.Blocks, cfg.Span)
+		cases, err := runICPCases(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("icp ledger: %w", err)
+		}
+		for _, r := range cases {
+			logf("reconciled icp %s: p50 %.1f ms, %.0f queries, %.0f blocks", r.Case, r.LatencyMS.P50, r.Queries, r.BlocksClient)
+		}
+		rep.Cases = append(rep.Cases, cases...)
+	}
 
 	if cfg.Intents > 0 {
 		logf("publishing %d intents through NATS", cfg.Intents)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -77,12 +78,40 @@ func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client
 }
 
 func (sc *scenario) newEngine(c *icrc3.Client, cache reconcile.BlockCache) *reconcile.Engine {
+	var h reconcile.History = c
+	if sc.icp != nil {
+		// As the daemon reads it: the family told by the endpoints.
+		h = icphistory.Choose(c)
+	}
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != sc.Ledger {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
-		return c, reconcile.LedgerConfig{}, nil
+		return h, reconcile.LedgerConfig{}, nil
 	}, cache, nil)
+}
+
+// runICPCases decides the single-intent cases on an ICP-style ledger of
+// cfg's shape, reported under the endpoint "icp".
+func runICPCases(ctx context.Context, cfg config) ([]CaseResult, error) {
+	sc, err := buildScenarioOn(cfg.Blocks, cfg.Span, cfg.Seed, true)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.close()
+	ag, err := sc.newAgent()
+	if err != nil {
+		return nil, err
+	}
+	var out []CaseResult
+	for _, name := range caseNames {
+		r, err := sc.runCase(ctx, ag, icrc3.EndpointAuto, "icp", icphistory.Page, name, cfg.Runs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // check refuses a verdict that is not the scenario's truth: a benchmark of

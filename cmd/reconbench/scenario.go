@@ -68,6 +68,7 @@ type scenario struct {
 	// The host: in this process (srv, ledger) or a child process.
 	srv    *ledgertest.Server
 	ledger *ledgertest.Ledger
+	icp    *ledgertest.ICPLedger // set on an ICP-style scenario; ledger is its inner ledger
 	child  *ledgerChild
 
 	conc int           // page requests in flight per client
@@ -102,6 +103,12 @@ var (
 // buildScenario builds the ledger. span is the whole history's time span;
 // the 24 h window holds blocks·24h/span of the blocks.
 func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error) {
+	return buildScenarioOn(blocks, span, seed, false)
+}
+
+// buildScenarioOn builds the scenario's history on an ICRC ledger, or on
+// an ICP-style one (icp) whose inner ledger executes the same calls.
+func buildScenarioOn(blocks int, span time.Duration, seed int64, icp bool) (*scenario, error) {
 	t0 := time.Now()
 	if span < 2*tw {
 		return nil, fmt.Errorf("span %s: want at least %s", span, 2*tw)
@@ -123,8 +130,14 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 	}
 	// DFINITY-like archiving: at most 2000 blocks on the ledger, archives of
 	// ~200k blocks each.
-	l, err := srv.NewLedger(ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000, ArchiveCapacity: 200_000})
-	if err != nil {
+	lcfg := ledgertest.LedgerConfig{ArchiveThreshold: 2000, ArchiveBatch: 1000, ArchiveCapacity: 200_000}
+	var l *ledgertest.Ledger
+	if icp {
+		if sc.icp, err = srv.NewICPLedger(lcfg); err != nil {
+			return fail(err)
+		}
+		l = sc.icp.Inner()
+	} else if l, err = srv.NewLedger(lcfg); err != nil {
 		return fail(err)
 	}
 	sc.ledger, sc.Ledger = l, l.ID().Encode()
@@ -190,6 +203,12 @@ func buildScenario(blocks int, span time.Duration, seed int64) (*scenario, error
 	w := sc.cases["absent"].Window(matcher.LedgerRules{})
 	sc.Window[0], sc.Window[1] = sc.blocksIn(w.From, w.To)
 	sc.Blocks, sc.Archives = l.Len(), len(l.Archives())
+	if sc.icp != nil {
+		if err := sc.icp.Sync(); err != nil {
+			return fail(err)
+		}
+		sc.Archives = len(sc.icp.Archives())
+	}
 	sc.BuildSeconds = time.Since(t0).Seconds()
 	return sc, nil
 }

@@ -230,22 +230,22 @@ func TestLedgersExampleLoads(t *testing.T) {
 	if err := readLedgersFile(ledgersExamplePath, into); err != nil {
 		t.Fatal(err)
 	}
-	// The ids of the README and the Kubernetes ConfigMap: ckBTC, ckETH and
-	// the OpenChat SNS ledger.
-	for _, id := range []string{"mxzaz-hqaaa-aaaar-qaada-cai", "ss2fx-dyaaa-aaaar-qacoq-cai", "2ouva-viaaa-aaaaq-aaamq-cai"} {
+	// The ids of the README and the Kubernetes ConfigMap: ckBTC, ckETH, the
+	// OpenChat SNS ledger and the ICP ledger.
+	for _, id := range []string{"mxzaz-hqaaa-aaaar-qaada-cai", "ss2fx-dyaaa-aaaar-qacoq-cai", "2ouva-viaaa-aaaaq-aaamq-cai", "ryjl3-tyaaa-aaaaa-aaaba-cai"} {
 		sp, ok := into[id]
 		if !ok {
 			t.Errorf("%s: not in %s", id, ledgersExamplePath)
 			continue
 		}
-		// Mainnet ICRC ledgers have TW 24h and drift 60s: the configured
+		// Mainnet ICRC ledgers and the ICP ledger have TW 24h and drift 60s: the configured
 		// window must not be narrower, or a late execution would be missed.
 		if sp.Rules.TW < 24*time.Hour || sp.Rules.Drift < time.Minute {
 			t.Errorf("%s: tw %s / drift %s narrower than the ledger's 24h / 60s", id, sp.Rules.TW, sp.Rules.Drift)
 		}
 	}
-	if len(into) != 3 {
-		t.Errorf("%s has %d ledgers, want the 3 the docs describe", ledgersExamplePath, len(into))
+	if len(into) != 4 {
+		t.Errorf("%s has %d ledgers, want the 4 the docs describe", ledgersExamplePath, len(into))
 	}
 }
 
@@ -321,7 +321,7 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 			t.Errorf("%s is set in the Deployment but serve never reads it", k)
 		}
 	}
-	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 3 ||
+	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 4 ||
 		!cfg.StrictLedgers || cfg.HTTPAddr != "0.0.0.0:8080" {
 		t.Errorf("parsed %+v", cfg)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aviate-labs/agent-go/principal"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
 )
@@ -83,6 +85,7 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tip := fs.String("tip-format", "leb128", "certified tip layout: leb128 or legacy")
 	window := fs.Duration("transaction-window", 24*time.Hour, "the ledgers' transaction window (dedup and TooOld)")
 	drift := fs.Duration("permitted-drift", time.Minute, "the ledgers' permitted drift (CreatedInFuture)")
+	kind := fs.String("ledger-kind", "icrc", "ledger kind: icrc (ICRC-1/2/3) or icp (the ICP ledger's protobuf blocks, query_encoded_blocks and archives, no ICRC-3)")
 	envFile := fs.String("env-file", "", "once serving, write the URL, root key and first ledger id to this file as shell variables (TESTLEDGER_URL, TESTLEDGER_ROOT_KEY, TESTLEDGER_LEDGER)")
 	var balances balanceFlags
 	fs.Var(&balances, "initial-balance", "ACCOUNT=AMOUNT minted at creation on every ledger (repeatable)")
@@ -126,6 +129,10 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("%w: --tip-format must be leb128 or legacy, got %q", errUsage, *tip)
 	}
 
+	if *kind != "icrc" && *kind != "icp" {
+		return fmt.Errorf("%w: --ledger-kind must be icrc or icp, got %q", errUsage, *kind)
+	}
+
 	opts := []ledgertest.Option{ledgertest.WithListenAddr(*listen), ledgertest.WithSeed(*seed)}
 	if *admin {
 		opts = append(opts, ledgertest.WithAdmin())
@@ -139,16 +146,10 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	out := testLedgerOut{URL: s.URL(), RootKey: hex.EncodeToString(s.RootKey()), SubnetID: s.SubnetID().Encode()}
 	for i := 0; i < *ledgers; i++ {
-		l, err := s.NewLedger(cfg)
+		l, err := newTestLedger(s, cfg, *kind, *blocks, *seed+int64(i), *span)
 		if err != nil {
 			s.Close()
 			return fmt.Errorf("ledger %d: %w", i, err)
-		}
-		if *blocks > 0 {
-			if err := l.GenerateHistory(*blocks, *seed+int64(i), *span); err != nil {
-				s.Close()
-				return fmt.Errorf("ledger %d: generate %d blocks: %w", i, *blocks, err)
-			}
 		}
 		e := testLedgerEntry{
 			CanisterID:     l.ID().Encode(),
@@ -187,6 +188,40 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// servedLedger is what the ready line reports of a test ledger.
+type servedLedger interface {
+	ID() principal.Principal
+	MintingAccount() icrc3.Account
+	Len() uint64
+	Archives() []ledgertest.ArchiveInfo
+}
+
+// newTestLedger creates a ledger of kind and its generated history.
+func newTestLedger(s *ledgertest.Server, cfg ledgertest.LedgerConfig, kind string, blocks int, seed int64, span time.Duration) (servedLedger, error) {
+	if kind == "icp" {
+		l, err := s.NewICPLedger(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if blocks > 0 {
+			if err := l.Inner().GenerateHistory(blocks, seed, span); err != nil {
+				return nil, fmt.Errorf("generate %d blocks: %w", blocks, err)
+			}
+		}
+		return l, l.Sync()
+	}
+	l, err := s.NewLedger(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if blocks > 0 {
+		if err := l.GenerateHistory(blocks, seed, span); err != nil {
+			return nil, fmt.Errorf("generate %d blocks: %w", blocks, err)
+		}
+	}
+	return l, nil
 }
 
 // loopbackOnly refuses addresses that would expose the test replica, whose

@@ -29,9 +29,16 @@ func (s *Server) adminMint(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusBadRequest, "admin mint: canister id %q: %v", r.PathValue("id"), err)
 		return
 	}
-	var ledger *Ledger
+	var ledger interface {
+		Mint(icrc3.Account, icrc3.Nat) (uint64, error)
+	}
 	if h := s.canister(id); h != nil {
-		ledger, _ = h.c.(*Ledger)
+		switch l := h.c.(type) {
+		case *Ledger:
+			ledger = l
+		case *ICPLedger:
+			ledger = l
+		}
 	}
 	if ledger == nil {
 		textError(w, http.StatusNotFound, "admin mint: %s is not a ledger on this replica", id)

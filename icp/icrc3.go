@@ -1,0 +1,129 @@
+package icp
+
+import (
+	"fmt"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// ValueKey is the key of the raw protobuf bytes in the Value of a block
+// converted by ToICRC3: the block's only authoritative form, from which
+// the matcher reads the account identifiers and which hashes to the
+// block's hash.
+const ValueKey = "icp_pb"
+
+// ToICRC3 decodes the raw block at index and gives it the engine's block
+// model: Hash is SHA-256 of raw, PHash the parent hash, Kind from the
+// operation (a Send with a spender is a transfer_from). Accounts are
+// AccountIdentifiers, which icrc3.Account cannot hold: From, To and Spender
+// stay nil, Native holds the raw bytes for the matcher, and the Value
+// carries them too (ValueKey) for a cache that keeps only Values, beside a
+// readable copy of the fields for people.
+func ToICRC3(index uint64, raw []byte) (icrc3.Block, *Block, error) {
+	blk, err := Decode(raw)
+	if err != nil {
+		return icrc3.Block{}, nil, fmt.Errorf("block %d: %w", index, err)
+	}
+	if (index == 0) != (blk.ParentHash == nil) {
+		return icrc3.Block{}, nil, fmt.Errorf("block %d: %w", index, bad("parent_hash present only on block 0, or absent above it"))
+	}
+	tx := &blk.Tx
+	b := icrc3.Block{Index: index, Hash: icrc3.Hash(BlockHash(raw)), TS: blk.Timestamp, Op: tx.Op.String(), Native: raw,
+		CreatedAt: tx.CreatedAtTime, Memo: tx.ICRC1Memo, HasMemo: tx.HasICRC1Memo}
+	if blk.ParentHash != nil {
+		p := icrc3.Hash(*blk.ParentHash)
+		b.PHash = &p
+	}
+	amt := icrc3.NatFromUint64(tx.Amount)
+	b.Amount = &amt
+	if tx.Fee != nil {
+		// The ICP ledger records the fee it charged on every transfer and
+		// approve, whether or not the caller named one: a block-level fee.
+		f := icrc3.NatFromUint64(*tx.Fee)
+		b.BlockFee = &f
+	}
+	b.ExpiresAt = tx.ExpiresAt
+	if tx.ExpectedAllowance != nil {
+		e := icrc3.NatFromUint64(*tx.ExpectedAllowance)
+		b.ExpectedAllowance = &e
+	}
+	switch tx.Op {
+	case OpBurn:
+		b.Kind = icrc3.BlockBurn
+	case OpMint:
+		b.Kind = icrc3.BlockMint
+	case OpApprove:
+		b.Kind = icrc3.BlockApprove
+	case OpTransfer:
+		b.Kind = icrc3.BlockTransfer
+		if tx.Spender != nil {
+			b.Kind = icrc3.BlockTransferFrom
+		}
+	}
+	b.Raw = icrc3.MarshalValue(readable(raw, blk))
+	return b, blk, nil
+}
+
+func readable(raw []byte, blk *Block) icrc3.Value {
+	tx := &blk.Tx
+	t := []icrc3.Field{icrc3.F("op", icrc3.Text(tx.Op.String()))}
+	acc := func(k string, a *AccountID) {
+		if a != nil {
+			t = append(t, icrc3.F(k, icrc3.Text(a.String())))
+		}
+	}
+	acc("from", tx.From)
+	acc("to", tx.To)
+	acc("spender", tx.Spender)
+	t = append(t, icrc3.F("amt", icrc3.Uint(tx.Amount)))
+	if tx.Fee != nil {
+		t = append(t, icrc3.F("fee", icrc3.Uint(*tx.Fee)))
+	}
+	if tx.ExpectedAllowance != nil {
+		t = append(t, icrc3.F("expected_allowance", icrc3.Uint(*tx.ExpectedAllowance)))
+	}
+	if tx.ExpiresAt != nil {
+		t = append(t, icrc3.F("expires_at", icrc3.Uint(*tx.ExpiresAt)))
+	}
+	t = append(t, icrc3.F("legacy_memo", icrc3.Uint(tx.Memo)))
+	if tx.HasICRC1Memo {
+		t = append(t, icrc3.F("memo", icrc3.Blob(tx.ICRC1Memo)))
+	}
+	if tx.CreatedAtTime != nil {
+		t = append(t, icrc3.F("ts", icrc3.Uint(*tx.CreatedAtTime)))
+	}
+	fs := []icrc3.Field{icrc3.F(ValueKey, icrc3.Blob(raw))}
+	if blk.ParentHash != nil {
+		fs = append(fs, icrc3.F("phash", icrc3.Blob(blk.ParentHash[:])))
+	}
+	fs = append(fs, icrc3.F("ts", icrc3.Uint(blk.Timestamp)), icrc3.F("tx", icrc3.MapValue(t...)))
+	return icrc3.MapValue(fs...)
+}
+
+// FromICRC3 returns the ICP block behind a block converted by ToICRC3, or
+// ok false for a block of another family. The native bytes must hash to
+// the block's hash, so bytes altered after verification are refused rather
+// than read.
+func FromICRC3(b *icrc3.Block) (blk *Block, ok bool, err error) {
+	if b.Native == nil {
+		return nil, false, nil
+	}
+	if icrc3.Hash(BlockHash(b.Native)) != b.Hash {
+		return nil, true, fmt.Errorf("block %d: its protobuf bytes do not hash to the block's hash", b.Index)
+	}
+	blk, err = Decode(b.Native)
+	if err != nil {
+		return nil, true, fmt.Errorf("block %d: %w", b.Index, err)
+	}
+	return blk, true, nil
+}
+
+// RawFromValue returns the protobuf bytes a converted block's Value
+// carries, ok false for a Value of another family.
+func RawFromValue(v icrc3.Value) (raw []byte, ok bool) {
+	r, found := v.Get(ValueKey)
+	if !found || r.Kind != icrc3.KindBlob {
+		return nil, false
+	}
+	return r.Bytes, true
+}

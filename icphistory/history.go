@@ -1,0 +1,307 @@
+// Package icphistory reads the ICP ledger's history as the engine's
+// History: the certified tip from query_encoded_blocks' data certificate
+// (certified_data is the raw hash of the last block), and the protobuf
+// blocks below it from the ledger and its archives' get_encoded_blocks,
+// chained by parent_hash. Transport and certificate checks are an
+// icrc3.Client's.
+package icphistory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icp"
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// Page is the ICP ledger's and archives' largest reply.
+const Page = 2000
+
+// History is one ICP ledger's history. It is safe for concurrent use.
+type History struct {
+	c      *icrc3.Client
+	ledger principal.Principal
+
+	mu   sync.Mutex
+	feat *icrc3.Features
+	// probed: query_encoded_blocks was seen answering (by Choose), so
+	// Detect need not ask again.
+	probed bool
+
+	archMu   sync.Mutex
+	archives []archiveRange // where replies last placed archived blocks
+}
+
+// archiveRange is an archive callback and the blocks [start, end) a
+// reply said it holds: a routing hint only, every block is still chained.
+type archiveRange struct {
+	cb         icrc3.Callback
+	start, end uint64
+}
+
+// New reads the ledger c names through c.
+func New(c *icrc3.Client) *History { return &History{c: c, ledger: c.Ledger()} }
+
+// NetworkKey and Mode identify the chain with the canister id.
+func (h *History) NetworkKey() string     { return h.c.NetworkKey() }
+func (h *History) Mode() icrc3.VerifyMode { return icrc3.VerifyChain }
+
+// Forget drops where archives were seen to hold blocks: the ledger's
+// history changed.
+func (h *History) Forget() {
+	h.archMu.Lock()
+	h.archives = nil
+	h.archMu.Unlock()
+}
+
+// Detect checks that the ledger serves query_encoded_blocks (the ICP
+// ledger's history endpoint) and reads its minting account.
+func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.feat != nil && h.feat.MintingCertified {
+		return *h.feat, nil
+	}
+	if h.feat == nil && !h.probed {
+		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true); err != nil {
+			var e *icrc3.Error
+			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
+				return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindUnsupported, Canister: h.ledger,
+					Method: "query_encoded_blocks", Msg: "the ledger serves no ICP block endpoint", Err: err}
+			}
+			return icrc3.Features{}, err
+		}
+	}
+	m, certified, err := h.c.MintingAccount(ctx)
+	if err != nil {
+		return icrc3.Features{}, err
+	}
+	h.feat = &icrc3.Features{MintingAccount: m, MintingCertified: certified, PageSize: Page}
+	return *h.feat, nil
+}
+
+// IsICP reports whether the ledger answers query_encoded_blocks: the ICP
+// ledger's own endpoint, which ICRC-3 ledgers do not serve.
+func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
+	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
+	var e *icrc3.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &e) && e.Kind == icrc3.KindReject:
+		return false, nil
+	}
+	return false, err
+}
+
+// Tip reads the certified tip: the data certificate of a non-replicated
+// query_encoded_blocks, verified (BLS, delegation, canister range, /time
+// age), whose certified_data is the hash of the last block. The index is
+// the reply's chain_length - 1: not certified, it is the position the
+// certified block takes in the chain the walk down proves.
+func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), false)
+	if err != nil {
+		return icrc3.Tip{}, err
+	}
+	res, err := icrc3.DecodeEncodedBlocks(raw)
+	if err != nil {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
+	}
+	if res.Certificate == nil {
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
+			Msg: "the reply carries no certificate"}
+	}
+	data, t, err := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, h.c.MaxCertAge(), h.c.Now())
+	if err != nil {
+		return icrc3.Tip{}, err
+	}
+	switch {
+	case len(data) == 0 && res.ChainLength == 0:
+		// The ledger never certified a block hash: it has no blocks.
+		return icrc3.Tip{Empty: true, Time: t, Format: icrc3.TipFormatICP}, nil
+	case len(data) != 32 || res.ChainLength == 0:
+		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
+			Msg: fmt.Sprintf("certified_data of %d bytes beside chain_length %d: not a block hash", len(data), res.ChainLength)}
+	}
+	var hash icrc3.Hash
+	copy(hash[:], data)
+	return icrc3.Tip{Index: res.ChainLength - 1, Hash: hash, Time: t, Format: icrc3.TipFormatICP}, nil
+}
+
+// Blocks delivers [start, end) in ascending pages.
+func (h *History) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	for lo := start; lo < end; lo += Page {
+		page, err := h.fetch(ctx, lo, min(end, lo+Page))
+		if err != nil {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BlocksDesc delivers [start, end) from the top down, each page ascending,
+// reading up to the client's concurrency pages at once.
+func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	if end <= start {
+		return nil
+	}
+	type result struct {
+		page []icrc3.Block
+		err  error
+	}
+	conc := max(h.c.Concurrency(), 1)
+	// Deferred in this order, an early return cancels the pages still in
+	// flight before waiting for them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hi := end
+	for hi > start {
+		// One batch of up to conc pages, delivered in order.
+		var batch []chan result
+		for k := 0; k < conc && hi > start; k++ {
+			lo := start
+			if hi-start > Page {
+				lo = hi - Page
+			}
+			ch := make(chan result, 1)
+			batch = append(batch, ch)
+			wg.Add(1)
+			go func(lo, hi uint64) {
+				defer wg.Done()
+				p, err := h.fetch(ctx, lo, hi)
+				ch <- result{p, err}
+			}(lo, hi)
+			hi = lo
+		}
+		for _, ch := range batch {
+			r := <-ch
+			if r.err != nil {
+				return r.err
+			}
+			if err := fn(r.page); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fetch reads exactly [lo, hi) from the ledger and, for archived parts,
+// from the archives it names, decoding each block strictly.
+func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, error) {
+	if cb, ok := h.archiveFor(lo, hi); ok {
+		// Straight to the archive a reply named for these blocks; a short
+		// or failed answer falls back to asking the ledger.
+		if bs, err := h.archive(ctx, cb, lo, hi-lo); err == nil && uint64(len(bs)) == hi-lo {
+			got := make(map[uint64][]byte, len(bs))
+			for i, b := range bs {
+				got[lo+uint64(i)] = b
+			}
+			return h.page(lo, hi, got)
+		}
+	}
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(lo, hi-lo), false)
+	if err != nil {
+		return nil, err
+	}
+	res, err := icrc3.DecodeEncodedBlocks(raw)
+	if err != nil {
+		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
+	}
+	got := make(map[uint64][]byte, hi-lo)
+	for i, b := range res.Blocks {
+		got[res.FirstIndex+uint64(i)] = b
+	}
+	h.learnArchives(res.Archived)
+	for _, a := range res.Archived {
+		for s := max(a.Start, lo); s < min(a.Start+a.Length, hi); {
+			n := min(a.Start+a.Length, hi) - s
+			bs, err := h.archive(ctx, a.Callback, s, min(n, Page))
+			if err != nil {
+				return nil, err
+			}
+			if len(bs) == 0 {
+				break
+			}
+			for i, b := range bs {
+				got[s+uint64(i)] = b
+			}
+			s += uint64(len(bs))
+		}
+	}
+	return h.page(lo, hi, got)
+}
+
+// page decodes the blocks [lo, hi) of got, all of which must be there.
+func (h *History) page(lo, hi uint64, got map[uint64][]byte) ([]icrc3.Block, error) {
+	page := make([]icrc3.Block, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		b, ok := got[i]
+		if !ok {
+			idx := i
+			return nil, &icrc3.Error{Kind: icrc3.KindChain, Canister: h.ledger, Index: &idx,
+				Msg: fmt.Sprintf("block %d missing from the replies for [%d, %d)", i, lo, hi)}
+		}
+		blk, _, err := icp.ToICRC3(i, b)
+		if err != nil {
+			idx := i
+			return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Index: &idx, Err: err}
+		}
+		page = append(page, blk)
+	}
+	return page, nil
+}
+
+func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length uint64) ([][]byte, error) {
+	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, icrc3.EncodeICPBlocksArgs(start, length), false)
+	if err == nil {
+		var bs [][]byte
+		if bs, err = icrc3.DecodeGetEncodedBlocksResult(raw); err == nil {
+			return bs, nil
+		}
+	}
+	idx := start
+	return nil, &icrc3.Error{Kind: icrc3.KindArchiveUnreachable, Canister: cb.Canister, Method: cb.Method, Index: &idx,
+		Msg: fmt.Sprintf("blocks [%d, %d)", start, start+length), Err: err}
+}
+
+func (h *History) learnArchives(rs []icrc3.EncodedArchivedRange) {
+	if len(rs) == 0 {
+		return
+	}
+	h.archMu.Lock()
+	defer h.archMu.Unlock()
+	for _, r := range rs {
+		known := false
+		for i := range h.archives {
+			a := &h.archives[i]
+			if a.cb.Method == r.Callback.Method && a.cb.Canister.Equal(r.Callback.Canister) {
+				a.start, a.end, known = min(a.start, r.Start), max(a.end, r.Start+r.Length), true
+			}
+		}
+		if !known {
+			h.archives = append(h.archives, archiveRange{cb: r.Callback, start: r.Start, end: r.Start + r.Length})
+		}
+	}
+}
+
+func (h *History) archiveFor(lo, hi uint64) (icrc3.Callback, bool) {
+	h.archMu.Lock()
+	defer h.archMu.Unlock()
+	for _, a := range h.archives {
+		if a.start <= lo && hi <= a.end {
+			return a.cb, true
+		}
+	}
+	return icrc3.Callback{}, false
+}
