@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // AccountID is an ICP AccountIdentifier: SHA-224 of
@@ -38,6 +40,10 @@ func NewAccountID(owner []byte, subaccount []byte) (AccountID, error) {
 	copy(id[:], h.Sum(nil))
 	return id, nil
 }
+
+// AccountIDOf is the identifier of an ICRC-1 account, as the ICP ledger and
+// explorers name it.
+func AccountIDOf(a icrc3.Account) (AccountID, error) { return NewAccountID(a.Owner.Raw, a.Subaccount) }
 
 // Checksum is the big-endian CRC32 of the hash that the textual form
 // prefixes.

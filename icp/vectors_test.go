@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 func TestAccountIDChecksumVector(t *testing.T) {
@@ -73,5 +75,27 @@ func TestTransactionHashVector(t *testing.T) {
 		Memo: f.Tx.Memo, CreatedAtTime: &f.Tx.CreatedAt}
 	if got := TxHashHex(&tx); got != f.Want {
 		t.Fatalf("transaction hash %s, want %s", got, f.Want)
+	}
+}
+
+// The anonymous principal's default account, as the ICP ledger and its
+// dashboard show it; an all-zero subaccount is that same account.
+func TestAccountIDOfAnonymous(t *testing.T) {
+	anon, err := icrc3.ParseAccount("2vxsx-fae")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "1c7a48ba6a562aa9eaa2481a9049cdf0433b9738c992d698c31d8abf89cadc79"
+	for _, sub := range [][]byte{nil, make([]byte, 32)} {
+		a := anon
+		a.Subaccount = sub
+		if id, err := AccountIDOf(a); err != nil || id.String() != want {
+			t.Errorf("subaccount %x: %v %v, want %s", sub, id, err, want)
+		}
+	}
+	a := anon
+	a.Subaccount = append(make([]byte, 31), 1)
+	if id, _ := AccountIDOf(a); id.String() == want {
+		t.Error("subaccount 1 has the default account's id")
 	}
 }

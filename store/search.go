@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -52,7 +53,11 @@ func BlockKey(idx uint64) Key { return Key{Term: "b:" + strconv.FormatUint(idx, 
 type term struct{ term, role string }
 
 func accountTerms(a icrc3.Account, role string) []term {
-	return []term{{"p:" + a.Owner.Encode(), role}, {"a:" + a.String(), role}, {"x:" + a.ICPAccountIDHex(), role}}
+	ts := []term{{"p:" + a.Owner.Encode(), role}, {"a:" + a.String(), role}}
+	if id, err := icp.AccountIDOf(a); err == nil { // a subaccount of another length has none
+		ts = append(ts, term{"x:" + id.String(), role})
+	}
+	return ts
 }
 
 // bodyTerms are the keys of an intent's body and its stamp. A body the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -64,7 +65,11 @@ func TestSearchKeys(t *testing.T) {
 	found(t, s, "order-a", 2001, 2005, searchStamp.Add(2*time.Hour))
 
 	anon, _ := icrc3.ParseAccount("2vxsx-fae")
-	id := anon.ICPAccountIDHex()
+	aid, err := icp.AccountIDOf(anon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aid.String()
 	for _, c := range []struct {
 		name string
 		f    ListFilter

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -60,7 +61,11 @@ func printable(b []byte) bool {
 }
 
 func accountView(role string, a icrc3.Account) AccountView {
-	return AccountView{Role: role, Text: a.String(), ICPAccountID: a.ICPAccountIDHex()}
+	v := AccountView{Role: role, Text: a.String()}
+	if id, err := icp.AccountIDOf(a); err == nil {
+		v.ICPAccountID = id.String()
+	}
+	return v
 }
 
 // paymentOf reads a body the matcher accepts; a refused body yields only
