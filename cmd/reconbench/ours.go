@@ -66,6 +66,9 @@ type CaseResult struct {
 
 // rttFloor is (ceil(pages / conc) + 2) round trips.
 func rttFloor(blocks, page uint64, conc int, rtt time.Duration) time.Duration {
+	if conc < 1 || page == 0 {
+		return 0
+	}
 	pages := (blocks + page - 1) / page
 	rounds := (pages + uint64(conc) - 1) / uint64(conc)
 	return time.Duration(rounds+2) * rtt
@@ -99,6 +102,8 @@ func runICPCases(ctx context.Context, cfg config) ([]CaseResult, error) {
 		return nil, err
 	}
 	defer sc.close()
+	sc.injectRTT(cfg.RTT)
+	sc.conc, sc.rtt = cfg.Concurrency, cfg.RTT
 	ag, err := sc.newAgent()
 	if err != nil {
 		return nil, err
