@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testtool"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
@@ -125,16 +127,13 @@ type console struct {
 	// downloads is where the browser saves files; it outlives the
 	// browser, so that no download lands in a removed directory.
 	downloads string
+	// axe is axe-core's axe.min.js, injected into each view checked.
+	axe *axeCore
 }
 
 func newConsole(t *testing.T, srv *switchable) *console {
 	t.Helper()
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found: the support page's browser test needs Debian's chromium package", chromium)
-		}
-		t.Skipf("%s not found (apt-get install -y chromium); CI=true makes this a failure", chromium)
-	}
+	testtool.Require(t, "the support page's browser test (Debian's chromium package)", chromium)
 	downloads := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -281,6 +280,87 @@ func (c *console) shot(name string) string {
 	return p
 }
 
+// axeCore is axe-core's axe.min.js: the file RECONCILED_AXE names, or else
+// the version testdata/axe/package-lock.json pins, installed by npm ci while
+// the test starts its browser.
+type axeCore struct {
+	done    chan struct{}
+	src     string
+	version string // the pinned version; "" for RECONCILED_AXE's file
+	err     error
+}
+
+func loadAxe(t *testing.T) *axeCore {
+	t.Helper()
+	a := &axeCore{done: make(chan struct{})}
+	if p := os.Getenv("RECONCILED_AXE"); p != "" {
+		b, err := os.ReadFile(p)
+		a.src, a.err = string(b), err
+		close(a.done)
+		return a
+	}
+	testtool.Require(t, "the support page's accessibility check (axe-core from npm)", "node", "npm")
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "axe", "package.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &pkg)
+	}
+	if a.version = pkg.Dependencies["axe-core"]; err != nil || a.version == "" {
+		t.Fatalf("testdata/axe/package.json: axe-core %q: %v", a.version, err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { <-a.done }) // before dir is removed
+	go func() {
+		defer close(a.done)
+		if a.err = testtool.CopyFiles(dir, filepath.Join("testdata", "axe"), "package.json", "package-lock.json"); a.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if a.err = testtool.NPMCI(ctx, dir); a.err != nil {
+			return
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "node_modules", "axe-core", "axe.min.js"))
+		a.src, a.err = string(b), err
+	}()
+	return a
+}
+
+// checkA11y runs axe-core over the page as it is on screen and fails on any
+// violation. axe-core is injected once per page load.
+func (c *console) checkA11y(what string) {
+	c.t.Helper()
+	<-c.axe.done
+	if c.axe.err != nil {
+		c.t.Fatalf("axe-core: %v", c.axe.err)
+	}
+	const version = `typeof axe === "undefined" ? "" : axe.version`
+	var v string
+	c.eval(version, &v)
+	if v == "" {
+		c.run("inject axe-core", chromedp.Evaluate(c.axe.src, nil))
+		c.eval(version, &v)
+	}
+	if c.axe.version != "" && v != c.axe.version {
+		c.t.Fatalf("axe-core %q is running, want the pinned %s", v, c.axe.version)
+	}
+	var res string
+	c.run("axe-core on "+what, chromedp.Evaluate(
+		`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(r.violations.map(v => [v.id, v.help, v.nodes.map(n => n.target.join(" "))])))`,
+		&res, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if res != "[]" {
+		c.t.Errorf("%s: axe-core %s violations: %s", what, v, res)
+	}
+}
+
+// TestAxeLockfile: the accessibility check's axe-core is pinned exactly and
+// its lockfile names no registry.
+func TestAxeLockfile(t *testing.T) {
+	testtool.CheckLockfile(t, filepath.Join("testdata", "axe"))
+}
+
 // icpAccountID is the ICP ledger's account identifier, computed here
 // independently of the code under test.
 func icpAccountID(a icrc3.Account) string {
@@ -298,6 +378,7 @@ func icpAccountID(a icrc3.Account) string {
 }
 
 func TestConsole(t *testing.T) {
+	axe := loadAxe(t)
 	st := supporttest.Open(t)
 	supporttest.Seed(t, st)
 	supporttest.SeedConsole(t, st)
@@ -306,14 +387,17 @@ func TestConsole(t *testing.T) {
 	srv.up(t)
 	t.Cleanup(srv.down)
 	c := newConsole(t, srv)
+	c.axe = axe
 
 	t.Run("token", func(t *testing.T) {
 		c.t = t
 		c.open("intent=" + supporttest.IDFound)
 		txt := c.see("Enter the support token")
 		c.notSee(txt, "1042")
+		c.checkA11y("the token prompt")
 		c.open("token=" + testToken)
 		c.see("Open intents")
+		c.checkA11y("the home page")
 		var href string
 		c.eval(`location.href`, &href)
 		if strings.Contains(href, testToken) {
@@ -325,10 +409,12 @@ func TestConsole(t *testing.T) {
 		c.t = t
 		c.goTo("intent=" + supporttest.IDFound)
 		c.see("Intent pay-found", "went through in block 1042")
+		c.checkA11y("a found intent")
 		c.goTo("intent=pay-99999")
 		c.settled()
 		txt := c.see("pay-99999")
 		c.notSee(txt, "1042", "went through")
+		c.checkA11y("an unknown intent")
 
 		c.search(supporttest.IDFound)
 		c.until("the search to be answered", func() bool { return strings.Contains(c.text("#search-list"), supporttest.IDFound) })
@@ -336,6 +422,7 @@ func TestConsole(t *testing.T) {
 		c.settled()
 		txt = c.see("boom")
 		c.notSee(txt, "pay-found")
+		c.checkA11y("a failed search")
 	})
 
 	t.Run("stale", func(t *testing.T) {
@@ -363,6 +450,7 @@ func TestConsole(t *testing.T) {
 		c.goTo("intent=" + supporttest.IDNearAbsent)
 		txt := c.see("A similar payment of 2.5 ICP left your account at 07:05", "check it before paying again")
 		c.notSee(txt, "safe to pay again", "Blocks read 0")
+		c.checkA11y("an absent intent with a near miss")
 		nm := c.text("#near-misses")
 		for _, w := range []string{"2.5 ICP", "2 ICP", supporttest.OtherCaller, "order-10200"} {
 			if !strings.Contains(nm, w) {
@@ -372,6 +460,7 @@ func TestConsole(t *testing.T) {
 		c.goTo("intent=" + supporttest.IDApprove)
 		txt = c.see("approval is in place", "no tokens moved")
 		c.notSee(c.text("#advice"), "went through")
+		c.checkA11y("an approve")
 		c.goTo("intent=" + supporttest.IDInvalid)
 		c.see("Intent pay-invalid")
 		adv := c.text("#advice")
@@ -381,6 +470,7 @@ func TestConsole(t *testing.T) {
 			}
 		}
 		c.notSee(adv, "could not be read:", "created_at_time is required")
+		c.checkA11y("an invalid intent")
 		c.goTo("intent=" + supporttest.IDUnreadable)
 		c.see("Intent pay-unreadable")
 		adv = c.text("#advice")
@@ -389,6 +479,7 @@ func TestConsole(t *testing.T) {
 				t.Errorf("unreadable advice lacks %q: %s", w, adv)
 			}
 		}
+		c.checkA11y("an unreadable intent")
 	})
 
 	t.Run("search", func(t *testing.T) {
@@ -414,12 +505,14 @@ func TestConsole(t *testing.T) {
 			txt := c.see(supporttest.IDOrder)
 			c.notSee(txt, "E_BAD", "Failed")
 		}
+		c.checkA11y("search results")
 		c.search(supporttest.PayeeSub)
 		c.see(supporttest.IDNotYet)
 		// A time range alone: what was paid between 07:04 and 07:06 UTC.
 		c.goTo("from=2026-11-30T07:04:00Z&to=2026-11-30T07:06:00Z")
 		txt := c.see(supporttest.IDOrder, supporttest.IDNearAbsent, supporttest.IDApprove)
 		c.notSee(txt, supporttest.BulkPrefix, supporttest.IDFound)
+		c.checkA11y("a time range")
 	})
 
 	t.Run("lists", func(t *testing.T) {
@@ -463,6 +556,7 @@ func TestConsole(t *testing.T) {
 			}
 		}
 		c.shot("list-found")
+		c.checkA11y("the found list, every page")
 		// Export downloads the same filter's every page as a file.
 		dl := c.downloads
 		c.run("export", browser.SetDownloadBehavior(browser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(dl),
@@ -489,37 +583,11 @@ func TestConsole(t *testing.T) {
 		checkPNG(t, "support-detail", c.shot("support-detail"))
 	})
 
-	// With RECONCILED_AXE naming axe-core's axe.min.js (npm pack axe-core),
-	// every view is checked for accessibility violations.
-	t.Run("axe", func(t *testing.T) {
-		c.t = t
-		path := os.Getenv("RECONCILED_AXE")
-		if path == "" {
-			t.Skip("RECONCILED_AXE not set")
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, frag := range []string{"", "status=found", "q=" + supporttest.Caller, "intent=" + supporttest.IDNearAbsent,
-			"intent=" + supporttest.IDUnreadable, "intent=pay-99999"} {
-			c.goTo(frag)
-			c.settled()
-			c.see("Search by")
-			var res string
-			c.run("axe", chromedp.Evaluate(string(src), nil), chromedp.Evaluate(
-				`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(r.violations.map(v => [v.id, v.help, v.nodes.map(n => n.target.join(" "))])))`,
-				&res, func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
-			if res != "[]" {
-				t.Errorf("#%s: axe violations: %s", frag, res)
-			}
-		}
-	})
-
 	t.Run("refresh", func(t *testing.T) {
 		c.t = t
 		c.goTo("intent=" + supporttest.IDNone)
 		c.see("Intent pay-new", "No verdict yet", "As of")
+		c.checkA11y("an intent without a verdict")
 		supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconcile.StatusUnreadable,
 			Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "connection refused"}, DecidedAt: supporttest.Base.Add(2 * time.Hour)})
 		c.see("history could not be read")
@@ -533,6 +601,7 @@ func TestConsole(t *testing.T) {
 		c.goTo("q=" + supporttest.IDFound)
 		txt := c.see("Cannot reach the reconciled daemon")
 		c.notSee(txt, "Failed to fetch")
+		c.checkA11y("the daemon unreachable")
 		srv.up(t)
 		// Back without anyone reloading the page.
 		c.until("the search to be answered", func() bool { return strings.Contains(c.text("#search-list"), supporttest.IDFound) })
@@ -556,6 +625,7 @@ func TestConsole(t *testing.T) {
 			if w > 390 {
 				t.Errorf("#%s is %d px wide at a 390 px viewport", v.frag, w)
 			}
+			c.checkA11y("#" + v.frag + " at 390 px")
 		}
 		c.shot("narrow-detail")
 	})
