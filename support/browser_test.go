@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,9 @@ import (
 
 // chromium is where Debian's chromium package installs the browser.
 const chromium = "/usr/bin/chromium"
+
+// plainHost is a name the browser resolves to 127.0.0.1 and nothing else.
+const plainHost = "support.reconciled.test"
 
 // switchable serves the handler on a fixed loopback address and can be
 // taken down and brought back, as a daemon restarts.
@@ -141,7 +145,9 @@ func newConsole(t *testing.T, srv *switchable) *console {
 		chromedp.Flag("disable-quic", true),
 		// No name resolves, so nothing but the loopback test server can be
 		// reached whatever the browser would try.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		// plainHost too reaches the loopback server, as a page served
+		// over plain http from a named host, which is no secure context.
+		chromedp.Flag("host-resolver-rules", "MAP "+plainHost+" 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
 		chromedp.WindowSize(1200, 900))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
@@ -361,6 +367,67 @@ func TestAxeLockfile(t *testing.T) {
 	testtool.CheckLockfile(t, filepath.Join("testdata", "axe"))
 }
 
+// copyAndCheck presses the copy button named name and checks that want
+// reached the clipboard and that the copy was announced.
+func (c *console) copyAndCheck(name, want string) {
+	c.t.Helper()
+	sel := fmt.Sprintf(`//button[normalize-space(.)=%q or @aria-label=%q]`, name, name)
+	c.run("press "+name, chromedp.Click(sel, chromedp.BySearch))
+	c.until(fmt.Sprintf("%q on the clipboard after %s", want, name), func() bool { return c.clipboard() == want })
+	c.until(fmt.Sprintf("the copy of %s to be announced", name), func() bool {
+		return strings.Contains(c.text("#announce"), "Copied "+strings.TrimPrefix(name, "Copy "))
+	})
+}
+
+// clipboard is the clipboard's text, read by the page.
+func (c *console) clipboard() string {
+	c.t.Helper()
+	var got string
+	c.run("read the clipboard", chromedp.Evaluate(`navigator.clipboard.readText()`, &got,
+		func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	return got
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// filter fills in the list's filter form as a person does and submits it.
+func (c *console) filter(status, ledger, from, to string) {
+	c.t.Helper()
+	for _, f := range []struct{ id, v string }{{"#f-status", status}, {"#f-ledger", ""}, {"#f-from", from}, {"#f-to", to}} {
+		var got string
+		c.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return "(no field)"; e.value = %q; `+
+			`e.dispatchEvent(new Event("input", {bubbles: true})); return e.value })()`, f.id, f.v), &got)
+		if got != f.v {
+			c.t.Fatalf("%s holds %q after setting it to %q", f.id, got, f.v)
+		}
+	}
+	if ledger != "" {
+		c.run("type the ledger", chromedp.SendKeys("#f-ledger", ledger, chromedp.ByID))
+	}
+	c.run("filter", chromedp.Click(`form.filters button[type=submit]`, chromedp.ByQuery))
+	c.settled()
+}
+
+// rows waits until the list shows exactly the intents want, in any order.
+func (c *console) rows(what string, want ...string) {
+	c.t.Helper()
+	slices.Sort(want)
+	var got []string
+	c.until(what, func() bool {
+		var st string
+		c.eval(`document.body.dataset.state`, &st)
+		if st == "loading" {
+			return false
+		}
+		c.eval(`[...document.querySelectorAll("#list-view tbody td.id a")].map(a => a.textContent)`, &got)
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+}
+
 // icpAccountID is the ICP ledger's account identifier, computed here
 // independently of the code under test.
 func icpAccountID(a icrc3.Account) string {
@@ -567,6 +634,76 @@ func TestConsole(t *testing.T) {
 			lines = strings.Count(string(b), "\n")
 			return err == nil && lines == want+1
 		})
+	})
+
+	t.Run("copy", func(t *testing.T) {
+		c.t = t
+		c.run("clipboard permission", browser.GrantPermissions([]browser.PermissionType{
+			browser.PermissionTypeClipboardReadWrite, browser.PermissionTypeClipboardSanitizedWrite}).WithOrigin("http://"+srv.addr))
+		c.goTo("intent=" + supporttest.IDOrder)
+		c.see("Intent pay-order", "40.25 ICP")
+		payee, err := icrc3.ParseAccount(supporttest.Payee)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []struct{ name, want string }{
+			{"Copy intent id", supporttest.IDOrder},
+			{"Copy from account", supporttest.Caller},
+			{"Copy to ICP account id", icpAccountID(payee)},
+		} {
+			c.copyAndCheck(b.name, b.want)
+		}
+		c.checkA11y("a detail view after copying")
+
+		// Over plain http from a named host the page has no clipboard API;
+		// the buttons copy all the same.
+		c.run("open over plain http", chromedp.Navigate("http://"+net.JoinHostPort(plainHost, port(srv.addr))+"/ui/#token="+testToken+"&intent="+supporttest.IDOrder))
+		c.see("Intent pay-order", "40.25 ICP")
+		var secure bool
+		c.eval(`window.isSecureContext || !!navigator.clipboard`, &secure)
+		if secure {
+			t.Fatalf("http://%s is a secure context; the fallback is not exercised", plainHost)
+		}
+		c.run("press Copy from account", chromedp.Click(`//button[normalize-space(.)="Copy from account"]`, chromedp.BySearch))
+		c.until("the copy to be announced", func() bool { return strings.Contains(c.text("#announce"), "Copied from account") })
+		var focused string
+		c.eval(`document.activeElement.textContent`, &focused)
+		if focused != "Copied from account" {
+			t.Errorf("after copying the focus is on %q, want the button", focused)
+		}
+		c.open("intent=" + supporttest.IDOrder) // the secure origin, to read the clipboard
+		c.see("Intent pay-order")
+		if got := c.clipboard(); got != supporttest.Caller {
+			t.Errorf("clipboard after the plain-http copy: %q, want %q", got, supporttest.Caller)
+		}
+	})
+
+	t.Run("filter", func(t *testing.T) {
+		c.t = t
+		c.goTo("status=")
+		c.heading("all intents")
+		c.filter("", supporttest.OtherLedger, "", "")
+		c.rows("the other ledger's intents", supporttest.IDNotYet)
+		c.filter("", "", "2026-11-30T07:04:30", "2026-11-30T07:05:30")
+		c.rows("intents paid 07:04:30 to 07:05:30", supporttest.IDOrder, supporttest.IDNearAbsent, supporttest.IDApprove)
+		c.filter("found", supporttest.Ledger, "2026-11-30T07:04:30", "2026-11-30T07:05:30")
+		c.rows("found intents paid 07:04:30 to 07:05:30 on the ICP ledger", supporttest.IDOrder, supporttest.IDApprove)
+		c.checkA11y("a filtered list")
+		c.filter("found", supporttest.OtherLedger, "2026-11-30T07:04:30", "")
+		c.rows("found intents on the other ledger paid after 07:04")
+		c.see("None.")
+		// A ledger that is no canister id: the error, and the form still
+		// there holding what was typed, so it can be corrected.
+		c.filter("", "not-a-ledger", "", "")
+		c.see("not-a-ledger", "is not a principal")
+		var kept string
+		c.eval(`(() => { const e = document.getElementById("f-ledger"); return e ? e.value : "(no field)" })()`, &kept)
+		if kept != "not-a-ledger" {
+			t.Errorf("after a bad ledger the field holds %q", kept)
+		}
+		c.checkA11y("a list filter refused")
+		c.filter("", "", "", "")
+		c.see("100 shown; more match")
 	})
 
 	t.Run("screenshots", func(t *testing.T) {
