@@ -256,6 +256,15 @@ func (c *console) heading(h string) {
 	})
 }
 
+// shown tells whether the element is laid out (not hidden, nor inside a
+// hidden element).
+func (c *console) shown(sel string) bool {
+	c.t.Helper()
+	var ok bool
+	c.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.getClientRects().length > 0 })()`, sel), &ok)
+	return ok
+}
+
 func (c *console) text(sel string) string {
 	c.t.Helper()
 	var s string
@@ -469,6 +478,10 @@ func TestConsole(t *testing.T) {
 		c.eval(`location.href`, &href)
 		if strings.Contains(href, testToken) {
 			t.Errorf("the token stays in the address bar: %s", href)
+		}
+		// With a token in use the header says so rather than asking for one.
+		if c.shown("#token") || !c.shown("#logout") || !strings.Contains(c.text("header"), "Support token in use") {
+			t.Errorf("with a token the header shows: %q (token field shown: %t)", c.text("header"), c.shown("#token"))
 		}
 	})
 

@@ -205,7 +205,7 @@ func TestGetIntent(t *testing.T) {
 		d.Amount.Display != "25 ICP" {
 		t.Errorf("absent: %+v", d)
 	}
-	if d := get(supporttest.IDNotYet); d.Advice != "Not yet known; the window closes at 2026-11-30T12:01:00Z; do not pay again before then." ||
+	if d := get(supporttest.IDNotYet); d.Advice != "Not known yet: the payment can still go through until 12:01 UTC on 30 Nov 2026 — do not pay again before then." ||
 		d.Final || d.Amount.Display != "42 units" || d.Ledger != nil {
 		t.Errorf("not_yet: advice %q final %t amount %+v", d.Advice, d.Final, d.Amount)
 	}

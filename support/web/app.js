@@ -469,7 +469,19 @@ function showError(err) {
   m.textContent = err.message || String(err);
   m.hidden = false;
   document.body.dataset.state = "error";
-  if (err.status === 401) $("token").focus();
+  if (err.status === 401) {
+    tokenState(true);
+    $("token").focus();
+  }
+}
+
+// tokenState shows the token field when there is no token or the one in use
+// was refused; otherwise only that one is in use, and how to forget it.
+function tokenState(refused) {
+  const has = !!token();
+  $("token-ask").hidden = has && !refused;
+  $("token-set").hidden = !has || refused;
+  $("logout").hidden = !has;
 }
 
 // draw runs the view of the fragment p for generation myGen. On refresh it
@@ -554,7 +566,7 @@ function route(fromNavigation) {
     p.delete("token");
     history.replaceState(null, "", location.pathname + (p.toString() ? "#" + p : ""));
   }
-  $("logout").hidden = !token();
+  tokenState(false);
   $("message").hidden = true;
   // The search box shows the search on screen, not a list's filters.
   const search = isSearch(p) && !isList(p) && !p.get("intent");
