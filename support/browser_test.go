@@ -612,7 +612,7 @@ func TestConsole(t *testing.T) {
 		}
 		// A count filters when clicked, and paging goes past 100.
 		c.run("click found", chromedp.Click(`#counts a[data-status="found"]`, chromedp.ByQuery))
-		c.see("found intents")
+		c.heading("Found intents")
 		want := supporttest.BulkCount + 4 // bulk, pay-found, remote-found, pay-order, pay-approve
 		c.until(fmt.Sprintf("all %d found intents listed", want), func() bool {
 			var n int
@@ -694,7 +694,7 @@ func TestConsole(t *testing.T) {
 	t.Run("filter", func(t *testing.T) {
 		c.t = t
 		c.goTo("status=")
-		c.heading("all intents")
+		c.heading("All intents")
 		c.filter("", supporttest.OtherLedger, "", "")
 		c.rows("the other ledger's intents", supporttest.IDNotYet)
 		c.filter("", "", "2026-11-30T07:04:30", "2026-11-30T07:05:30")

@@ -210,7 +210,7 @@ func TestGetIntent(t *testing.T) {
 		t.Errorf("not_yet: advice %q final %t amount %+v", d.Advice, d.Final, d.Amount)
 	}
 	if d := get(supporttest.IDUnreadable); d.Advice != "The ledger's history could not be read or verified yet, so the outcome is not known "+
-		"(last try 13:04 UTC on 29 Nov 2026). We keep trying — do not pay again yet." ||
+		"(last try 13:04:00 UTC on 29 Nov 2026). We keep trying — do not pay again yet." ||
 		d.Reason == nil || d.Reason.Code != "E_CERTIFICATE" || d.Window != nil || len(d.NearMisses) != 0 {
 		t.Errorf("unreadable: %+v", d)
 	}

@@ -217,6 +217,8 @@ type adviceContext struct {
 // utcText is a time as a person reads it aloud.
 func utcText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 2006") }
 
+func utcSeconds(t time.Time) string { return t.UTC().Format("15:04:05 UTC on 2 Jan 2006") }
+
 func advice(v *reconcile.Verdict, x adviceContext) string {
 	if v == nil {
 		return "No verdict yet; do not pay again until there is one."
@@ -257,10 +259,12 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 	case reconcile.StatusUnreadable:
 		msg := "The ledger's history could not be read or verified yet, so the outcome is not known"
 		if w := x.watch; w != nil {
+			// To the second: retries come seconds apart, and a last try and
+			// next retry in the same minute would read as one time.
 			msg += fmt.Sprintf(" (%d attempts so far; last try %s; next retry %s)", w.Attempts,
-				utcText(v.DecidedAt), utcText(w.NextCheck))
+				utcSeconds(v.DecidedAt), utcSeconds(w.NextCheck))
 		} else {
-			msg += fmt.Sprintf(" (last try %s)", utcText(v.DecidedAt))
+			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
 		return msg + ". We keep trying — do not pay again yet."
 	case reconcile.StatusInvalid:

@@ -256,7 +256,8 @@ function listParams(p) {
 
 function listTitle(p) {
   const st = p.get("status") || "";
-  const parts = [(st ? st.split(",").map((s) => (s === "none" ? "no-verdict" : s.replace("_", " "))).join(", ") : "all") + " intents"];
+  const what = (st ? st.split(",").map((s) => (s === "none" ? "no-verdict" : s.replace("_", " "))).join(", ") : "all") + " intents";
+  const parts = [what[0].toUpperCase() + what.slice(1)];
   if (p.get("canister")) parts.push("on ledger " + p.get("canister"));
   if (p.get("from") || p.get("to")) {
     parts.push("paid" + (p.get("from") ? " from " + utc(p.get("from")) : "") + (p.get("to") ? " to " + utc(p.get("to")) : ""));
@@ -271,13 +272,13 @@ function localTime(s) { return (s || "").replace(/(\.\d+)?Z$/, ""); }
 function filterForm(p) {
   const st = p.get("status") || "";
   const ledger = el("input", { id: "f-ledger", name: "canister", value: p.get("canister") || "", class: "mono",
-    "aria-describedby": "f-ledger-help", autocomplete: "off", spellcheck: "false" });
+    placeholder: "canister id; empty: every ledger", autocomplete: "off", spellcheck: "false" });
   const from = el("input", { id: "f-from", name: "from", type: "datetime-local", step: "1", value: localTime(p.get("from")) });
   const to = el("input", { id: "f-to", name: "to", type: "datetime-local", step: "1", value: localTime(p.get("to")) });
   const status = el("select", { id: "f-status", name: "status" },
     ["", "not_yet", "unreadable", "none", "found", "absent", "invalid"].map((s) =>
       el("option", { value: s, selected: s === st }, s === "" ? "any" : s === "none" ? "no verdict" : s.replace("_", " "))));
-  const field = (label, input, help) => el("div", { class: "field" }, label, input, help || null);
+  const field = (label, input) => el("div", { class: "field" }, label, input);
   return el("form", { class: "filters", "aria-label": "Filters",
     onsubmit: (ev) => {
       ev.preventDefault();
@@ -293,7 +294,7 @@ function filterForm(p) {
       else location.hash = h;
     } },
   field(el("label", { for: "f-status" }, "Status"), status),
-  field(el("label", { for: "f-ledger" }, "Ledger"), ledger, el("span", { id: "f-ledger-help", class: "help" }, "canister id; empty: every ledger")),
+  field(el("label", { for: "f-ledger" }, "Ledger"), ledger),
   field(el("label", { for: "f-from" }, "Paid from (UTC)"), from),
   field(el("label", { for: "f-to" }, "to (UTC)"), to),
   el("button", { type: "submit" }, "Filter"));
@@ -388,8 +389,11 @@ function nearMissTable(d, nm) {
     el("tbody", {}, rows));
 }
 
-function blocksRead(e) {
+function blocksRead(e, w) {
   if (!e) return null;
+  if (e.blocks_read === 0 && w && (w.first_block === null || w.first_block === undefined)) {
+    return "none yet: the ledger has no block in the window";
+  }
   if (e.blocks_read === 0) return "none needed: every block of the window was already verified and cached";
   return e.blocks_read + " fetched and verified for this decision";
 }
@@ -432,7 +436,7 @@ async function viewDetail(id) {
       fact("Narrowed by", w ? w.narrowed_by : null))),
     el("div", {}, el("h3", {}, "Evidence"), el("dl", { class: "facts", id: "evidence" },
       fact("Verified by", e ? e.verified : null), fact("Ledger tip", e ? e.tip_index : null),
-      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e)))),
+      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e, w)))),
     d.watch ? el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
       fact("Attempts", d.watch.attempts), fact("Next check", utc(d.watch.next_check)))) : null));
 
