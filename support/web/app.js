@@ -147,9 +147,16 @@ const COLUMNS = [
   ["From", (it) => el("span", { title: it.from || "" }, short(it.from, 15)), "mono acct-cell"],
   ["To", (it) => el("span", { title: it.to || it.spender || "" }, short(it.to || it.spender, 15)), "mono acct-cell"],
   ["Memo", (it) => memoText(it.memo)],
-  ["Paid at (UTC)", (it) => utc(it.stamp).replace(" UTC", ""), "nowrap"],
-  ["Decided (UTC)", (it) => utc(it.decided_at).replace(" UTC", ""), "nowrap"],
+  ["Paid at (UTC)", (it) => when(it.stamp)],
+  ["Decided (UTC)", (it) => when(it.decided_at)],
 ];
+
+// when is a list cell's time: date and time each kept whole, free to go on
+// two lines when the columns are tight.
+function when(t) {
+  const [date, time] = utc(t).replace(" UTC", "").split(" ");
+  return time ? [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time)] : date;
+}
 
 function intentTable(items, label, extra) {
   if (!items.length) return el("p", { class: "help" }, "None.");
@@ -272,7 +279,7 @@ function localTime(s) { return (s || "").replace(/(\.\d+)?Z$/, ""); }
 function filterForm(p) {
   const st = p.get("status") || "";
   const ledger = el("input", { id: "f-ledger", name: "canister", value: p.get("canister") || "", class: "mono",
-    placeholder: "canister id; empty: every ledger", autocomplete: "off", spellcheck: "false" });
+    placeholder: "canister id (empty: all)", autocomplete: "off", spellcheck: "false" });
   const from = el("input", { id: "f-from", name: "from", type: "datetime-local", step: "1", value: localTime(p.get("from")) });
   const to = el("input", { id: "f-to", name: "to", type: "datetime-local", step: "1", value: localTime(p.get("to")) });
   const status = el("select", { id: "f-status", name: "status" },
