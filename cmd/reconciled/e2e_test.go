@@ -40,32 +40,30 @@ func TestDemoPrintsEveryStatus(t *testing.T) {
 			m = pageRE.FindStringSubmatch(out.String())
 		}
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/demo-lost-reply", nil)
-	req.Header.Set("Authorization", "Bearer "+m[2])
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(body), `"status":"found"`) {
-		t.Errorf("served detail: %d %s", res.StatusCode, body)
-	}
-	// Served, the follow-ups go on: the unreadable intent is tried again,
-	// as its support page says.
-	attempts := func() int {
-		req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/demo-forged-cert", nil)
+	// intent is the served detail of one demo intent.
+	intent := func(id string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+m[2])
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, body
+	}
+	if code, body := intent("demo-lost-reply"); code != 200 || !strings.Contains(string(body), `"status":"found"`) {
+		t.Errorf("served detail: %d %s", code, body)
+	}
+	// Served, the follow-ups go on: the unreadable intent is tried again,
+	// as its support page says.
+	attempts := func() int {
 		var d struct {
 			Watch *struct{ Attempts int } `json:"watch"`
 		}
-		if err := json.NewDecoder(res.Body).Decode(&d); err != nil || d.Watch == nil {
-			t.Fatalf("demo-forged-cert: %v, watch %+v", err, d.Watch)
+		_, body := intent("demo-forged-cert")
+		if err := json.Unmarshal(body, &d); err != nil || d.Watch == nil {
+			t.Fatalf("demo-forged-cert: %v, watch %+v: %s", err, d.Watch, body)
 		}
 		return d.Watch.Attempts
 	}
