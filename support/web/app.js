@@ -251,13 +251,13 @@ function exportButtons(params) {
 
 // The list's filters, as the fragment carries them: status, ledger, the
 // payment's stamp time (from, to: what the list shows as "Paid at"), and
-// first seen (since; from links only).
+// first seen (since, until; from links only).
 function listParams(p) {
   const st = p.get("status") || "";
   const params = { limit: String(PAGE), order: "newest" };
   if (st) params.status = st;
   if (st && st.split(",").every((s) => FINAL.includes(s))) params.sort = "decided";
-  for (const k of ["canister", "from", "to", "since"]) if (p.get(k)) params[k] = p.get(k);
+  for (const k of ["canister", "from", "to", "since", "until"]) if (p.get(k)) params[k] = p.get(k);
   return params;
 }
 
@@ -269,7 +269,9 @@ function listTitle(p) {
   if (p.get("from") || p.get("to")) {
     parts.push("paid" + (p.get("from") ? " from " + utc(p.get("from")) : "") + (p.get("to") ? " to " + utc(p.get("to")) : ""));
   }
-  if (p.get("since")) parts.push("first seen since " + p.get("since"));
+  if (p.get("since") || p.get("until")) {
+    parts.push("first seen" + (p.get("since") ? " since " + p.get("since") : "") + (p.get("until") ? " until " + p.get("until") : ""));
+  }
   return parts.join(" · ");
 }
 
@@ -295,7 +297,7 @@ function filterForm(p) {
       // datetime-local gives a zoneless time; the page speaks UTC throughout.
       if (from.value) q.set("from", from.value + "Z");
       if (to.value) q.set("to", to.value + "Z");
-      if (p.get("since")) q.set("since", p.get("since"));
+      for (const k of ["since", "until"]) if (p.get(k)) q.set(k, p.get(k));
       const h = q.toString();
       if (location.hash.slice(1) === h) route(true);
       else location.hash = h;
@@ -564,7 +566,7 @@ function errorView(p, err) {
 // A fragment with a query is a search; one with a list filter is a list
 // (a count's link, the filter form); a time range alone is a search.
 function isSearch(p) { return !!(p.get("q") || p.get("from") || p.get("to")); }
-function isList(p) { return !p.get("q") && (p.has("status") || !!p.get("canister") || !!p.get("since")); }
+function isList(p) { return !p.get("q") && (p.has("status") || ["canister", "since", "until"].some((k) => !!p.get(k))); }
 
 let focusHeading = false;
 // userPaged stops the home page's refresh, which would fold the pages away.
