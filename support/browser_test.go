@@ -782,6 +782,14 @@ func TestConsole(t *testing.T) {
 			}
 			c.checkA11y("#" + v.frag + " at 390 px")
 		}
+		// A card has room for a whole account: none is cut short there.
+		var to string
+		var clipped int
+		c.eval(`document.querySelector('#search-list td[data-label="To"]').innerText`, &to)
+		c.eval(`[...document.querySelectorAll("#search-list td")].filter(e => e.scrollWidth > e.clientWidth || [...e.children].some(k => k.scrollWidth > k.clientWidth)).length`, &clipped)
+		if to != supporttest.Payee || clipped != 0 {
+			t.Errorf("at 390 px a card's To reads %q, want the whole %s; %d cells cut short", to, supporttest.Payee, clipped)
+		}
 		c.shot("narrow-detail")
 	})
 

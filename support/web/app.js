@@ -81,11 +81,6 @@ function utc(t) {
   return String(t).replace("T", " ").replace(/(\.\d+)?Z$/, " UTC");
 }
 
-function short(s, n) {
-  if (!s) return "—";
-  return s.length > n ? s.slice(0, n - 1) + "…" : s;
-}
-
 function memoText(m) {
   if (!m) return "—";
   return m.text ? m.text : "0x" + m.hex;
@@ -144,12 +139,19 @@ const COLUMNS = [
   ["Intent", (it) => intentLink(it.intent_id), "id"],
   ["Status", (it) => statusBadge(it.status)],
   ["Amount", (it) => (it.amount ? it.amount.display : "—"), "nowrap"],
-  ["From", (it) => el("span", { title: it.from || "" }, short(it.from, 15)), "mono acct-cell"],
-  ["To", (it) => el("span", { title: it.to || it.spender || "" }, short(it.to || it.spender, 15)), "mono acct-cell"],
+  ["From", (it) => acctCell(it.from), "mono acct-cell"],
+  ["To", (it) => acctCell(it.to || it.spender), "mono acct-cell"],
   ["Memo", (it) => memoText(it.memo)],
   ["Paid at (UTC)", (it) => when(it.stamp)],
   ["Decided (UTC)", (it) => when(it.decided_at)],
 ];
+
+// acctCell is an account in a list: whole in the page (and so to a screen
+// reader and on a narrow screen's card), cut short with an ellipsis by the
+// style sheet where the columns are tight.
+function acctCell(a) {
+  return a ? el("span", { class: "acct-short", title: a }, a) : "—";
+}
 
 // when is a list cell's time: date and time each kept whole, free to go on
 // two lines when the columns are tight.
