@@ -59,7 +59,7 @@ var exactVersion = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
 // registryWords would appear in a lockfile that records where its tarballs
 // came from; every tarball is to be fetched from whichever registry the
 // installing machine is configured for.
-var registryWords = []string{`"resolved"`, "registry", "npmjs", "yarnpkg"}
+var registryWords = []string{`"resolved"`, "registry"}
 
 // CheckLockfile checks dir's package.json and package-lock.json: every
 // dependency of package.json is an exact version, every locked package
