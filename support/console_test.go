@@ -43,7 +43,7 @@ func TestDetailAdviceAndFacts(t *testing.T) {
 	}
 	d = get(supporttest.IDUnreadable)
 	if want := "The ledger's history could not be read or verified yet, so the outcome is not known (4 attempts so far; " +
-		"last try 13:04 UTC on 29 Nov 2026; next retry 13:30 UTC on 29 Nov 2026). We keep trying — do not pay again yet."; d.Advice != want ||
+		"last try 13:04:00 UTC on 29 Nov 2026; next retry 13:30:00 UTC on 29 Nov 2026). We keep trying — do not pay again yet."; d.Advice != want ||
 		d.Watch == nil || d.Watch.Attempts != 4 {
 		t.Errorf("unreadable: %q watch %+v", d.Advice, d.Watch)
 	}

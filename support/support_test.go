@@ -205,12 +205,12 @@ func TestGetIntent(t *testing.T) {
 		d.Amount.Display != "25 ICP" {
 		t.Errorf("absent: %+v", d)
 	}
-	if d := get(supporttest.IDNotYet); d.Advice != "Not yet known; the window closes at 2026-11-30T12:01:00Z; do not pay again before then." ||
+	if d := get(supporttest.IDNotYet); d.Advice != "Not known yet: the payment can still go through until 12:01 UTC on 30 Nov 2026 — do not pay again before then." ||
 		d.Final || d.Amount.Display != "42 units" || d.Ledger != nil {
 		t.Errorf("not_yet: advice %q final %t amount %+v", d.Advice, d.Final, d.Amount)
 	}
 	if d := get(supporttest.IDUnreadable); d.Advice != "The ledger's history could not be read or verified yet, so the outcome is not known "+
-		"(last try 13:04 UTC on 29 Nov 2026). We keep trying — do not pay again yet." ||
+		"(last try 13:04:00 UTC on 29 Nov 2026). We keep trying — do not pay again yet." ||
 		d.Reason == nil || d.Reason.Code != "E_CERTIFICATE" || d.Window != nil || len(d.NearMisses) != 0 {
 		t.Errorf("unreadable: %+v", d)
 	}

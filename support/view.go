@@ -217,6 +217,8 @@ type adviceContext struct {
 // utcText is a time as a person reads it aloud.
 func utcText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 2006") }
 
+func utcSeconds(t time.Time) string { return t.UTC().Format("15:04:05 UTC on 2 Jan 2006") }
+
 func advice(v *reconcile.Verdict, x adviceContext) string {
 	if v == nil {
 		return "No verdict yet; do not pay again until there is one."
@@ -243,22 +245,26 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			return fmt.Sprintf("It did not happen as asked, and can no longer happen. But block %d has the same stamp and account "+
 				"and differs only in %s — check it before paying again.", v.NearMisses[0].Index, strings.Join(v.NearMisses[0].Differs, ", "))
 		}
-		return "It did not happen and can no longer happen — safe to pay again with a new stamp."
+		// "As a new payment": a retry of the same request would be refused as
+		// too old, or deduplicated; the person need not know the word stamp.
+		return "It did not happen and can no longer happen — it is safe to pay again, as a new payment."
 	case reconcile.StatusNotYet:
 		if v.Window != nil {
 			if t := LedgerTime(uint64(v.Window.ToTS)); t != nil {
-				return fmt.Sprintf("Not yet known; the window closes at %s; do not pay again before then.",
-					t.Format(time.RFC3339))
+				return fmt.Sprintf("Not known yet: the payment can still go through until %s — do not pay again before then.",
+					utcText(*t))
 			}
 		}
-		return "Not yet known; the window has not closed; do not pay again before it does."
+		return "Not known yet: the payment can still go through — do not pay again until there is an answer."
 	case reconcile.StatusUnreadable:
 		msg := "The ledger's history could not be read or verified yet, so the outcome is not known"
 		if w := x.watch; w != nil {
+			// To the second: retries come seconds apart, and a last try and
+			// next retry in the same minute would read as one time.
 			msg += fmt.Sprintf(" (%d attempts so far; last try %s; next retry %s)", w.Attempts,
-				utcText(v.DecidedAt), utcText(w.NextCheck))
+				utcSeconds(v.DecidedAt), utcSeconds(w.NextCheck))
 		} else {
-			msg += fmt.Sprintf(" (last try %s)", utcText(v.DecidedAt))
+			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
 		return msg + ". We keep trying — do not pay again yet."
 	case reconcile.StatusInvalid:

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testtool"
 	"github.com/reconciled/reconciled/matcher"
 )
 
@@ -182,68 +182,14 @@ func TestVectors(t *testing.T) {
 // versions and that no committed package file names a registry: every
 // tarball is fetched from whichever registry the installing machine uses.
 func TestLockfileExact(t *testing.T) {
-	lock, err := os.ReadFile("package-lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(b, []byte("://")) || bytes.Contains(b, []byte(`"resolved"`)) {
-			t.Errorf("%s names a host (a URL or a \"resolved\" field); strip them", f)
-		}
-	}
-	var l struct {
-		Packages map[string]struct {
-			Version   string `json:"version"`
-			Integrity string `json:"integrity"`
-			Link      bool   `json:"link"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(lock, &l); err != nil {
-		t.Fatal(err)
-	}
-	exact := regexp.MustCompile(`^\d+\.\d+\.\d+$`)
-	for name, p := range l.Packages {
-		if name == "" || p.Link {
-			continue
-		}
-		if !exact.MatchString(p.Version) || !strings.HasPrefix(p.Integrity, "sha512-") {
-			t.Errorf("package-lock.json: %s: version %q integrity %q: want an exact version and a sha512 integrity", name, p.Version, p.Integrity)
-		}
-	}
-	var pkg struct {
-		Dependencies    map[string]string `json:"dependencies"`
-		DevDependencies map[string]string `json:"devDependencies"`
-	}
-	b, _ := os.ReadFile("package.json")
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
-	}
-	for _, deps := range []map[string]string{pkg.Dependencies, pkg.DevDependencies} {
-		for name, v := range deps {
-			if !exact.MatchString(v) {
-				t.Errorf("package.json: %s@%s: want an exact version", name, v)
-			}
-		}
-	}
+	testtool.CheckLockfile(t, ".")
 }
 
 // lookTool finds a tool the client's tests need. In CI a missing one is a
 // failure; elsewhere the test is skipped with the reason.
 func lookTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required to test the TypeScript client (CI=true): %v", name, err)
-	}
-	t.Skipf("%s not found; the TypeScript client's tests need Node 20+ and npm", name)
-	return ""
+	return testtool.Require(t, "the TypeScript client's tests (Node 20+ and npm)", name)[0]
 }
 
 func run(t *testing.T, ctx context.Context, dir string, env []string, name string, args ...string) {
@@ -311,11 +257,7 @@ func TestClient(t *testing.T) {
 	node := lookTool(t, "node")
 	npm := lookTool(t, "npm")
 	if v, err := exec.Command(node, "--version").Output(); err != nil || !nodeAtLeast20(strings.TrimSpace(string(v))) {
-		msg := fmt.Sprintf("the TypeScript client needs Node 20 or later; %s --version: %q %v", node, v, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testtool.Unavailable(t, fmt.Sprintf("the TypeScript client needs Node 20 or later; %s --version: %q %v", node, v, err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

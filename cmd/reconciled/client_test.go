@@ -88,7 +88,7 @@ verdicts (2)
 
 const wantGetNotYet = `intent           pay-notyet
 status           not_yet (not final, verdict #1)
-tell them        Not yet known; the window closes at 2026-11-30T12:01:00Z; do not pay again before then.
+tell them        Not known yet: the payment can still go through until 12:01 UTC on 30 Nov 2026 — do not pay again before then.
 canister         ypnbz-raaaa-aaaaq-aaaba-cai
 method           icrc1_transfer
 caller           6ce4r-dqha4-dqoby-ha4dq-obyha-4ba
@@ -300,8 +300,8 @@ func TestWatch(t *testing.T) {
 		Block: &reconcile.BlockRef{Index: 2000, TS: 1, Hash: "aa", Kind: "xfer"}, DecidedAt: decided.Add(3 * time.Second)})
 	tick <- time.Time{}
 	<-polled
-	want := "2026-11-29T15:00:01Z  pay-notyet  #3  absent  It did not happen and can no longer happen — safe to pay again with a new stamp.\n" +
-		"2026-11-29T15:00:02Z  pay-new  #1  not_yet  Not yet known; the window closes at 2026-11-30T12:01:00Z; do not pay again before then.\n" +
+	want := "2026-11-29T15:00:01Z  pay-notyet  #3  absent  It did not happen and can no longer happen — it is safe to pay again, as a new payment.\n" +
+		"2026-11-29T15:00:02Z  pay-new  #1  not_yet  Not known yet: the payment can still go through until 12:01 UTC on 30 Nov 2026 — do not pay again before then.\n" +
 		"2026-11-29T15:00:03Z  late-one  #1  found  The payment went through in block 2000 — do not pay again.\n"
 	diff(t, "watch", out.String(), want)
 

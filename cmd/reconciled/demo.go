@@ -124,6 +124,9 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 			return fmt.Errorf("support token: %w", err)
 		}
 		cfg.HTTPAddr, cfg.SupportToken = serve.addr, hex.EncodeToString(tok)
+		// While it serves, open intents are followed up as by a real
+		// daemon, so that the page's attempts and next retry move on.
+		cfg.PollInterval = 5 * time.Second
 	}
 	d, err := daemon.New(ctx, cfg, daemon.Options{Log: log, Agent: daemonAgent})
 	if err != nil {

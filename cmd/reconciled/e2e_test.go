@@ -40,16 +40,39 @@ func TestDemoPrintsEveryStatus(t *testing.T) {
 			m = pageRE.FindStringSubmatch(out.String())
 		}
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/demo-lost-reply", nil)
-	req.Header.Set("Authorization", "Bearer "+m[2])
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// intent is the served detail of one demo intent.
+	intent := func(id string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+m[2])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, body
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(body), `"status":"found"`) {
-		t.Errorf("served detail: %d %s", res.StatusCode, body)
+	if code, body := intent("demo-lost-reply"); code != 200 || !strings.Contains(string(body), `"status":"found"`) {
+		t.Errorf("served detail: %d %s", code, body)
+	}
+	// Served, the follow-ups go on: the unreadable intent is tried again,
+	// as its support page says.
+	attempts := func() int {
+		var d struct {
+			Watch *struct{ Attempts int } `json:"watch"`
+		}
+		_, body := intent("demo-forged-cert")
+		if err := json.Unmarshal(body, &d); err != nil || d.Watch == nil {
+			t.Fatalf("demo-forged-cert: %v, watch %+v: %s", err, d.Watch, body)
+		}
+		return d.Watch.Attempts
+	}
+	// Two more than first: the scenario's own retry may still be landing.
+	first := attempts()
+	for deadline := time.Now().Add(45 * time.Second); attempts() < first+2; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo-forged-cert at %d attempts after 45 s of serving (%d when the page was up): the follow-ups stopped", attempts(), first)
+		}
 	}
 	if res, err := http.Get(m[1] + "/ui/"); err != nil || res.StatusCode != 200 {
 		t.Errorf("served page: %v %v", res, err)

@@ -81,11 +81,6 @@ function utc(t) {
   return String(t).replace("T", " ").replace(/(\.\d+)?Z$/, " UTC");
 }
 
-function short(s, n) {
-  if (!s) return "—";
-  return s.length > n ? s.slice(0, n - 1) + "…" : s;
-}
-
 function memoText(m) {
   if (!m) return "—";
   return m.text ? m.text : "0x" + m.hex;
@@ -95,27 +90,75 @@ function intentLink(id) {
   return el("a", { href: "#intent=" + encodeURIComponent(id) }, id);
 }
 
+// copyButton copies text. Its name says what it copies ("Copy intent id",
+// the last words hidden on screen), and the outcome is announced in the
+// page's status region as well as shown on the button.
 function copyButton(text, what) {
+  const label = el("span", {}, "Copy");
+  let reset = 0;
   return el("button", {
-    type: "button", class: "copy", "aria-label": "Copy " + what,
+    type: "button", class: "copy",
     onclick: async (ev) => {
       const b = ev.currentTarget;
-      try { await navigator.clipboard.writeText(text); b.textContent = "Copied"; } catch (_) { b.textContent = "Copy failed"; }
-      setTimeout(() => { b.textContent = "Copy"; }, 1500);
+      const ok = await copyText(text, b);
+      label.textContent = ok ? "Copied" : "Copy failed";
+      announce(ok ? "Copied " + what + " to the clipboard." : "Could not copy the " + what + "; select it and copy it by hand.");
+      clearTimeout(reset);
+      reset = setTimeout(() => { label.textContent = "Copy"; }, 2000);
     },
-  }, "Copy");
+  }, label, el("span", { class: "sr-only" }, " " + what));
+}
+
+// copyText puts text on the clipboard. The clipboard API exists only in a
+// secure context; a page served over plain http from a host other than
+// localhost falls back to copying a selection, then gives the focus back.
+async function copyText(text, from) {
+  if (navigator.clipboard && window.isSecureContext) {
+    try { await navigator.clipboard.writeText(text); return true; } catch (_) { /* try the selection below */ }
+  }
+  const ta = el("textarea", { class: "offscreen", readonly: true, "aria-hidden": "true", tabindex: "-1" });
+  ta.value = text;
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch (_) { ok = false; }
+  ta.remove();
+  from.focus();
+  return ok;
+}
+
+// announce tells a screen reader something that happened without moving
+// the focus; the same words twice are announced twice.
+function announce(msg) {
+  const a = $("announce");
+  a.textContent = "";
+  setTimeout(() => { a.textContent = msg; }, 50);
 }
 
 const COLUMNS = [
   ["Intent", (it) => intentLink(it.intent_id), "id"],
   ["Status", (it) => statusBadge(it.status)],
   ["Amount", (it) => (it.amount ? it.amount.display : "—"), "nowrap"],
-  ["From", (it) => el("span", { title: it.from || "" }, short(it.from, 15)), "mono acct-cell"],
-  ["To", (it) => el("span", { title: it.to || it.spender || "" }, short(it.to || it.spender, 15)), "mono acct-cell"],
+  ["From", (it) => acctCell(it.from), "mono acct-cell"],
+  ["To", (it) => acctCell(it.to || it.spender), "mono acct-cell"],
   ["Memo", (it) => memoText(it.memo)],
-  ["Paid at (UTC)", (it) => utc(it.stamp).replace(" UTC", ""), "nowrap"],
-  ["Decided (UTC)", (it) => utc(it.decided_at).replace(" UTC", ""), "nowrap"],
+  ["Paid at (UTC)", (it) => when(it.stamp)],
+  ["Decided (UTC)", (it) => when(it.decided_at)],
 ];
+
+// acctCell is an account in a list: whole in the page (and so to a screen
+// reader and on a narrow screen's card), cut short with an ellipsis by the
+// style sheet where the columns are tight.
+function acctCell(a) {
+  return a ? el("span", { class: "acct-short", title: a }, a) : "—";
+}
+
+// when is a list cell's time: date and time each kept whole, free to go on
+// two lines when the columns are tight.
+function when(t) {
+  const [date, time] = utc(t).replace(" UTC", "").split(" ");
+  return time ? [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time)] : date;
+}
 
 function intentTable(items, label, extra) {
   if (!items.length) return el("p", { class: "help" }, "None.");
@@ -208,36 +251,74 @@ function exportButtons(params) {
     el("button", { type: "button", onclick: () => go("json") }, "JSON"));
 }
 
-// viewList is a filtered listing: by status (a clicked count), ledger and
-// first-seen time.
-async function viewList(p) {
+// The list's filters, as the fragment carries them: status, ledger, the
+// payment's stamp time (from, to: what the list shows as "Paid at"), and
+// first seen (since, until; from links only).
+function listParams(p) {
   const st = p.get("status") || "";
   const params = { limit: String(PAGE), order: "newest" };
   if (st) params.status = st;
   if (st && st.split(",").every((s) => FINAL.includes(s))) params.sort = "decided";
-  for (const k of ["canister", "since", "until"]) if (p.get(k)) params[k] = p.get(k);
-  const what = st ? st.split(",").map((s) => (s === "none" ? "no-verdict" : s.replace("_", " "))).join(", ") : "all";
-  const list = pagedList("/api/v1/intents", params, what + " intents", null, (rep) => rep.intents.map((it) => ({ item: it })));
-  await list.first();
-  const ledger = el("input", { id: "f-ledger", name: "canister", value: p.get("canister") || "", class: "mono" });
-  const since = el("input", { id: "f-since", name: "since", value: p.get("since") || "", placeholder: "24h or 2026-11-30T00:00:00Z" });
+  for (const k of ["canister", "from", "to", "since", "until"]) if (p.get(k)) params[k] = p.get(k);
+  return params;
+}
+
+function listTitle(p) {
+  const st = p.get("status") || "";
+  const what = (st ? st.split(",").map((s) => (s === "none" ? "no-verdict" : s.replace("_", " "))).join(", ") : "all") + " intents";
+  const parts = [what[0].toUpperCase() + what.slice(1)];
+  if (p.get("canister")) parts.push("on ledger " + p.get("canister"));
+  if (p.get("from") || p.get("to")) {
+    parts.push("paid" + (p.get("from") ? " from " + utc(p.get("from")) : "") + (p.get("to") ? " to " + utc(p.get("to")) : ""));
+  }
+  if (p.get("since") || p.get("until")) {
+    parts.push("first seen" + (p.get("since") ? " since " + p.get("since") : "") + (p.get("until") ? " until " + p.get("until") : ""));
+  }
+  return parts.join(" · ");
+}
+
+// localTime is a fragment's UTC time as a datetime-local field takes it.
+function localTime(s) { return (s || "").replace(/(\.\d+)?Z$/, ""); }
+
+function filterForm(p) {
+  const st = p.get("status") || "";
+  const ledger = el("input", { id: "f-ledger", name: "canister", value: p.get("canister") || "", class: "mono",
+    placeholder: "canister id (empty: all)", autocomplete: "off", spellcheck: "false" });
+  const from = el("input", { id: "f-from", name: "from", type: "datetime-local", step: "1", value: localTime(p.get("from")) });
+  const to = el("input", { id: "f-to", name: "to", type: "datetime-local", step: "1", value: localTime(p.get("to")) });
   const status = el("select", { id: "f-status", name: "status" },
     ["", "not_yet", "unreadable", "none", "found", "absent", "invalid"].map((s) =>
       el("option", { value: s, selected: s === st }, s === "" ? "any" : s === "none" ? "no verdict" : s.replace("_", " "))));
-  const form = el("form", { class: "filters", "aria-label": "Filters",
+  const field = (label, input) => el("div", { class: "field" }, label, input);
+  return el("form", { class: "filters", "aria-label": "Filters",
     onsubmit: (ev) => {
       ev.preventDefault();
       const q = new URLSearchParams();
       q.set("status", status.value);
       if (ledger.value.trim()) q.set("canister", ledger.value.trim());
-      if (since.value.trim()) q.set("since", since.value.trim());
-      location.hash = q.toString();
+      // datetime-local gives a zoneless time; the page speaks UTC throughout.
+      if (from.value) q.set("from", from.value + "Z");
+      if (to.value) q.set("to", to.value + "Z");
+      for (const k of ["since", "until"]) if (p.get(k)) q.set(k, p.get(k));
+      const h = q.toString();
+      if (location.hash.slice(1) === h) route(true);
+      else location.hash = h;
     } },
-  el("label", { for: "f-status" }, "Status"), status,
-  el("label", { for: "f-ledger" }, "Ledger"), ledger,
-  el("label", { for: "f-since" }, "First seen since"), since,
+  field(el("label", { for: "f-status" }, "Status"), status),
+  field(el("label", { for: "f-ledger" }, "Ledger"), ledger),
+  field(el("label", { for: "f-from" }, "Paid from (UTC)"), from),
+  field(el("label", { for: "f-to" }, "to (UTC)"), to),
   el("button", { type: "submit" }, "Filter"));
-  return [heading(what + " intents"), form, exportButtons(params), el("div", { id: "list-view" }, list.box)];
+}
+
+// viewList is a filtered listing: by status (a clicked count), ledger and
+// the time the payment was stamped.
+async function viewList(p) {
+  const params = listParams(p);
+  const title = listTitle(p);
+  const list = pagedList("/api/v1/intents", params, title, null, (rep) => rep.intents.map((it) => ({ item: it })));
+  await list.first();
+  return [heading(title), filterForm(p), exportButtons(params), el("div", { id: "list-view" }, list.box)];
 }
 
 async function viewSearch(p) {
@@ -319,8 +400,11 @@ function nearMissTable(d, nm) {
     el("tbody", {}, rows));
 }
 
-function blocksRead(e) {
+function blocksRead(e, w) {
   if (!e) return null;
+  if (e.blocks_read === 0 && w && (w.first_block === null || w.first_block === undefined)) {
+    return "none yet: the ledger has no block in the window";
+  }
   if (e.blocks_read === 0) return "none needed: every block of the window was already verified and cached";
   return e.blocks_read + " fetched and verified for this decision";
 }
@@ -363,7 +447,7 @@ async function viewDetail(id) {
       fact("Narrowed by", w ? w.narrowed_by : null))),
     el("div", {}, el("h3", {}, "Evidence"), el("dl", { class: "facts", id: "evidence" },
       fact("Verified by", e ? e.verified : null), fact("Ledger tip", e ? e.tip_index : null),
-      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e)))),
+      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e, w)))),
     d.watch ? el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
       fact("Attempts", d.watch.attempts), fact("Next check", utc(d.watch.next_check)))) : null));
 
@@ -400,7 +484,19 @@ function showError(err) {
   m.textContent = err.message || String(err);
   m.hidden = false;
   document.body.dataset.state = "error";
-  if (err.status === 401) $("token").focus();
+  if (err.status === 401) {
+    tokenState(true);
+    $("token").focus();
+  }
+}
+
+// tokenState shows the token field when there is no token or the one in use
+// was refused; otherwise only that one is in use, and how to forget it.
+function tokenState(refused) {
+  const has = !!token();
+  $("token-ask").hidden = has && !refused;
+  $("token-set").hidden = !has || refused;
+  $("logout").hidden = !has;
 }
 
 // draw runs the view of the fragment p for generation myGen. On refresh it
@@ -417,8 +513,8 @@ async function draw(p, myGen, refresh) {
   try {
     const [counts, view] = await Promise.all([loadCounts(), (async () => {
       if (p.get("intent")) return viewDetail(p.get("intent"));
-      if (p.get("q") || p.get("from") || p.get("to")) return { nodes: await viewSearch(p) };
-      if (p.has("status") || p.get("canister") || p.get("since")) return { nodes: await viewList(p) };
+      if (isList(p)) return { nodes: await viewList(p) };
+      if (isSearch(p)) return { nodes: await viewSearch(p) };
       return { nodes: await viewHome(), live: true };
     })()]);
     if (myGen !== gen) return;
@@ -463,9 +559,16 @@ function errorView(p, err) {
     }
     return [heading("Intent " + id)];
   }
+  // A refused filter keeps its form, holding what was typed, to be corrected.
+  if (isList(p)) return [heading(listTitle(p)), filterForm(p)];
   if (p.get("q")) return [heading("Search results for " + p.get("q"))];
   return [];
 }
+
+// A fragment with a query is a search; one with a list filter is a list
+// (a count's link, the filter form); a time range alone is a search.
+function isSearch(p) { return !!(p.get("q") || p.get("from") || p.get("to")); }
+function isList(p) { return !p.get("q") && (p.has("status") || ["canister", "since", "until"].some((k) => !!p.get(k))); }
 
 let focusHeading = false;
 // userPaged stops the home page's refresh, which would fold the pages away.
@@ -478,11 +581,13 @@ function route(fromNavigation) {
     p.delete("token");
     history.replaceState(null, "", location.pathname + (p.toString() ? "#" + p : ""));
   }
-  $("logout").hidden = !token();
+  tokenState(false);
   $("message").hidden = true;
-  $("q").value = p.get("q") || "";
-  $("from").value = (p.get("from") || "").replace(/Z$/, "");
-  $("to").value = (p.get("to") || "").replace(/Z$/, "");
+  // The search box shows the search on screen, not a list's filters.
+  const search = isSearch(p) && !isList(p) && !p.get("intent");
+  $("q").value = search ? p.get("q") || "" : "";
+  $("from").value = search ? localTime(p.get("from")) : "";
+  $("to").value = search ? localTime(p.get("to")) : "";
   gen++;
   ctl.abort();
   ctl = new AbortController();

@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +35,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/internal/testtool"
 )
 
 // project is the npm project, installed once per test binary.
@@ -56,42 +56,7 @@ func TestMain(m *testing.M) {
 // requireTools fails under CI=true and skips elsewhere when a tool is missing.
 func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
-	if missing, fatal := missingTool(exec.LookPath, os.Getenv, tools...); missing != "" {
-		if fatal {
-			t.Fatal(missing)
-		}
-		t.Skip(missing)
-	}
-}
-
-// missingTool names the first tool that lookPath cannot find, and whether
-// that is fatal (CI=true) rather than a reason to skip.
-func missingTool(lookPath func(string) (string, error), getenv func(string) string, tools ...string) (msg string, fatal bool) {
-	for _, tool := range tools {
-		if _, err := lookPath(tool); err != nil {
-			if getenv("CI") == "true" {
-				return fmt.Sprintf("%s is required for the peer conformance suite: %v", tool, err), true
-			}
-			return fmt.Sprintf("%s not found (the suite fails instead under CI=true): %v", tool, err), false
-		}
-	}
-	return "", false
-}
-
-func TestMissingToolFailsInCI(t *testing.T) {
-	none := func(string) (string, error) { return "", exec.ErrNotFound }
-	all := func(name string) (string, error) { return "/bin/" + name, nil }
-	ci := func(k string) string { return map[string]string{"CI": "true"}[k] }
-	local := func(string) string { return "" }
-	if msg, fatal := missingTool(none, ci, "node"); msg == "" || !fatal {
-		t.Fatalf("CI=true without node: %q, fatal %v", msg, fatal)
-	}
-	if msg, fatal := missingTool(none, local, "npm"); msg == "" || fatal {
-		t.Fatalf("no npm outside CI: %q, fatal %v", msg, fatal)
-	}
-	if msg, _ := missingTool(all, ci, "node", "npm"); msg != "" {
-		t.Fatalf("with the tools: %q", msg)
-	}
+	testtool.Require(t, "the peer conformance suite", tools...)
 }
 
 // npmProject copies package.json, the lockfile and the tests into a
@@ -107,26 +72,12 @@ func npmProject(t *testing.T) string {
 		}
 		project.dir = dir
 		files, _ := filepath.Glob("*.mjs")
-		for _, f := range append([]string{"package.json", "package-lock.json"}, files...) {
-			b, err := os.ReadFile(f)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, f), b, 0o600)
-			}
-			if err != nil {
-				project.err = err
-				return
-			}
+		if project.err = testtool.CopyFiles(dir, ".", append([]string{"package.json", "package-lock.json"}, files...)...); project.err != nil {
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		// --prefer-offline installs from npm's cache when it holds the locked
-		// versions; the lockfile's integrity hashes are checked either way.
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "NPM_CONFIG_UPDATE_NOTIFIER=false")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			project.err = fmt.Errorf("npm ci: %v\n%s", err, out)
-		}
+		project.err = testtool.NPMCI(ctx, dir)
 	})
 	if project.err != nil {
 		t.Fatal(project.err)
@@ -137,47 +88,7 @@ func npmProject(t *testing.T) string {
 // TestLockfile: every dependency is pinned exactly, the lockfile records
 // integrity hashes, and no registry location is committed.
 func TestLockfile(t *testing.T) {
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	b, err := os.ReadFile("package.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatal(err)
-	}
-	exact := regexp.MustCompile(`^\d+\.\d+\.\d+$`)
-	for name, v := range pkg.Dependencies {
-		if !exact.MatchString(v) {
-			t.Errorf("package.json: %s is %q, want an exact version", name, v)
-		}
-	}
-	lock, err := os.ReadFile("package-lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l struct {
-		Packages map[string]struct {
-			Version   string `json:"version"`
-			Resolved  string `json:"resolved"`
-			Integrity string `json:"integrity"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(lock, &l); err != nil {
-		t.Fatal(err)
-	}
-	for name, p := range l.Packages {
-		if name == "" {
-			continue
-		}
-		if p.Resolved != "" || !strings.HasPrefix(p.Integrity, "sha512-") || p.Version == "" {
-			t.Errorf("package-lock.json: %s has resolved %q, integrity %q, version %q", name, p.Resolved, p.Integrity, p.Version)
-		}
-	}
-	if bytes.Contains(lock, []byte("registry")) {
-		t.Error("package-lock.json names a registry")
-	}
+	testtool.CheckLockfile(t, ".")
 }
 
 // replica is a replica with one ledger whose oldest blocks are archived.
