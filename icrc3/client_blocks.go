@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
@@ -40,18 +41,20 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 	if start >= end {
 		return nil
 	}
-	f, err := c.Detect(ctx)
+	f, err := c.features(ctx, false)
 	if err != nil {
 		return err
 	}
 	page := f.PageSize
-	if end-start > page {
+	if end-start > page && !c.listedSince(c.now().Add(-archiveListAge)) {
 		// Knowing where the archives' ranges lie lets pages go straight to
-		// the archives instead of through the ledger first.
+		// the archives instead of through the ledger first. Detection lists
+		// them; a list older than archiveListAge may miss ranges archived
+		// since, so a long read asks the ledger about its own range first.
 		if err := c.learnArchives(ctx, f, start, end); err != nil {
 			return err
 		}
-	} else if err := c.listArchives(ctx, f); err != nil {
+	} else if err := c.listArchives(ctx, f.Endpoint); err != nil {
 		return err
 	}
 
@@ -389,7 +392,7 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 // later small reads of archived blocks cost one query, not two. The list is
 // only a routing hint: a ledger without the method, or an archive that
 // moved, falls back to asking the ledger where the blocks are.
-func (c *Client) listArchives(ctx context.Context, f Features) error {
+func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
 	c.archMu.Lock()
 	done := c.listed
 	c.listed = true
@@ -397,10 +400,19 @@ func (c *Client) listArchives(ctx context.Context, f Features) error {
 	if done {
 		return nil
 	}
-	if f.Endpoint == EndpointICRC3 {
-		err := c.learnArchives(ctx, f, 0, 0)
+	// Only a list actually read routes long reads (listedSince).
+	read := func() {
+		c.archMu.Lock()
+		c.listedAt = c.now()
+		c.archMu.Unlock()
+	}
+	if ep == EndpointICRC3 {
+		err := c.learnArchives(ctx, Features{Endpoint: ep}, 0, 0)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err == nil {
+			read()
 		}
 		return nil
 	}
@@ -427,10 +439,24 @@ func (c *Client) listArchives(ctx context.Context, f Features) error {
 		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "get_blocks"},
 			start: s.Uint64(), end: e.Uint64() + 1})
 	}
+	read()
 	return nil
 }
 
 const maxArchiveRanges = 1024
+
+// archiveListAge is how long the archive list read at detection routes long
+// reads without asking the ledger about their range first. A stale list
+// costs round trips only (an archive that does not hold a page sends the
+// read to the ledger), never a block: every block is proven by the chain.
+const archiveListAge = 10 * time.Minute
+
+// listedSince reports whether the archive list was read at or after t.
+func (c *Client) listedSince(t time.Time) bool {
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	return c.listed && !c.listedAt.IsZero() && !c.listedAt.Before(t)
+}
 
 func (c *Client) learn(ar archiveRange) {
 	if ar.start >= ar.end {

@@ -137,27 +137,23 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 // certain is false when the minting account is only one node's word (the
 // certified read failed and the operator configured none): a verdict may
 // then not depend on it.
-func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, page uint64, certain bool, err error) {
+func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, certain bool, err error) {
 	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
 	f, err := s.h.Detect(ctx)
 	if err != nil {
-		return r, 0, false, err
+		return r, false, err
 	}
 	if m, c := r.MintingAccount, f.MintingAccount; m != nil && f.MintingCertified && c != nil && !m.Equal(*c) {
 		// The ledger decides mint, burn or transfer by its own account;
 		// an operator's account that contradicts the certified one would
 		// read its blocks wrong.
-		return r, 0, false, &MintingConflictError{Configured: *m, Certified: *c}
+		return r, false, &MintingConflictError{Configured: *m, Certified: *c}
 	}
 	certain = r.MintingAccount != nil || f.MintingCertified
 	if r.MintingAccount == nil {
 		r.MintingAccount = f.MintingAccount
 	}
-	page = f.PageSize
-	if page == 0 {
-		page = icrc3.PageICRC3
-	}
-	return r, page, certain, nil
+	return r, certain, nil
 }
 
 // Decide settles one intent as far as verified history allows, by the
@@ -271,7 +267,7 @@ func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.I
 		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
 		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
 	}
-	rules, page, mintCertain, err := e.rules(ctx, s)
+	rules, mintCertain, err := e.rules(ctx, s)
 	if err != nil {
 		return all(err)
 	}
@@ -295,7 +291,7 @@ func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.I
 	var below error
 	for i, d := range ds {
 		d.read = read
-		v, err := e.decideOne(ctx, c, page, tip, d, out[i], &below)
+		v, err := e.decideOne(ctx, c, tip, d, out[i], &below)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +334,7 @@ func scanAll(byStamp map[uint64][]*decision, page []icrc3.Block) {
 }
 
 // decideOne finishes one decision on a refreshed chain (c.mu held).
-func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
+func (e *Engine) decideOne(ctx context.Context, c *chain, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
 	fail := func(err error) (Verdict, error) {
 		if ctx.Err() != nil {
 			return v, ctx.Err()
@@ -361,27 +357,23 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 	if d.match == nil && !c.covers(w.From) && *below != nil {
 		return fail(*below)
 	}
-	// Then extend the verified range down until it covers the window.
+	// Then extend the verified range down until it covers the window. The
+	// walk reads pages from the range's bottom downwards, C in flight, and
+	// stops at the first verified page that holds the match or a block
+	// older than the window. No search goes first: the chain is verified
+	// from the certified tip down, so every block between the range and the
+	// window's start must be read anyway, and a search would only add
+	// serial round trips (about 2·log2(distance/page) single-block probes)
+	// to learn where to stop. The cost of not knowing is at most C−1 pages
+	// requested past the stop, in flight beside the last needed one.
 	for round := 0; d.match == nil && !c.covers(w.From); round++ {
-		if round > 64 {
-			return fail(&chainFault{"window search did not converge"})
+		if round > 1 {
+			return fail(&chainFault{"walk down to the window did not reach it"})
 		}
-		target := uint64(0)
-		if c.r.Empty() {
-			// Nothing verified yet: one page below the tip settles windows
-			// that start after the newest blocks, and anchors the search.
-			if c.r.Lo > page {
-				target = c.r.Lo - page
-			}
-		} else {
-			t, err := c.locate(ctx, w.From, page)
-			if err != nil {
-				*below = err
-				return fail(err)
-			}
-			target = t
-		}
-		n, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
+		n, err := c.extendDown(ctx, 0, func(p []icrc3.Block) bool {
+			d.scan(p)
+			return d.match != nil || c.covers(w.From)
+		})
 		d.read += n
 		if err != nil {
 			*below = err
