@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,33 +66,47 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// futures carries the pending pages in delivery order; its capacity,
-	// plus the one page the consumer waits on, bounds the pages in flight.
-	futures := make(chan chan chunkResult, c.conc-1)
+	// At most Concurrency fetches are in flight, and at most twice that
+	// many pages are fetched or in flight but not yet delivered: a page
+	// that arrives before the one the consumer waits on (replies come back
+	// in any order) frees its fetch slot at once instead of holding it
+	// until its turn, and memory stays bounded by 2·Concurrency pages.
+	inflight := make(chan struct{}, c.conc)
+	undelivered := make(chan struct{}, 2*c.conc)
+	futures := make(chan chan chunkResult, 2*c.conc)
+	cuts := c.archiveCuts()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(futures)
-		n := (end - start + page - 1) / page
-		for k := uint64(0); k < n; k++ {
+		for lo, hi := start, end; lo < hi; {
 			var a, b uint64
 			if desc {
-				b = end - k*page
-				a = max(start, b-min(b, page))
+				b = hi
+				a = cutBelow(cuts, max(lo, b-min(b, page)), b)
+				hi = a
 			} else {
-				a = start + k*page
-				b = min(end, a+page)
+				a = lo
+				b = cutAbove(cuts, a, min(hi, a+page))
+				lo = b
 			}
-			fut := make(chan chunkResult, 1)
 			select {
-			case futures <- fut:
+			case undelivered <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
+			select {
+			case inflight <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			fut := make(chan chunkResult, 1)
+			futures <- fut // never blocks: undelivered bounds it
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				bl, err := c.fetchChunk(ctx, f, a, b)
+				<-inflight
 				fut <- chunkResult{bl, err}
 			}()
 		}
@@ -103,6 +118,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		case <-ctx.Done():
 			return classify(ctx.Err(), c.ledger, string(f.Endpoint))
 		}
+		<-undelivered
 		if r.err != nil {
 			return r.err
 		}
@@ -116,6 +132,39 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		}
 	}
 	return ctx.Err()
+}
+
+// archiveCuts are the known archive ranges' bounds, ascending: a page
+// that spans one would be served partly by the ledger (or one archive) and
+// partly by another, two round trips in a row; pages are cut there
+// instead, so each goes to one canister in one round trip.
+func (c *Client) archiveCuts() []uint64 {
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	cuts := make([]uint64, 0, 2*len(c.archives))
+	for _, x := range c.archives {
+		cuts = append(cuts, x.start, x.end)
+	}
+	slices.Sort(cuts)
+	return slices.Compact(cuts)
+}
+
+// cutBelow raises a to the highest cut inside (a, b).
+func cutBelow(cuts []uint64, a, b uint64) uint64 {
+	i, _ := slices.BinarySearch(cuts, b) // first cut >= b
+	if i > 0 && cuts[i-1] > a {
+		return cuts[i-1]
+	}
+	return a
+}
+
+// cutAbove lowers b to the lowest cut inside (a, b).
+func cutAbove(cuts []uint64, a, b uint64) uint64 {
+	i, _ := slices.BinarySearch(cuts, a+1) // first cut > a
+	if i < len(cuts) && cuts[i] < b {
+		return cuts[i]
+	}
+	return b
 }
 
 // chunk collects the blocks of [a, b) from however many replies it takes.
