@@ -231,7 +231,7 @@ func (r *Report) writeTable(w io.Writer) error {
 	if m := r.Many; m != nil {
 		row(fmt.Sprintf("%d intents via NATS: blocks fetched vs one scan", m.Intents),
 			fmt.Sprintf("%d", m.BlocksClient), fmt.Sprintf("%d (one scan)", m.OneScan), fmt.Sprintf("%.2fx", m.ScanRatio))
-		row("  intents/s, queries", fmt.Sprintf("%.0f/s, %d", m.IntentsPerS, m.Queries), "-", "-")
+		row("  intents/s, queries (certified tips)", fmt.Sprintf("%.0f/s, %d (%d)", m.IntentsPerS, m.Queries, m.QueriesByMethod["ledger:icrc3_get_tip_certificate"]), "-", "-")
 		row("  publish->verdict p50/p99/max", fmt.Sprintf("%.0f/%.0f/%.0f ms", m.LatencyMS.P50, m.LatencyMS.P99, m.LatencyMS.Max), "-", "-")
 		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
 		row("  CPU, peak RSS (rise)", fmt.Sprintf("%.1f s, %d (%d) MiB", m.CPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
