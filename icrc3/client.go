@@ -662,7 +662,7 @@ func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
 	}
 	c.observeLength(n)
 	var last *Block
-	err = c.blocks(ctx, n-1, n, false, func(page []Block) error {
+	err = c.blocks(ctx, n-1, n, false, nil, func(page []Block) error {
 		last = &page[len(page)-1]
 		return nil
 	})

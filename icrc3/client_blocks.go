@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
@@ -23,14 +24,24 @@ import (
 // without signed-query verification and must be checked with a Verifier
 // against a certified tip.
 func (c *Client) Blocks(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
-	return c.blocks(ctx, start, end, false, fn)
+	return c.blocks(ctx, start, end, false, nil, fn)
 }
 
 // BlocksDesc is Blocks delivering pages from the top (the page holding
 // end-1) downwards, the order a Verifier walks from a tip. Blocks within a
 // page stay ascending.
 func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
-	return c.blocks(ctx, start, end, true, fn)
+	return c.blocks(ctx, start, end, true, nil, fn)
+}
+
+// BlocksDescAbove is BlocksDesc for a walk whose end is learnt on the way:
+// no page lying wholly below floor() is requested. floor is asked before
+// each request, from another goroutine, and again after each delivered
+// page, so fn may lower it as pages arrive; once every requested page is
+// delivered and the next still lies below floor(), the walk ends without
+// error, possibly above start.
+func (c *Client) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []Block) error) error {
+	return c.blocks(ctx, start, end, true, floor, fn)
 }
 
 type chunkResult struct {
@@ -38,7 +49,7 @@ type chunkResult struct {
 	err    error
 }
 
-func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn func([]Block) error) error {
+func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor func() uint64, fn func([]Block) error) error {
 	if start >= end {
 		return nil
 	}
@@ -75,6 +86,11 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 	undelivered := make(chan struct{}, 2*c.conc)
 	futures := make(chan chan chunkResult, 2*c.conc)
 	cuts := c.archiveCuts()
+	// With a floor, delivered counts the pages fn took and kick wakes a
+	// producer waiting for the floor to move.
+	var issued uint64
+	var delivered atomic.Uint64
+	kick := make(chan struct{}, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -82,6 +98,16 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		for lo, hi := start, end; lo < hi; {
 			var a, b uint64
 			if desc {
+				for floor != nil && hi <= floor() {
+					if delivered.Load() == issued {
+						return // every page asked for is in, and no more are wanted
+					}
+					select {
+					case <-kick:
+					case <-ctx.Done():
+						return
+					}
+				}
 				b = hi
 				a = cutBelow(cuts, max(lo, b-min(b, page)), b)
 				hi = a
@@ -102,6 +128,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 			}
 			fut := make(chan chunkResult, 1)
 			futures <- fut // never blocks: undelivered bounds it
+			issued++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -129,6 +156,11 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		}
 		if err := fn(r.blocks); err != nil {
 			return err
+		}
+		delivered.Add(1)
+		select {
+		case kick <- struct{}{}:
+		default:
 		}
 	}
 	return ctx.Err()

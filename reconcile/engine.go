@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -137,23 +138,27 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 // certain is false when the minting account is only one node's word (the
 // certified read failed and the operator configured none): a verdict may
 // then not depend on it.
-func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, certain bool, err error) {
+func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, page uint64, certain bool, err error) {
 	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
 	f, err := s.h.Detect(ctx)
 	if err != nil {
-		return r, false, err
+		return r, 0, false, err
 	}
 	if m, c := r.MintingAccount, f.MintingAccount; m != nil && f.MintingCertified && c != nil && !m.Equal(*c) {
 		// The ledger decides mint, burn or transfer by its own account;
 		// an operator's account that contradicts the certified one would
 		// read its blocks wrong.
-		return r, false, &MintingConflictError{Configured: *m, Certified: *c}
+		return r, 0, false, &MintingConflictError{Configured: *m, Certified: *c}
 	}
 	certain = r.MintingAccount != nil || f.MintingCertified
 	if r.MintingAccount == nil {
 		r.MintingAccount = f.MintingAccount
 	}
-	return r, certain, nil
+	page = f.PageSize
+	if page == 0 {
+		page = icrc3.PageICRC3
+	}
+	return r, page, certain, nil
 }
 
 // Decide settles one intent as far as verified history allows, by the
@@ -267,7 +272,7 @@ func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.I
 		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
 		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
 	}
-	rules, mintCertain, err := e.rules(ctx, s)
+	rules, page, mintCertain, err := e.rules(ctx, s)
 	if err != nil {
 		return all(err)
 	}
@@ -289,9 +294,19 @@ func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.I
 	// same way for every intent that needs it: the first failure answers
 	// the rest instead of each re-reading down to the bad page.
 	var below error
-	for i, d := range ds {
+	// The earliest window first: its walk down covers the later windows,
+	// which then read nothing, where the other order would stop and
+	// restart the walk once per intent (each stop requests up to C−1
+	// pages past it that nobody verifies).
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ws[a].From, ws[b].From) })
+	for _, i := range order {
+		d := ds[i]
 		d.read = read
-		v, err := e.decideOne(ctx, c, tip, d, out[i], &below)
+		v, err := e.decideOne(ctx, c, page, tip, d, out[i], &below)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +349,7 @@ func scanAll(byStamp map[uint64][]*decision, page []icrc3.Block) {
 }
 
 // decideOne finishes one decision on a refreshed chain (c.mu held).
-func (e *Engine) decideOne(ctx context.Context, c *chain, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
+func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
 	fail := func(err error) (Verdict, error) {
 		if ctx.Err() != nil {
 			return v, ctx.Err()
@@ -364,13 +379,26 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, tip icrc3.Tip, d *deci
 	// from the certified tip down, so every block between the range and the
 	// window's start must be read anyway, and a search would only add
 	// serial round trips (about 2·log2(distance/page) single-block probes)
-	// to learn where to stop. The cost of not knowing is at most C−1 pages
-	// requested past the stop, in flight beside the last needed one.
+	// to learn where to stop. Not knowing costs at most C−1 pages requested
+	// past the stop, in flight beside the last needed one; once the range
+	// holds blocks, their density aims the walk (walkTarget), so that a
+	// walk extending a range wastes about nothing.
 	for round := 0; d.match == nil && !c.covers(w.From); round++ {
-		if round > 1 {
+		if round > 64 {
 			return fail(&chainFault{"walk down to the window did not reach it"})
 		}
-		n, err := c.extendDown(ctx, 0, func(p []icrc3.Block) bool {
+		aim := func() uint64 {
+			if c.r.Empty() {
+				// Nothing read yet: the first page alone, whose blocks'
+				// density then aims the rest.
+				return c.r.Lo - min(c.r.Lo, 1)
+			}
+			return c.walkTarget(w.From, page)
+		}
+		if round >= 8 {
+			aim = nil // the density misleads: walk on to the window
+		}
+		n, err := c.extendDown(ctx, 0, aim, func(p []icrc3.Block) bool {
 			d.scan(p)
 			return d.match != nil || c.covers(w.From)
 		})
