@@ -82,9 +82,10 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 	// that arrives before the one the consumer waits on (replies come back
 	// in any order) frees its fetch slot at once instead of holding it
 	// until its turn, and memory stays bounded by 2·Concurrency pages.
-	inflight := make(chan struct{}, c.conc)
-	undelivered := make(chan struct{}, 2*c.conc)
-	futures := make(chan chan chunkResult, 2*c.conc)
+	conc := c.concurrency(f.Endpoint)
+	inflight := make(chan struct{}, conc)
+	undelivered := make(chan struct{}, 2*conc)
+	futures := make(chan chan chunkResult, 2*conc)
 	cuts := c.archiveCuts()
 	// With a floor, delivered counts the pages fn took and kick wakes a
 	// producer waiting for the floor to move.
