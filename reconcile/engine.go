@@ -389,9 +389,10 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 		}
 		aim := func() uint64 {
 			if c.r.Empty() {
-				// Nothing read yet: the first page alone, whose blocks'
-				// density then aims the rest.
-				return c.r.Lo - min(c.r.Lo, 1)
+				// Nothing read yet: one page's worth of blocks (two pages
+				// when an archive bound cuts it), whose density then aims
+				// the rest.
+				return c.r.Lo - min(c.r.Lo, page)
 			}
 			return c.walkTarget(w.From, page)
 		}
