@@ -434,13 +434,12 @@ func highestTS(page []icrc3.Block) (uint64, bool) {
 
 // walkTarget is the lowest index a walk down to a window starting at ledger
 // time from requests, estimated from the verified range's block density
-// (blocks per nanosecond between its ends) plus a sixteenth and an eighth
-// of a page of slack. It
-// only bounds how far ahead pages are requested: a walk that reaches it
-// without covering the window is started again from there, and 0 (no
-// estimate: an empty or single-instant range) lets the walk run
-// speculatively down to the window. A lying ledger can only make the
-// walk take more rounds.
+// (blocks per nanosecond between its ends), with a sixteenth of the
+// estimate and an eighth of a page of slack. It only bounds how far ahead
+// pages are requested: a walk that reaches it without covering the window
+// is started again from there, and 0 (no estimate: an empty or
+// single-instant range) lets the walk run speculatively down to the
+// window. A lying ledger can only make the walk take more rounds.
 func (c *chain) walkTarget(from, page uint64) uint64 {
 	r := c.r
 	if r.Empty() || r.Hi <= r.Lo || r.HiTS <= r.LoTS || r.LoTS < from {
