@@ -186,8 +186,10 @@ func TestNATSRestartMidRun(t *testing.T) {
 
 	env := newLedgerEnv(t, int64(*seedFlag)+1, 4)
 	// Every reply takes a while, so several intents are mid-decision when
-	// the server goes away.
-	env.srv.SetFaults(env.ledger.ID(), ledgertest.Faults{Latency: 15 * time.Millisecond})
+	// the server goes away: a cold decision is only a few round trips
+	// (detection side by side, then pages), so each must be long enough
+	// to outlast the invalid intents' verdicts and the shutdown.
+	env.srv.SetFaults(env.ledger.ID(), ledgertest.Faults{Latency: 60 * time.Millisecond})
 	nn := startNATSNode(t, natsNodeConfig{Name: "restart-nats", StoreDir: t.TempDir()})
 	tool := connectTool(t, ctx, nn.URL(), 1)
 	feed := followVerdicts(t, ctx, tool.JetStream())

@@ -501,7 +501,7 @@ func TestSecurityOneScanPerLedger(t *testing.T) {
 	}
 	// At least two pages in flight shows the scan did fetch concurrently,
 	// so the upper bound below is a real check.
-	if stats.MaxInFlight < 2 || stats.MaxInFlight > 4 {
-		t.Fatalf("%d queries in flight at once, want 2..4 (concurrent pages, within the client's bound of 4)", stats.MaxInFlight)
+	if stats.MaxInFlight < 2 || stats.MaxInFlight > icrc3.ConcurrencyICRC3 {
+		t.Fatalf("%d queries in flight at once, want 2..%d (concurrent pages, within the client's bound on icrc3 pages)", stats.MaxInFlight, icrc3.ConcurrencyICRC3)
 	}
 }

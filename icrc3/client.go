@@ -35,6 +35,26 @@ const (
 	EndpointLegacy Endpoint = "get_blocks"       // 2000 blocks per page
 )
 
+// Default page requests in flight per endpoint family, and the most a
+// client sends at once however configured: more only queues at one
+// boundary node.
+const (
+	ConcurrencyLegacy = 4
+	ConcurrencyICRC3  = 16
+	MaxConcurrency    = 32
+)
+
+// concurrency is the page requests in flight for endpoint ep.
+func (c *Client) concurrency(ep Endpoint) int {
+	switch {
+	case c.conc > 0:
+		return c.conc
+	case ep == EndpointICRC3:
+		return ConcurrencyICRC3
+	}
+	return ConcurrencyLegacy
+}
+
 // Page sizes of the DFINITY ledger and archives.
 const (
 	PageICRC3  = 100
@@ -50,7 +70,12 @@ type ClientConfig struct {
 	RootKey []byte
 	// MaxCertAge bounds the age of a tip certificate's /time (default 5 min).
 	MaxCertAge time.Duration
-	// Concurrency bounds the page requests in flight (default 4).
+	// Concurrency bounds the page requests in flight: by default 4 on
+	// legacy 2000-block pages and 16 on 100-block icrc3 pages, at most
+	// MaxConcurrency. Measured at a 100 ms round trip on a 1M-block ledger
+	// (2 vCPUs): legacy pages are decode-bound past 4 (a 100k-block walk
+	// took no less at 8 or 16), icrc3 pages are round-trip-bound (the same
+	// walk took 27 s at 4, 15 s at 8, 11 s at 16).
 	Concurrency int
 	// Verify: VerifyChain (default) or VerifyQueries.
 	Verify VerifyMode
@@ -94,7 +119,8 @@ type Client struct {
 	// listed: the ledger's archive list was asked for once, so small reads
 	// (the engine's single-block search probes) go straight to an archive
 	// instead of through the ledger and then the archive.
-	listed bool
+	listed   bool
+	listedAt time.Time // when the list was read; zero while unread
 
 	statMu   sync.Mutex
 	stats    Stats
@@ -132,9 +158,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.maxAge <= 0 {
 		c.maxAge = 5 * time.Minute
 	}
-	if c.conc <= 0 {
-		c.conc = 4
-	}
+	c.conc = min(c.conc, MaxConcurrency)
 	switch c.verify {
 	case "":
 		c.verify = VerifyChain
@@ -174,7 +198,7 @@ func (c *Client) NetworkKey() string {
 func (c *Client) Forget() {
 	c.known.Store(0)
 	c.archMu.Lock()
-	c.archives, c.listed = nil, false
+	c.archives, c.listed, c.listedAt = nil, false, time.Time{}
 	c.archMu.Unlock()
 	c.featMu.Lock()
 	c.tipProbe = nil
@@ -315,12 +339,21 @@ type Features struct {
 
 // Detect probes the ledger's endpoints once and caches the answer. Probes
 // run with signed-query verification on. A ledger with no block endpoint
-// is an E_UNSUPPORTED error.
+// is an E_UNSUPPORTED error. While the minting account is only one node's
+// word, every Detect asks the subnet again.
 func (c *Client) Detect(ctx context.Context) (Features, error) {
+	return c.features(ctx, true)
+}
+
+// features is Detect for the client's own reads: with retry false a
+// cached answer is returned as it is, so one decision (which calls Detect
+// once, then reads a tip and pages) asks the subnet for an uncertain
+// minting account once, not once per read.
+func (c *Client) features(ctx context.Context, retry bool) (Features, error) {
 	c.featMu.Lock()
 	defer c.featMu.Unlock()
 	if c.feat != nil {
-		if !c.feat.MintingCertified {
+		if retry && !c.feat.MintingCertified {
 			// Only a node's word so far: ask the subnet again.
 			f := *c.feat
 			if err := c.readMinting(ctx, &f); err != nil {
@@ -330,80 +363,137 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 		}
 		return *c.feat, nil
 	}
+	f, err := c.detect(ctx)
+	if err != nil {
+		return Features{}, err
+	}
+	c.feat = &f
+	return f, nil
+}
+
+// probeResult is one detection probe's reply; ok is false when the ledger
+// does not export the method.
+type probeResult struct {
+	raw []byte
+	ok  bool
+	err error
+}
+
+// detect runs the probes (featMu held). Each is a verified query, two
+// round trips with its read_state: only those that can change what the
+// client reads are made, and every probe whose need is known up front
+// runs at once, so a cold client pays one probe's round trips, not the
+// sum. Legacy pages are preferred, so icrc3_get_blocks is only probed when
+// legacy get_blocks is absent or ICRC-3 is forced, and get_data_certificate
+// only when icrc3_get_tip_certificate is absent. The archive list (a hint
+// for routing page reads) is fetched alongside when the endpoint is known.
+func (c *Client) detect(ctx context.Context) (Features, error) {
 	var f Features
-	probe := func(method string, arg []byte) ([]byte, bool, error) {
+	probe := func(method string, arg []byte) probeResult {
 		raw, err := c.query(ctx, c.ledger, method, arg, true)
 		if err != nil {
 			if methodMissing(err) {
-				return nil, false, nil
+				return probeResult{}
 			}
-			return nil, false, fmt.Errorf("icrc3: detect %s: %w", method, err)
+			return probeResult{err: fmt.Errorf("icrc3: detect %s: %w", method, err)}
 		}
-		return raw, true, nil
+		return probeResult{raw: raw, ok: true}
 	}
-	// Each probe is a verified query: only those that can change what the
-	// client reads are made. Legacy pages are preferred, so icrc3_get_blocks
-	// is only probed when legacy get_blocks is absent or ICRC-3 is forced.
-	var raw []byte
-	var ok bool
-	var err error
+	// At most Concurrency probes are in flight, like pages; they start in
+	// this order, the archive list (one unverified round trip) last.
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, c.concurrency(c.want))
+	run := func(fn func()) {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			fn()
+		}()
+	}
+	var legacy, icrc3b, tip, types probeResult
+	var mint Features
+	var mintErr error
+	run(func() { tip = probe("icrc3_get_tip_certificate", candidNoArgs) })
+	run(func() { mintErr = c.readMinting(ctx, &mint) })
 	if c.want != EndpointICRC3 {
-		if raw, ok, err = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)); err != nil {
-			return Features{}, err
-		}
-		if ok {
-			r, err := DecodeLegacyGetBlocks(raw)
-			if err != nil {
-				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
-			}
-			f.LegacyBlocks = true
-			c.observeLength(r.ChainLength)
-		}
+		run(func() { legacy = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)) })
+	} else {
+		run(func() { icrc3b = probe("icrc3_get_blocks", encodeGetBlocksArgs()) })
 	}
-	if c.want == EndpointICRC3 || !f.LegacyBlocks {
-		if raw, ok, err = probe("icrc3_get_blocks", encodeGetBlocksArgs()); err != nil {
-			return Features{}, err
+	run(func() { types = probe("icrc3_supported_block_types", candidNoArgs) })
+	// With the endpoint forced, or legacy preferred (a ledger without
+	// get_blocks then lists archives its icrc3 way later), the archive
+	// list's method is known now.
+	listEP := EndpointLegacy
+	if c.want == EndpointICRC3 {
+		listEP = EndpointICRC3
+	}
+	run(func() { _ = c.listArchives(ctx, listEP) })
+	wg.Wait()
+
+	if legacy.err != nil {
+		return Features{}, legacy.err
+	}
+	if legacy.ok {
+		r, err := DecodeLegacyGetBlocks(legacy.raw)
+		if err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
 		}
-		if ok {
-			r, err := DecodeGetBlocksResult(raw)
-			if err != nil {
-				return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
-			}
-			f.ICRC3Blocks = true
-			if n, ok := r.LogLength.Uint64(); ok {
-				c.observeLength(n)
-			}
+		f.LegacyBlocks = true
+		c.observeLength(r.ChainLength)
+	}
+	if c.want != EndpointICRC3 && !f.LegacyBlocks {
+		icrc3b = probe("icrc3_get_blocks", encodeGetBlocksArgs())
+	}
+	if icrc3b.err != nil {
+		return Features{}, icrc3b.err
+	}
+	if icrc3b.ok {
+		r, err := DecodeGetBlocksResult(icrc3b.raw)
+		if err != nil {
+			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_get_blocks", Err: err}
+		}
+		f.ICRC3Blocks = true
+		if n, ok := r.LogLength.Uint64(); ok {
+			c.observeLength(n)
 		}
 	}
 	// The tip probe's reply is a real tip: the first Tip call uses it.
-	if raw, f.ICRC3Tip, err = probe("icrc3_get_tip_certificate", candidNoArgs); err != nil {
-		return Features{}, err
+	if tip.err != nil {
+		return Features{}, tip.err
 	}
-	if f.ICRC3Tip {
-		c.tipProbe, c.tipProbeAt = raw, c.now()
-	} else if raw, f.LegacyTip, err = probe("get_data_certificate", candidNoArgs); err != nil {
-		return Features{}, err
-	} else if f.LegacyTip {
-		c.tipProbe, c.tipProbeAt = raw, c.now()
+	f.ICRC3Tip = tip.ok
+	if !f.ICRC3Tip {
+		if tip = probe("get_data_certificate", candidNoArgs); tip.err != nil {
+			return Features{}, tip.err
+		}
+		f.LegacyTip = tip.ok
 	}
-	if raw, ok, err = probe("icrc3_supported_block_types", candidNoArgs); err != nil {
-		return Features{}, err
-	} else if ok {
-		var types []struct {
+	if tip.ok {
+		c.tipProbe, c.tipProbeAt = tip.raw, c.now()
+	}
+	if types.err != nil {
+		return Features{}, types.err
+	}
+	if types.ok {
+		var bt []struct {
 			BlockType string `ic:"block_type"`
 			URL       string `ic:"url"`
 		}
-		if err := unmarshalCandid(raw, &types); err != nil {
+		if err := unmarshalCandid(types.raw, &bt); err != nil {
 			return Features{}, &Error{Kind: KindDecode, Canister: c.ledger, Method: "icrc3_supported_block_types", Err: err}
 		}
-		f.BlockTypes = make([]string, 0, len(types))
-		for _, t := range types {
+		f.BlockTypes = make([]string, 0, len(bt))
+		for _, t := range bt {
 			f.BlockTypes = append(f.BlockTypes, t.BlockType)
 		}
 	}
-	if err := c.readMinting(ctx, &f); err != nil {
-		return Features{}, err
+	if mintErr != nil {
+		return Features{}, mintErr
 	}
+	f.MintingAccount, f.MintingCertified = mint.MintingAccount, mint.MintingCertified
 	switch {
 	case c.want == EndpointICRC3 && f.ICRC3Blocks, c.want == EndpointAuto && f.ICRC3Blocks && !f.LegacyBlocks:
 		f.Endpoint, f.PageSize = EndpointICRC3, PageICRC3
@@ -416,10 +506,16 @@ func (c *Client) Detect(ctx context.Context) (Features, error) {
 		}
 		return Features{}, &Error{Kind: KindUnsupported, Canister: c.ledger, Msg: msg}
 	}
+	if f.Endpoint != listEP {
+		// The list was asked of the wrong endpoint family: let the first
+		// small read ask again.
+		c.archMu.Lock()
+		c.listed, c.listedAt = false, time.Time{}
+		c.archMu.Unlock()
+	}
 	if c.page > 0 {
 		f.PageSize = c.page
 	}
-	c.feat = &f
 	return f, nil
 }
 
@@ -467,7 +563,7 @@ func (c *Client) readMinting(ctx context.Context, f *Features) error {
 // Tip reads and verifies the ledger's certified tip. In queries mode a
 // ledger without a tip certificate gets a tip read by signed queries.
 func (c *Client) Tip(ctx context.Context) (Tip, error) {
-	f, err := c.Detect(ctx)
+	f, err := c.features(ctx, false)
 	if err != nil {
 		return Tip{}, err
 	}
@@ -589,7 +685,7 @@ func (c *Client) queriesTip(ctx context.Context, f Features) (Tip, error) {
 	}
 	c.observeLength(n)
 	var last *Block
-	err = c.blocks(ctx, n-1, n, false, func(page []Block) error {
+	err = c.blocks(ctx, n-1, n, false, nil, func(page []Block) error {
 		last = &page[len(page)-1]
 		return nil
 	})

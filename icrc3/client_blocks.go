@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
@@ -21,14 +24,24 @@ import (
 // without signed-query verification and must be checked with a Verifier
 // against a certified tip.
 func (c *Client) Blocks(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
-	return c.blocks(ctx, start, end, false, fn)
+	return c.blocks(ctx, start, end, false, nil, fn)
 }
 
 // BlocksDesc is Blocks delivering pages from the top (the page holding
 // end-1) downwards, the order a Verifier walks from a tip. Blocks within a
 // page stay ascending.
 func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
-	return c.blocks(ctx, start, end, true, fn)
+	return c.blocks(ctx, start, end, true, nil, fn)
+}
+
+// BlocksDescAbove is BlocksDesc for a walk whose end is learnt on the way:
+// no page lying wholly below floor() is requested. floor is asked before
+// each request, from another goroutine, and again after each delivered
+// page, so fn may lower it as pages arrive; once every requested page is
+// delivered and the next still lies below floor(), the walk ends without
+// error, possibly above start.
+func (c *Client) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []Block) error) error {
+	return c.blocks(ctx, start, end, true, floor, fn)
 }
 
 type chunkResult struct {
@@ -36,22 +49,24 @@ type chunkResult struct {
 	err    error
 }
 
-func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn func([]Block) error) error {
+func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor func() uint64, fn func([]Block) error) error {
 	if start >= end {
 		return nil
 	}
-	f, err := c.Detect(ctx)
+	f, err := c.features(ctx, false)
 	if err != nil {
 		return err
 	}
 	page := f.PageSize
-	if end-start > page {
+	if end-start > page && !c.listedSince(c.now().Add(-archiveListAge)) {
 		// Knowing where the archives' ranges lie lets pages go straight to
-		// the archives instead of through the ledger first.
+		// the archives instead of through the ledger first. Detection lists
+		// them; a list older than archiveListAge may miss ranges archived
+		// since, so a long read asks the ledger about its own range first.
 		if err := c.learnArchives(ctx, f, start, end); err != nil {
 			return err
 		}
-	} else if err := c.listArchives(ctx, f); err != nil {
+	} else if err := c.listArchives(ctx, f.Endpoint); err != nil {
 		return err
 	}
 
@@ -62,33 +77,64 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// futures carries the pending pages in delivery order; its capacity,
-	// plus the one page the consumer waits on, bounds the pages in flight.
-	futures := make(chan chan chunkResult, c.conc-1)
+	// At most Concurrency fetches are in flight, and at most twice that
+	// many pages are fetched or in flight but not yet delivered: a page
+	// that arrives before the one the consumer waits on (replies come back
+	// in any order) frees its fetch slot at once instead of holding it
+	// until its turn, and memory stays bounded by 2·Concurrency pages.
+	conc := c.concurrency(f.Endpoint)
+	inflight := make(chan struct{}, conc)
+	undelivered := make(chan struct{}, 2*conc)
+	futures := make(chan chan chunkResult, 2*conc)
+	cuts := c.archiveCuts()
+	// With a floor, delivered counts the pages fn took and kick wakes a
+	// producer waiting for the floor to move.
+	var issued uint64
+	var delivered atomic.Uint64
+	kick := make(chan struct{}, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(futures)
-		n := (end - start + page - 1) / page
-		for k := uint64(0); k < n; k++ {
+		for lo, hi := start, end; lo < hi; {
 			var a, b uint64
 			if desc {
-				b = end - k*page
-				a = max(start, b-min(b, page))
+				for floor != nil && hi <= floor() {
+					if delivered.Load() == issued {
+						return // every page asked for is in, and no more are wanted
+					}
+					select {
+					case <-kick:
+					case <-ctx.Done():
+						return
+					}
+				}
+				b = hi
+				a = cutBelow(cuts, max(lo, b-min(b, page)), b)
+				hi = a
 			} else {
-				a = start + k*page
-				b = min(end, a+page)
+				a = lo
+				b = cutAbove(cuts, a, min(hi, a+page))
+				lo = b
 			}
-			fut := make(chan chunkResult, 1)
 			select {
-			case futures <- fut:
+			case undelivered <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
+			select {
+			case inflight <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			fut := make(chan chunkResult, 1)
+			futures <- fut // never blocks: undelivered bounds it
+			issued++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				bl, err := c.fetchChunk(ctx, f, a, b)
+				<-inflight
 				fut <- chunkResult{bl, err}
 			}()
 		}
@@ -100,6 +146,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		case <-ctx.Done():
 			return classify(ctx.Err(), c.ledger, string(f.Endpoint))
 		}
+		<-undelivered
 		if r.err != nil {
 			return r.err
 		}
@@ -111,8 +158,46 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, fn fu
 		if err := fn(r.blocks); err != nil {
 			return err
 		}
+		delivered.Add(1)
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
 	}
 	return ctx.Err()
+}
+
+// archiveCuts are the known archive ranges' bounds, ascending: a page
+// that spans one would be served partly by the ledger (or one archive) and
+// partly by another, two round trips in a row; pages are cut there
+// instead, so each goes to one canister in one round trip.
+func (c *Client) archiveCuts() []uint64 {
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	cuts := make([]uint64, 0, 2*len(c.archives))
+	for _, x := range c.archives {
+		cuts = append(cuts, x.start, x.end)
+	}
+	slices.Sort(cuts)
+	return slices.Compact(cuts)
+}
+
+// cutBelow raises a to the highest cut inside (a, b).
+func cutBelow(cuts []uint64, a, b uint64) uint64 {
+	i, _ := slices.BinarySearch(cuts, b) // first cut >= b
+	if i > 0 && cuts[i-1] > a {
+		return cuts[i-1]
+	}
+	return a
+}
+
+// cutAbove lowers b to the lowest cut inside (a, b).
+func cutAbove(cuts []uint64, a, b uint64) uint64 {
+	i, _ := slices.BinarySearch(cuts, a+1) // first cut > a
+	if i < len(cuts) && cuts[i] < b {
+		return cuts[i]
+	}
+	return b
 }
 
 // chunk collects the blocks of [a, b) from however many replies it takes.
@@ -389,7 +474,7 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 // later small reads of archived blocks cost one query, not two. The list is
 // only a routing hint: a ledger without the method, or an archive that
 // moved, falls back to asking the ledger where the blocks are.
-func (c *Client) listArchives(ctx context.Context, f Features) error {
+func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
 	c.archMu.Lock()
 	done := c.listed
 	c.listed = true
@@ -397,10 +482,19 @@ func (c *Client) listArchives(ctx context.Context, f Features) error {
 	if done {
 		return nil
 	}
-	if f.Endpoint == EndpointICRC3 {
-		err := c.learnArchives(ctx, f, 0, 0)
+	// Only a list actually read routes long reads (listedSince).
+	read := func() {
+		c.archMu.Lock()
+		c.listedAt = c.now()
+		c.archMu.Unlock()
+	}
+	if ep == EndpointICRC3 {
+		err := c.learnArchives(ctx, Features{Endpoint: ep}, 0, 0)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err == nil {
+			read()
 		}
 		return nil
 	}
@@ -427,10 +521,24 @@ func (c *Client) listArchives(ctx context.Context, f Features) error {
 		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "get_blocks"},
 			start: s.Uint64(), end: e.Uint64() + 1})
 	}
+	read()
 	return nil
 }
 
 const maxArchiveRanges = 1024
+
+// archiveListAge is how long the archive list read at detection routes long
+// reads without asking the ledger about their range first. A stale list
+// costs round trips only (an archive that does not hold a page sends the
+// read to the ledger), never a block: every block is proven by the chain.
+const archiveListAge = 10 * time.Minute
+
+// listedSince reports whether the archive list was read at or after t.
+func (c *Client) listedSince(t time.Time) bool {
+	c.archMu.Lock()
+	defer c.archMu.Unlock()
+	return c.listed && !c.listedAt.IsZero() && !c.listedAt.Before(t)
+}
 
 func (c *Client) learn(ar archiveRange) {
 	if ar.start >= ar.end {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
@@ -322,20 +323,38 @@ func (c *chain) covers(from uint64) bool {
 	return c.r.Lo == 0 || (!c.r.Empty() && c.r.LoTS < from)
 }
 
-// extendDown verifies blocks [target, Lo) from the top down, growing the
+// aimedHistory is a History whose top-down walk can be told, as it goes,
+// below which index no more pages need be requested (icrc3.Client).
+type aimedHistory interface {
+	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error
+}
+
+// extendDown verifies blocks from Lo-1 down towards target, growing the
 // range page by page (each page is chained to the verified block above it,
 // so a failure keeps what was verified). onPage sees each verified page and
-// returns true to stop early.
-func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icrc3.Block) bool) (read uint64, err error) {
+// returns true to stop early. aim, when set, is asked after each verified
+// page for the lowest index still worth requesting; the walk may then end
+// above target, and the caller looks again.
+func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64, onPage func([]icrc3.Block) bool) (read uint64, err error) {
 	if c.r.Lo == 0 || target >= c.r.Lo {
 		return 0, nil
+	}
+	walk := c.hist.BlocksDesc
+	var floor atomic.Uint64
+	if ah, ok := c.hist.(aimedHistory); ok && aim != nil {
+		floor.Store(max(target, aim()))
+		walk = func(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+			return ah.BlocksDescAbove(ctx, start, end, floor.Load, fn)
+		}
+	} else if aim != nil {
+		target = max(target, aim())
 	}
 	v := icrc3.NewVerifier(icrc3.Anchor{Index: c.r.Lo - 1, Hash: *c.r.Below})
 	prevTS := ^uint64(0)
 	if !c.r.Empty() {
 		prevTS = c.r.LoTS
 	}
-	err = c.hist.BlocksDesc(ctx, target, c.r.Lo, func(page []icrc3.Block) error {
+	err = walk(ctx, target, c.r.Lo, func(page []icrc3.Block) error {
 		if err := v.PushPage(page); err != nil {
 			return err
 		}
@@ -364,6 +383,9 @@ func (c *chain) extendDown(ctx context.Context, target uint64, onPage func([]icr
 		}
 		if onPage != nil && onPage(page) {
 			return errStop
+		}
+		if aim != nil {
+			floor.Store(max(target, aim()))
 		}
 		return nil
 	})
@@ -410,58 +432,24 @@ func highestTS(page []icrc3.Block) (uint64, bool) {
 	return 0, false
 }
 
-// locate finds, with unverified single-block probes, a block index below
-// the range whose timestamp is below from: gallop down from Lo in page-sized
-// steps, doubling, then bisect to page precision. Probes only choose where
-// to read; what is read is verified, and the caller re-checks coverage, so a
-// lying node can cost reads but not correctness.
-func (c *chain) locate(ctx context.Context, from, page uint64) (uint64, error) {
-	hi := c.r.Lo // ts(hi) >= from, or hi is past the last block
-	probe := func(i uint64) (uint64, error) {
-		var ts uint64
-		got := false
-		err := c.hist.Blocks(ctx, i, i+1, func(p []icrc3.Block) error {
-			if len(p) > 0 {
-				ts, got = p[0].TS, true
-			}
-			return nil
-		})
-		if err == nil && !got {
-			err = fmt.Errorf("reconcile: probe of block %d returned nothing", i)
-		}
-		return ts, err
+// walkTarget is the lowest index a walk down to a window starting at ledger
+// time from requests, estimated from the verified range's block density
+// (blocks per nanosecond between its ends), with a sixteenth of the
+// estimate and an eighth of a page of slack. It only bounds how far ahead
+// pages are requested: a walk that reaches it without covering the window
+// is started again from there, and 0 (no estimate: an empty or
+// single-instant range) lets the walk run speculatively down to the
+// window. A lying ledger can only make the walk take more rounds.
+func (c *chain) walkTarget(from, page uint64) uint64 {
+	r := c.r
+	if r.Empty() || r.Hi <= r.Lo || r.HiTS <= r.LoTS || r.LoTS < from {
+		return 0
 	}
-	var lo uint64
-	found := false
-	for step := page; ; step *= 2 {
-		if step >= hi {
-			return 0, nil
-		}
-		p := hi - step
-		ts, err := probe(p)
-		if err != nil {
-			return 0, err
-		}
-		if ts < from {
-			lo, found = p, true
-			break
-		}
-		hi = p
+	rate := float64(r.Hi-r.Lo) / float64(r.HiTS-r.LoTS)
+	est := rate * float64(r.LoTS-from)
+	est += est/16 + float64(page)/8
+	if est >= float64(r.Lo) {
+		return 0
 	}
-	if !found {
-		return 0, nil
-	}
-	for hi-lo > page {
-		mid := lo + (hi-lo)/2
-		ts, err := probe(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ts < from {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
+	return r.Lo - uint64(est)
 }

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -293,7 +294,17 @@ func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.I
 	// same way for every intent that needs it: the first failure answers
 	// the rest instead of each re-reading down to the bad page.
 	var below error
-	for i, d := range ds {
+	// The earliest window first: its walk down covers the later windows,
+	// which then read nothing, where the other order would stop and
+	// restart the walk once per intent (each stop requests up to C−1
+	// pages past it that nobody verifies).
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ws[a].From, ws[b].From) })
+	for _, i := range order {
+		d := ds[i]
 		d.read = read
 		v, err := e.decideOne(ctx, c, page, tip, d, out[i], &below)
 		if err != nil {
@@ -361,27 +372,37 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 	if d.match == nil && !c.covers(w.From) && *below != nil {
 		return fail(*below)
 	}
-	// Then extend the verified range down until it covers the window.
+	// Then extend the verified range down until it covers the window. The
+	// walk reads pages from the range's bottom downwards, C in flight, and
+	// stops at the first verified page that holds the match or a block
+	// older than the window. No search goes first: the chain is verified
+	// from the certified tip down, so every block between the range and the
+	// window's start must be read anyway, and a search would only add
+	// serial round trips (about 2·log2(distance/page) single-block probes)
+	// to learn where to stop. Not knowing costs at most C−1 pages requested
+	// past the stop, in flight beside the last needed one; once the range
+	// holds blocks, their density aims the walk (walkTarget), so that a
+	// walk extending a range wastes about nothing.
 	for round := 0; d.match == nil && !c.covers(w.From); round++ {
 		if round > 64 {
-			return fail(&chainFault{"window search did not converge"})
+			return fail(&chainFault{"walk down to the window did not reach it"})
 		}
-		target := uint64(0)
-		if c.r.Empty() {
-			// Nothing verified yet: one page below the tip settles windows
-			// that start after the newest blocks, and anchors the search.
-			if c.r.Lo > page {
-				target = c.r.Lo - page
+		aim := func() uint64 {
+			if c.r.Empty() {
+				// Nothing read yet: one page's worth of blocks (two pages
+				// when an archive bound cuts it), whose density then aims
+				// the rest.
+				return c.r.Lo - min(c.r.Lo, page)
 			}
-		} else {
-			t, err := c.locate(ctx, w.From, page)
-			if err != nil {
-				*below = err
-				return fail(err)
-			}
-			target = t
+			return c.walkTarget(w.From, page)
 		}
-		n, err := c.extendDown(ctx, target, func(p []icrc3.Block) bool { d.scan(p); return d.match != nil })
+		if round >= 8 {
+			aim = nil // the density misleads: walk on to the window
+		}
+		n, err := c.extendDown(ctx, 0, aim, func(p []icrc3.Block) bool {
+			d.scan(p)
+			return d.match != nil || c.covers(w.From)
+		})
 		d.read += n
 		if err != nil {
 			*below = err

@@ -45,7 +45,8 @@ type config struct {
 	// the ledger or an archive, for reconciled and the baselines alike.
 	RTT time.Duration `json:"rtt_ns"`
 	// Concurrency bounds the page requests in flight of every client but
-	// the sequential baseline's (icrc3.ClientConfig.Concurrency).
+	// the sequential baseline's (icrc3.ClientConfig.Concurrency); 0 takes
+	// the client's default of each endpoint family.
 	Concurrency int           `json:"concurrency"`
 	Seed        int64         `json:"seed"`
 	DecodeTime  time.Duration `json:"decode_time_ns"`
@@ -61,7 +62,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1, Concurrency: 4,
+	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 4, Seed: 1,
 		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child", ICP: true}
 }
 
@@ -82,7 +83,7 @@ func parseFlags(args []string) (config, options, error) {
 	fs.IntVar(&cfg.Inflight, "inflight", cfg.Inflight, "intents the service handles at once")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated history")
 	fs.DurationVar(&cfg.RTT, "rtt", cfg.RTT, "round trip injected at the replica into every ledger and archive request")
-	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "page requests in flight per client (the RTT floor's C)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "page requests in flight per client (the RTT floor's C); 0: the client's default per endpoint family")
 	fs.DurationVar(&cfg.DecodeTime, "decode-time", cfg.DecodeTime, "wall time of each decode+hash+match measurement")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
@@ -149,8 +150,8 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
 	}
-	if cfg.Concurrency < 1 || cfg.RTT < 0 {
-		return nil, fmt.Errorf("-concurrency %d, -rtt %s: want at least 1 and not negative", cfg.Concurrency, cfg.RTT)
+	if cfg.Concurrency < 0 || cfg.RTT < 0 {
+		return nil, fmt.Errorf("-concurrency %d, -rtt %s: want neither negative", cfg.Concurrency, cfg.RTT)
 	}
 	// The ledger child's stderr is copied into logw from another goroutine.
 	logw = &lockedWriter{w: logw}

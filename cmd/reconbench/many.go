@@ -20,18 +20,21 @@ import (
 // JetStream intake, the service, the SQLite store and block cache, verdicts
 // on the verdict stream.
 type ManyResult struct {
-	Intents      int            `json:"intents"`
-	Statuses     map[string]int `json:"statuses"`
-	Seconds      float64        `json:"seconds"` // first publish to last verdict
-	IntentsPerS  float64        `json:"intents_per_second"`
-	LatencyMS    latencyMS      `json:"latency_ms"` // publish → first verdict received
-	Queries      uint64         `json:"queries"`
-	BlocksClient uint64         `json:"blocks_fetched"`
-	OneScan      uint64         `json:"one_scan_blocks"` // a single cold scan of the earliest window
-	ScanRatio    float64        `json:"blocks_vs_one_scan"`
-	CPUSeconds   float64        `json:"cpu_seconds_process"`
-	PeakRSS      uint64         `json:"peak_rss_bytes"`
-	PeakRSSRise  uint64         `json:"peak_rss_rise_bytes"`
+	Intents     int            `json:"intents"`
+	Statuses    map[string]int `json:"statuses"`
+	Seconds     float64        `json:"seconds"` // first publish to last verdict
+	IntentsPerS float64        `json:"intents_per_second"`
+	LatencyMS   latencyMS      `json:"latency_ms"` // publish → first verdict received
+	Queries     uint64         `json:"queries"`
+	// QueriesByMethod: where the queries went ("ledger:<method>",
+	// "archive:<method>"); certified tips are ledger:icrc3_get_tip_certificate.
+	QueriesByMethod map[string]uint64 `json:"queries_by_method"`
+	BlocksClient    uint64            `json:"blocks_fetched"`
+	OneScan         uint64            `json:"one_scan_blocks"` // a single cold scan of the earliest window
+	ScanRatio       float64           `json:"blocks_vs_one_scan"`
+	CPUSeconds      float64           `json:"cpu_seconds_process"`
+	PeakRSS         uint64            `json:"peak_rss_bytes"`
+	PeakRSSRise     uint64            `json:"peak_rss_rise_bytes"`
 }
 
 type latencyMS struct {
@@ -150,7 +153,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	p50, p99, mx := percentiles(lat)
 	res.LatencyMS = latencyMS{ms(p50), ms(p99), ms(mx)}
 	cs := d.ClientStats()[sc.Ledger]
-	res.Queries, res.BlocksClient = cs.Total, cs.Blocks
+	res.Queries, res.BlocksClient, res.QueriesByMethod = cs.Total, cs.Blocks, cs.Queries
 	if res.OneScan > 0 {
 		res.ScanRatio = float64(res.BlocksClient) / float64(res.OneScan)
 	}

@@ -74,6 +74,17 @@ func rttFloor(blocks, page uint64, conc int, rtt time.Duration) time.Duration {
 	return time.Duration(rounds+2) * rtt
 }
 
+// concurrency is the C of the clients reading endpoint family ep.
+func (sc *scenario) concurrency(ep icrc3.Endpoint) int {
+	switch {
+	case sc.conc > 0:
+		return sc.conc
+	case ep == icrc3.EndpointICRC3:
+		return icrc3.ConcurrencyICRC3
+	}
+	return icrc3.ConcurrencyLegacy
+}
+
 // newClient is a fresh client for the scenario's ledger: nothing detected,
 // no archive known, so every verdict pays for discovery as a cold one does.
 func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client, error) {
@@ -188,8 +199,8 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 	r.SearchSteps = searchSteps(tip+1-low, page)
 	r.Bound = math.Ceil(float64(r.BlocksToVerify)/float64(page)) + float64(r.SearchSteps) + 2
 	r.QueryRatio = r.Queries / r.Bound
-	r.Concurrency = sc.conc
-	if floor := rttFloor(r.BlocksToVerify, page, sc.conc, sc.rtt); floor > 0 {
+	r.Concurrency = sc.concurrency(ep)
+	if floor := rttFloor(r.BlocksToVerify, page, r.Concurrency, sc.rtt); floor > 0 {
 		r.RTTFloorMS = ms(floor)
 		r.FloorRatio = r.LatencyMS.P50 / r.RTTFloorMS
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"text/tabwriter"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Report is everything one run measured; it is written as JSON so runs can
@@ -181,9 +183,9 @@ func (r *Report) manyPeak() uint64 {
 // baseline/ours (how many times better we are; for the bounds, measured /
 // bound).
 func (r *Report) writeTable(w io.Writer) error {
-	fmt.Fprintf(w, "ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %.1f s; %s, %d CPUs, load %.1f -> %.1f; rtt %s, concurrency %d\n\n",
+	fmt.Fprintf(w, "ledger: %d blocks, %d archives, window of %d blocks [%d, %d], built in %.1f s; %s, %d CPUs, load %.1f -> %.1f; rtt %s, concurrency %s\n\n",
 		r.Ledger.Blocks, r.Ledger.Archives, r.Ledger.WindowBlocks, r.Ledger.WindowFirst, r.Ledger.WindowLast, r.Ledger.BuildSeconds,
-		r.GoVersion, r.CPUs, r.LoadStart, r.LoadEnd, r.Config.RTT, r.Config.Concurrency)
+		r.GoVersion, r.CPUs, r.LoadStart, r.LoadEnd, r.Config.RTT, concName(r.Config.Concurrency))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(metric, ours, base, ratio string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", metric, ours, base, ratio)
@@ -231,7 +233,7 @@ func (r *Report) writeTable(w io.Writer) error {
 	if m := r.Many; m != nil {
 		row(fmt.Sprintf("%d intents via NATS: blocks fetched vs one scan", m.Intents),
 			fmt.Sprintf("%d", m.BlocksClient), fmt.Sprintf("%d (one scan)", m.OneScan), fmt.Sprintf("%.2fx", m.ScanRatio))
-		row("  intents/s, queries", fmt.Sprintf("%.0f/s, %d", m.IntentsPerS, m.Queries), "-", "-")
+		row("  intents/s, queries (certified tips)", fmt.Sprintf("%.0f/s, %d (%d)", m.IntentsPerS, m.Queries, m.QueriesByMethod["ledger:icrc3_get_tip_certificate"]), "-", "-")
 		row("  publish->verdict p50/p99/max", fmt.Sprintf("%.0f/%.0f/%.0f ms", m.LatencyMS.P50, m.LatencyMS.P99, m.LatencyMS.Max), "-", "-")
 		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
 		row("  CPU, peak RSS (rise)", fmt.Sprintf("%.1f s, %d (%d) MiB", m.CPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
@@ -252,4 +254,12 @@ func (r *Report) writeTable(w io.Writer) error {
 		fmt.Fprintf(w, "  %-7s %s: %.3g (target %s) %s\n", mark, g.Name, g.Achieved, g.Target, g.Note)
 	}
 	return nil
+}
+
+// concName is the configured concurrency, 0 being the client's defaults.
+func concName(c int) string {
+	if c == 0 {
+		return fmt.Sprintf("client default (%d legacy, %d icrc3)", icrc3.ConcurrencyLegacy, icrc3.ConcurrencyICRC3)
+	}
+	return fmt.Sprint(c)
 }
