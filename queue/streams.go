@@ -107,13 +107,28 @@ func (c *Conn) EnsureStreams(ctx context.Context) error {
 	return nil
 }
 
+// errCodeNoPeers is JetStream's "no suitable peers for placement".
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
 func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	// Create is idempotent for an identical config; a differing one is
 	// updated. Two instances racing on a missing stream both end here with
 	// one create winning, so the loser's update is the only retry needed.
-	st, err := c.js.CreateStream(ctx, cfg)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = c.js.UpdateStream(ctx, cfg)
+	// A cluster whose servers are up but whose meta leader has not yet
+	// seen every peer refuses placement (no suitable peers); that passes,
+	// so it is retried while ctx lasts rather than failing the start.
+	delay := newRetryDelay(50*time.Millisecond, time.Second)
+	var st jetstream.Stream
+	var err error
+	for {
+		st, err = c.js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = c.js.UpdateStream(ctx, cfg)
+		}
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers || !delay.wait(ctx) {
+			break
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: ensure stream %s on %v: %w", cfg.Name, cfg.Subjects, err)
