@@ -207,10 +207,14 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "read latest verdict", err)
 	default:
 		// Known: the store answers it, nothing is scanned.
-		if s.streamHoldsOtherBody(ctx, rec) {
+		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+		if err != nil {
+			return s.retry(ctx, log, "read the stream's verdict", err)
+		}
+		if holdsOtherBody(last, rec) {
 			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
 		}
-		if _, err := s.ensurePublished(ctx, latest, hdr); errors.Is(err, ErrHistory) {
+		if _, err := s.ensurePublishedOver(ctx, latest, last, hdr); errors.Is(err, ErrHistory) {
 			if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
 				return s.retry(ctx, log, "import the stream's verdicts", err)
 			}
@@ -297,7 +301,13 @@ func (s *Service) refuseConflict(ctx context.Context, log *zap.Logger, rec Inten
 // first; the stream then holds one of them.
 func (s *Service) streamHoldsOtherBody(ctx context.Context, rec IntentRecord) bool {
 	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
-	return err == nil && last != nil && last.IntentHash != "" && last.IntentHash != hex.EncodeToString(rec.Hash[:])
+	return err == nil && holdsOtherBody(last, rec)
+}
+
+// holdsOtherBody reports whether last, the stream's latest verdict of
+// rec's id, was decided for another body.
+func holdsOtherBody(last *Verdict, rec IntentRecord) bool {
+	return last != nil && last.IntentHash != "" && last.IntentHash != hex.EncodeToString(rec.Hash[:])
 }
 
 // markPublished clears v's outbox entries once the stream holds it. A
@@ -326,11 +336,17 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 // later seqs than the store. The stream holding another decision at the
 // same seq is ErrHistory.
 func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) (behind bool, err error) {
-	latest = withIntentHash(latest, hdr)
 	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
 	if err != nil {
 		return false, err
 	}
+	return s.ensurePublishedOver(ctx, latest, last, hdr)
+}
+
+// ensurePublishedOver is ensurePublished given the stream's last verdict
+// of the intent (nil for none), for a caller that has already read it.
+func (s *Service) ensurePublishedOver(ctx context.Context, latest Verdict, last *Verdict, hdr IntentHeader) (behind bool, err error) {
+	latest = withIntentHash(latest, hdr)
 	switch {
 	case last != nil && last.Seq > latest.Seq:
 		// Newer in the stream: another instance decided it, and this
