@@ -851,12 +851,15 @@ func logTail(path string, n int) string {
 }
 
 // logLines counts the lines of a log file that contain every one of words.
-func logLines(path string, words ...string) int {
+func logLines(path string, words ...string) int { return len(logMatches(path, words...)) }
+
+// logMatches returns the lines of a log file that contain every one of words.
+func logMatches(path string, words ...string) []string {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
 		ok := true
 		for _, w := range words {
@@ -866,10 +869,10 @@ func logLines(path string, words ...string) int {
 			}
 		}
 		if ok {
-			n++
+			out = append(out, line)
 		}
 	}
-	return n
+	return out
 }
 
 // classCounts summarises a plan for logs.
