@@ -372,3 +372,37 @@ func TestICPLedgerNeedsItsOwnFamily(t *testing.T) {
 	}
 	w.wantFound(w.engine(), s, icrc3.BlockTransfer)
 }
+
+// A replica behind the ledger answers with a shorter chain whose last hash
+// it certifies: read fresh, it is an older prefix (the newest transfer not
+// yet); read by an engine that verified further, it is a lagging replica,
+// not a history change, and what was verified stays found.
+func TestLaggingICPReplicaIsAnOlderPrefix(t *testing.T) {
+	w := newWorld(t)
+	first := w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, nil)
+	for i := range 4 {
+		w.transfer(bob, icrc3.Account{Owner: alice}, uint64(100+i), nil)
+	}
+	last := w.transfer(alice, icrc3.Account{Owner: carol}, 6_000, nil)
+	warm := w.engine()
+	w.wantFound(warm, last, icrc3.BlockTransfer)
+
+	const lag = 3
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{LagBlocks: lag})
+	defer w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	tipWant := w.l.Len() - lag - 1
+	v := decide(t, w.engine(), last.intent)
+	if v.Status != reconcile.StatusNotYet || v.Evidence == nil || v.Evidence.TipIndex == nil || uint64(*v.Evidence.TipIndex) != tipWant {
+		t.Fatalf("fresh engine under a lagging replica: %s %+v, evidence %+v; want not_yet at tip %d", v.Status, v.Reason, v.Evidence, tipWant)
+	}
+	raw, _ := w.l.RawBlock(tipWant)
+	if h := icp.BlockHash(raw); v.Evidence.TipHash != hex.EncodeToString(h[:]) {
+		t.Fatalf("tip hash %s, want the hash of block %d %x", v.Evidence.TipHash, tipWant, h)
+	}
+	w.wantFound(w.engine(), first, icrc3.BlockTransfer)
+
+	v = decide(t, warm, last.intent)
+	if v.Status != reconcile.StatusFound || v.Evidence.HistoryChanged != nil {
+		t.Fatalf("warm engine under a lagging replica: %s %+v, history change %+v; want found, no change", v.Status, v.Reason, v.Evidence.HistoryChanged)
+	}
+}

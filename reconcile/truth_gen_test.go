@@ -275,7 +275,7 @@ func newICPWorldCfg(seed int64, idx int) worldCfg {
 	c.ledger.BlockStyle, c.ledger.TipFormat, c.ledger.DisableLegacy, c.endpoint = ledgertest.StyleDFINITY, ledgertest.TipLEB128, false, ""
 	for i, f := range c.faults {
 		switch f {
-		case faultLag, faultLieBlockTypes, faultLieArchives, faultLieProbes:
+		case faultLieBlockTypes, faultLieArchives, faultLieProbes:
 			c.faults[i] = [...]faultKind{faultOmit, faultAlter, faultWrongKey}[(idx+i)%3]
 		}
 	}

@@ -350,8 +350,21 @@ func (l *ICPLedger) faulted(f Faults, first uint64, blocks [][]byte) [][]byte {
 func (l *ICPLedger) queryEncodedBlocks(ctx CallContext, a icpArgs) []byte {
 	f := l.h.Faults(l.id)
 	l.mu.RLock()
-	n := uint64(len(l.raws))
+	// A lagging replica answers from a state that has not yet seen the
+	// newest LagBlocks blocks: a shorter chain, its last hash certified
+	// at a time before the first block it lacks.
+	lag := f.LagBlocks
+	if ctx.Replicated {
+		lag = 0
+	}
+	n := uint64(len(l.raws)) - min(lag, uint64(len(l.raws)))
 	cd := *l.certified.Load()
+	if n < uint64(len(l.raws)) {
+		cd = []byte{}
+		if n > 0 {
+			cd = l.hashes[n-1][:]
+		}
+	}
 	start, end := a.Start, a.Start+min(a.Length, maxLegacyBlocksPerReq)
 	if end < start || end > n {
 		end = n
@@ -372,7 +385,7 @@ func (l *ICPLedger) queryEncodedBlocks(ctx CallContext, a icpArgs) []byte {
 	var cert []byte
 	if ctx.DataCertificate != nil {
 		// A canister's certified data starts as the empty blob.
-		cert = ctx.DataCertificate(append([]byte{}, cd...))
+		cert = certificate(ctx, append([]byte{}, cd...), l.inner.timeBound(n))
 	}
 	blocks = l.faulted(f, local, blocks)
 	l.inner.blocksSent.Add(uint64(len(blocks)))

@@ -368,6 +368,13 @@ func (l *Ledger) tipAt() ([]byte, []byte, uint64) {
 	return t.cbor(), r[:], l.stateTimeBound(n)
 }
 
+// timeBound is stateTimeBound for a caller that does not hold l.mu.
+func (l *Ledger) timeBound(n uint64) uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.stateTimeBound(n)
+}
+
 // stateTimeBound is the latest time of a state holding the first n blocks.
 // l.mu is held.
 func (l *Ledger) stateTimeBound(n uint64) uint64 {
