@@ -265,13 +265,13 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 }
 
 // newICPWorldCfg is world idx on the ICP-style ledger: its history is
-// always certified (no queries mode), it keeps one history (no reinstall),
-// and the lying-node faults it does not play (a lagging replica, lies
-// about block types, archives or probes) become ones it does.
+// always certified (the ICP family has no queries mode), and the
+// lying-node faults it does not play (lies about block types, archives or
+// probes, which the ICP family never asks) become ones it does.
 func newICPWorldCfg(seed int64, idx int) worldCfg {
 	c := newWorldCfg(seed, idx)
 	c.icp = true
-	c.verify, c.ledger.Uncertified, c.history = "", false, ""
+	c.verify, c.ledger.Uncertified = "", false
 	c.ledger.BlockStyle, c.ledger.TipFormat, c.ledger.DisableLegacy, c.endpoint = ledgertest.StyleDFINITY, ledgertest.TipLEB128, false, ""
 	for i, f := range c.faults {
 		switch f {

@@ -144,6 +144,18 @@ func TestTruthICP(t *testing.T) {
 			t.Errorf("no scenario covered op %s", o)
 		}
 	}
+	if *truthICPN < 2000 {
+		return
+	}
+	// The adversaries the ICP family meets (newICPWorldCfg) must all have
+	// acted on verdicts.
+	for _, k := range []string{"intent:bad_expiry", "config:narrow_window", "fault:omit_block", "fault:alter_block",
+		"fault:lag_blocks", "fault:wrong_key", "fault:lie_minting_account",
+		"history:reinstall:memory", "history:restart:memory", "history:reinstall:sqlite", "history:restart:sqlite"} {
+		if a := tl.adv[k]; a == nil || a.under == 0 {
+			t.Errorf("adversary %q decided no verdict", k)
+		}
+	}
 }
 
 // tally counts what a run checked.
@@ -536,9 +548,18 @@ func (w *world) changeHistory(g *gen) {
 			srv.Advance(time.Duration(target - srv.Now()))
 		}
 	}
-	l, err := w.srv.NewLedger(cfg)
-	if err != nil {
-		w.t.Fatal(err)
+	var l *ledgertest.Ledger
+	if w.cfg.icp {
+		il, err := w.srv.NewICPLedger(cfg)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		l = il.Inner()
+	} else {
+		var err error
+		if l, err = w.srv.NewLedger(cfg); err != nil {
+			w.t.Fatal(err)
+		}
 	}
 	if !l.ID().Equal(id) || !l.MintingAccount().Equal(w.mint) {
 		w.t.Fatalf("%s: the new history is not under the same canister and minting account", w.cfg)
