@@ -14,8 +14,9 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -172,7 +173,7 @@ type payment struct {
 func (p payment) arg() ledgertest.TransferArg {
 	m := []byte(p.memo)
 	s := p.stamp
-	return ledgertest.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(p.amount)),
+	return ledgertest.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(p.amount)),
 		Memo: &m, CreatedAtTime: &s}
 }
 

@@ -12,8 +12,9 @@ import (
 
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -111,7 +112,7 @@ func (w *world) intent(method string, caller principal.Principal, args map[strin
 func (w *world) transfer(from principal.Principal, to icrc3.Account, amount uint64, memo []byte) sent {
 	w.t.Helper()
 	st := w.stamp()
-	a := icrc3.TransferArg{To: to.ToCandid(), Amount: icrc3.IDLNat(nat(amount)), CreatedAtTime: &st}
+	a := icrc1.TransferArg{To: to.ToCandid(), Amount: icrc1.IDLNat(nat(amount)), CreatedAtTime: &st}
 	args := map[string]any{"from_subaccount": nil, "to": to.String(), "amount": fmt.Sprint(amount), "fee": nil,
 		"memo": nil, "created_at_time": fmt.Sprint(st)}
 	if memo != nil {
@@ -136,7 +137,7 @@ func (w *world) approve(from, spender principal.Principal, amount uint64) sent {
 	w.t.Helper()
 	st := w.stamp()
 	exp := st + uint64(time.Hour)
-	a := icrc3.ApproveArgs{Spender: icrc3.Account{Owner: spender}.ToCandid(), Amount: icrc3.IDLNat(nat(amount)),
+	a := icrc1.ApproveArgs{Spender: icrc3.Account{Owner: spender}.ToCandid(), Amount: icrc1.IDLNat(nat(amount)),
 		ExpiresAt: &exp, CreatedAtTime: &st}
 	i, err := w.l.Inner().Approve(from, a)
 	if err != nil {
@@ -151,11 +152,11 @@ func (w *world) approve(from, spender principal.Principal, amount uint64) sent {
 func (w *world) transferFrom(spender, from principal.Principal, to icrc3.Account, amount uint64, fee *uint64) sent {
 	w.t.Helper()
 	st := w.stamp()
-	a := icrc3.TransferFromArgs{From: icrc3.Account{Owner: from}.ToCandid(), To: to.ToCandid(), Amount: icrc3.IDLNat(nat(amount)),
+	a := icrc1.TransferFromArgs{From: icrc3.Account{Owner: from}.ToCandid(), To: to.ToCandid(), Amount: icrc1.IDLNat(nat(amount)),
 		CreatedAtTime: &st}
 	var feeArg any
 	if fee != nil {
-		a.Fee, feeArg = ptr(icrc3.IDLNat(nat(*fee))), fmt.Sprint(*fee)
+		a.Fee, feeArg = ptr(icrc1.IDLNat(nat(*fee))), fmt.Sprint(*fee)
 	}
 	i, err := w.l.Inner().TransferFrom(spender, a)
 	if err != nil {

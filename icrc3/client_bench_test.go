@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // BenchmarkReadVerify reads a 100,000-block history (archived in 2,000-block

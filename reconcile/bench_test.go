@@ -11,8 +11,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -75,13 +76,13 @@ func (bl *benchLedger) make(n int) error {
 	}
 	alice, bob := principalN(1), principalN(2)
 	mint := l.MintingAccount()
-	if _, err := l.Transfer(mint.Owner, icrc3.TransferArg{To: acct(alice, nil).ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}); err != nil {
+	if _, err := l.Transfer(mint.Owner, icrc1.TransferArg{To: acct(alice, nil).ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}); err != nil {
 		return err
 	}
 	srv.Advance(3 * time.Minute)
 	stamp := srv.Now()
 	pay := func(amount uint64) (uint64, error) {
-		return l.Transfer(alice, icrc3.TransferArg{To: acct(bob, nil).ToCandid(), Amount: idl.NewNat(amount), Memo: &[]byte{byte(amount)}, CreatedAtTime: &stamp})
+		return l.Transfer(alice, icrc1.TransferArg{To: acct(bob, nil).ToCandid(), Amount: idl.NewNat(amount), Memo: &[]byte{byte(amount)}, CreatedAtTime: &stamp})
 	}
 	bl.blocks = map[string]uint64{}
 	bl.ins = map[string]*matcher.Intent{}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -77,7 +78,7 @@ func acct(p principal.Principal, sub []byte) icrc3.Account {
 func (e *env) fund(a icrc3.Account, amount uint64) {
 	e.t.Helper()
 	m := e.ledger.MintingAccount()
-	if _, err := e.ledger.Transfer(m.Owner, icrc3.TransferArg{To: a.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount))}); err != nil {
+	if _, err := e.ledger.Transfer(m.Owner, icrc1.TransferArg{To: a.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount))}); err != nil {
 		e.t.Fatalf("fund %s: %v", a, err)
 	}
 }
@@ -95,14 +96,14 @@ type transferIntent struct {
 	ingressEx *uint64
 }
 
-func (ti transferIntent) arg() icrc3.TransferArg {
-	a := icrc3.TransferArg{To: ti.to.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(ti.amount))}
+func (ti transferIntent) arg() icrc1.TransferArg {
+	a := icrc1.TransferArg{To: ti.to.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(ti.amount))}
 	if ti.fromSub != nil {
 		s := append([]byte(nil), ti.fromSub...)
 		a.FromSubaccount = &s
 	}
 	if ti.fee != nil {
-		f := icrc3.IDLNat(icrc3.NatFromUint64(*ti.fee))
+		f := icrc1.IDLNat(icrc3.NatFromUint64(*ti.fee))
 		a.Fee = &f
 	}
 	if ti.memo != nil {

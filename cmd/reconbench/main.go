@@ -1,6 +1,6 @@
 // Command reconbench measures reconciled's verdicts side by side with a
 // full-sync baseline, all over loopback against the test replica of
-// icrc3/ledgertest with signed-query verification as in production.
+// ledgertest with signed-query verification as in production.
 //
 //	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-json FILE]
 //

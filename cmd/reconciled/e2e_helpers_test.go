@@ -11,8 +11,9 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -73,8 +74,8 @@ func funded(p principal.Principal) []ledgertest.Balance {
 	return []ledgertest.Balance{{Account: icrc3.Account{Owner: p}, Amount: icrc3.NatFromUint64(1_000_000_000_000)}}
 }
 
-func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo string) icrc3.TransferArg {
-	a := icrc3.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), CreatedAtTime: stamp}
+func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo string) icrc1.TransferArg {
+	a := icrc1.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount)), CreatedAtTime: stamp}
 	if memo != "" {
 		m := []byte(memo)
 		a.Memo = &m

@@ -9,6 +9,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -56,7 +57,7 @@ func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte,
 	l.count("", method)
 	switch method {
 	case "icrc1_transfer":
-		var a icrc3.TransferArg
+		var a icrc1.TransferArg
 		if r := decodeArg(arg, &a); r != nil {
 			return nil, r
 		}
@@ -65,12 +66,12 @@ func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte,
 			return nil, trapReject(t.Message)
 		}
 		if lerr != nil {
-			return reply(icrc3.TransferResult{Err: lerr.transferError()})
+			return reply(icrc1.TransferResult{Err: lerr.transferError()})
 		}
 		n := idl.NewNat(idx)
-		return reply(icrc3.TransferResult{Ok: &n})
+		return reply(icrc1.TransferResult{Ok: &n})
 	case "icrc2_approve":
-		var a icrc3.ApproveArgs
+		var a icrc1.ApproveArgs
 		if r := decodeArg(arg, &a); r != nil {
 			return nil, r
 		}
@@ -79,12 +80,12 @@ func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte,
 			return nil, trapReject(t.Message)
 		}
 		if lerr != nil {
-			return reply(icrc3.ApproveResult{Err: lerr.approveError()})
+			return reply(icrc1.ApproveResult{Err: lerr.approveError()})
 		}
 		n := idl.NewNat(idx)
-		return reply(icrc3.ApproveResult{Ok: &n})
+		return reply(icrc1.ApproveResult{Ok: &n})
 	case "icrc2_transfer_from":
-		var a icrc3.TransferFromArgs
+		var a icrc1.TransferFromArgs
 		if r := decodeArg(arg, &a); r != nil {
 			return nil, r
 		}
@@ -93,10 +94,10 @@ func (l *Ledger) Update(ctx CallContext, method string, arg []byte) (out []byte,
 			return nil, trapReject(t.Message)
 		}
 		if lerr != nil {
-			return reply(icrc3.TransferFromResult{Err: lerr.transferFromError()})
+			return reply(icrc1.TransferFromResult{Err: lerr.transferFromError()})
 		}
 		n := idl.NewNat(idx)
-		return reply(icrc3.TransferFromResult{Ok: &n})
+		return reply(icrc1.TransferFromResult{Ok: &n})
 	}
 	return l.query(ctx, method, arg)
 }
@@ -200,11 +201,11 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 	case "icrc1_decimals":
 		return reply(l.cfg.Decimals)
 	case "icrc1_fee":
-		return reply(icrc3.IDLNat(l.fee))
+		return reply(icrc1.IDLNat(l.fee))
 	case "icrc1_metadata":
 		name, sym := l.cfg.Name, l.cfg.Symbol
 		dec := idl.NewNat(uint(l.cfg.Decimals))
-		fee := icrc3.IDLNat(l.fee)
+		fee := icrc1.IDLNat(l.fee)
 		maxMemo := idl.NewNat(uint(l.cfg.MaxMemoLength))
 		return reply([]metadataEntry{
 			{"icrc1:decimals", metadataValue{Nat: &dec}},
@@ -217,7 +218,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		l.mu.RLock()
 		s := l.supply
 		l.mu.RUnlock()
-		return reply(icrc3.IDLNat(s))
+		return reply(icrc1.IDLNat(s))
 	case "icrc1_minting_account":
 		m := l.minting.ToCandid()
 		if lie := l.h.Faults(l.id).LieMintingAccount; lie != "" && !ctx.Replicated {
@@ -240,9 +241,9 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 		if err != nil {
 			return nil, trapReject(err.Error())
 		}
-		return reply(icrc3.IDLNat(l.BalanceOf(acc)))
+		return reply(icrc1.IDLNat(l.BalanceOf(acc)))
 	case "icrc2_allowance":
-		var a icrc3.AllowanceArgs
+		var a icrc1.AllowanceArgs
 		if r := decodeArg(arg, &a); r != nil {
 			return nil, r
 		}
@@ -320,7 +321,7 @@ func (l *Ledger) query(ctx CallContext, method string, arg []byte) ([]byte, *Rej
 	return nil, noMethod(method)
 }
 
-func (l *Ledger) allowanceQuery(ctx CallContext, a *icrc3.AllowanceArgs) ([]byte, *Reject) {
+func (l *Ledger) allowanceQuery(ctx CallContext, a *icrc1.AllowanceArgs) ([]byte, *Reject) {
 	from, err := a.Account.Account()
 	if err != nil {
 		return nil, trapReject(err.Error())
@@ -337,7 +338,7 @@ func (l *Ledger) allowanceQuery(ctx CallContext, a *icrc3.AllowanceArgs) ([]byte
 		cur = l.currentAllowance([2]uint32{fn, sn}, ctx.Time)
 	}
 	l.mu.RUnlock()
-	out := icrc3.Allowance{Allowance: icrc3.IDLNat(cur.amount)}
+	out := icrc1.Allowance{Allowance: icrc1.IDLNat(cur.amount)}
 	if cur.expiresAt != 0 {
 		e := cur.expiresAt
 		out.ExpiresAt = &e

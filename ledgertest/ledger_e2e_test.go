@@ -15,6 +15,7 @@ import (
 	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -94,8 +95,8 @@ func TestLedgerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := s.Now()
-	arg := icrc3.TransferArg{To: acc(bob, nil), Amount: nat(12_345), Memo: ptr([]byte("invoice-1")), CreatedAtTime: &now}
-	var res icrc3.TransferResult
+	arg := icrc1.TransferArg{To: acc(bob, nil), Amount: nat(12_345), Memo: ptr([]byte("invoice-1")), CreatedAtTime: &now}
+	var res icrc1.TransferResult
 	if err := a.Call(l.ID(), "icrc1_transfer", []any{arg}, []any{&res}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestLedgerEndToEnd(t *testing.T) {
 		t.Fatalf("transfer failed: %v", res.Err)
 	}
 	idx := res.Ok.BigInt().Uint64()
-	res = icrc3.TransferResult{}
+	res = icrc1.TransferResult{}
 	if err := a.Call(l.ID(), "icrc1_transfer", []any{arg}, []any{&res}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,68 +1,36 @@
-package icrc3
+package icrc1
 
 import (
 	"fmt"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
-	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
-// This file holds the ICRC-1/2 Candid argument and result types with
-// agent-go `ic` tags. Clients, the test ledger and the matcher share them so
-// that what is sent, what the ledger records and what is matched cannot drift
-// apart. Optional Candid fields are pointers; a nil pointer is `null`, which
-// the ledger records differently from a present default (a nil subaccount is
+// Optional Candid fields are pointers; a nil pointer is `null`, which the
+// ledger records differently from a present default (a nil subaccount is
 // not 32 zero bytes in a block, and a nil fee is not Some(fee)).
 
-// CandidAccount is the ICRC-1 Candid `record { owner: principal; subaccount: opt blob }`.
-type CandidAccount struct {
-	Owner      principal.Principal `ic:"owner"`
-	Subaccount *[]byte             `ic:"subaccount,omitempty"`
-}
-
-// ToCandid returns a's Candid form, keeping an absent subaccount absent.
-func (a Account) ToCandid() CandidAccount {
-	c := CandidAccount{Owner: a.Owner}
-	if a.Subaccount != nil {
-		s := append([]byte(nil), a.Subaccount...)
-		c.Subaccount = &s
-	}
-	return c
-}
-
-// Account returns the account as sent, keeping an absent subaccount absent.
-// A subaccount must be 32 bytes: the DFINITY ledger rejects other lengths at
-// Candid decoding.
-func (c CandidAccount) Account() (Account, error) {
-	a := Account{Owner: c.Owner}
-	if c.Subaccount != nil {
-		if len(*c.Subaccount) != 32 {
-			return Account{}, fmt.Errorf("icrc3: subaccount must be 32 bytes, got %d", len(*c.Subaccount))
-		}
-		a.Subaccount = append([]byte(nil), (*c.Subaccount)...)
-	}
-	return a, nil
-}
-
 // IDLNat converts n to agent-go's Candid nat.
-func IDLNat(n Nat) idl.Nat { return idl.NewBigNat(n.Big()) }
+func IDLNat(n icrc3.Nat) idl.Nat { return idl.NewBigNat(n.Big()) }
 
 // NatFromIDL converts agent-go's Candid nat; a zero idl.Nat (nil big.Int) is 0.
-func NatFromIDL(n idl.Nat) Nat {
+func NatFromIDL(n idl.Nat) icrc3.Nat {
 	b := n.BigInt()
 	if b == nil {
-		return Nat{}
+		return icrc3.Nat{}
 	}
-	v, err := NatFromBig(b)
+	v, err := icrc3.NatFromBig(b)
 	if err != nil {
 		// A Candid nat cannot be negative; a negative value here is a bug in the caller.
-		panic(fmt.Sprintf("icrc3: negative idl.Nat %s", b))
+		panic(fmt.Sprintf("icrc1: negative idl.Nat %s", b))
 	}
 	return v
 }
 
 // NatPtrFromIDL converts an optional Candid nat.
-func NatPtrFromIDL(n *idl.Nat) *Nat {
+func NatPtrFromIDL(n *idl.Nat) *icrc3.Nat {
 	if n == nil {
 		return nil
 	}
@@ -71,7 +39,7 @@ func NatPtrFromIDL(n *idl.Nat) *Nat {
 }
 
 // IDLNatPtr converts an optional Nat.
-func IDLNatPtr(n *Nat) *idl.Nat {
+func IDLNatPtr(n *icrc3.Nat) *idl.Nat {
 	if n == nil {
 		return nil
 	}
@@ -81,12 +49,12 @@ func IDLNatPtr(n *Nat) *idl.Nat {
 
 // TransferArg is the argument of icrc1_transfer.
 type TransferArg struct {
-	FromSubaccount *[]byte       `ic:"from_subaccount,omitempty"`
-	To             CandidAccount `ic:"to"`
-	Amount         idl.Nat       `ic:"amount"`
-	Fee            *idl.Nat      `ic:"fee,omitempty"`
-	Memo           *[]byte       `ic:"memo,omitempty"`
-	CreatedAtTime  *uint64       `ic:"created_at_time,omitempty"`
+	FromSubaccount *[]byte             `ic:"from_subaccount,omitempty"`
+	To             icrc3.CandidAccount `ic:"to"`
+	Amount         idl.Nat             `ic:"amount"`
+	Fee            *idl.Nat            `ic:"fee,omitempty"`
+	Memo           *[]byte             `ic:"memo,omitempty"`
+	CreatedAtTime  *uint64             `ic:"created_at_time,omitempty"`
 }
 
 // GenericErrorArg is the payload of the GenericError arm.
@@ -173,13 +141,13 @@ type TransferResult struct {
 
 // TransferFromArgs is the argument of icrc2_transfer_from.
 type TransferFromArgs struct {
-	SpenderSubaccount *[]byte       `ic:"spender_subaccount,omitempty"`
-	From              CandidAccount `ic:"from"`
-	To                CandidAccount `ic:"to"`
-	Amount            idl.Nat       `ic:"amount"`
-	Fee               *idl.Nat      `ic:"fee,omitempty"`
-	Memo              *[]byte       `ic:"memo,omitempty"`
-	CreatedAtTime     *uint64       `ic:"created_at_time,omitempty"`
+	SpenderSubaccount *[]byte             `ic:"spender_subaccount,omitempty"`
+	From              icrc3.CandidAccount `ic:"from"`
+	To                icrc3.CandidAccount `ic:"to"`
+	Amount            idl.Nat             `ic:"amount"`
+	Fee               *idl.Nat            `ic:"fee,omitempty"`
+	Memo              *[]byte             `ic:"memo,omitempty"`
+	CreatedAtTime     *uint64             `ic:"created_at_time,omitempty"`
 }
 
 // TransferFromError is the ICRC-2 TransferFromError variant.
@@ -212,14 +180,14 @@ type TransferFromResult struct {
 
 // ApproveArgs is the argument of icrc2_approve.
 type ApproveArgs struct {
-	FromSubaccount    *[]byte       `ic:"from_subaccount,omitempty"`
-	Spender           CandidAccount `ic:"spender"`
-	Amount            idl.Nat       `ic:"amount"`
-	ExpectedAllowance *idl.Nat      `ic:"expected_allowance,omitempty"`
-	ExpiresAt         *uint64       `ic:"expires_at,omitempty"`
-	Fee               *idl.Nat      `ic:"fee,omitempty"`
-	Memo              *[]byte       `ic:"memo,omitempty"`
-	CreatedAtTime     *uint64       `ic:"created_at_time,omitempty"`
+	FromSubaccount    *[]byte             `ic:"from_subaccount,omitempty"`
+	Spender           icrc3.CandidAccount `ic:"spender"`
+	Amount            idl.Nat             `ic:"amount"`
+	ExpectedAllowance *idl.Nat            `ic:"expected_allowance,omitempty"`
+	ExpiresAt         *uint64             `ic:"expires_at,omitempty"`
+	Fee               *idl.Nat            `ic:"fee,omitempty"`
+	Memo              *[]byte             `ic:"memo,omitempty"`
+	CreatedAtTime     *uint64             `ic:"created_at_time,omitempty"`
 }
 
 // ApproveError is the ICRC-2 ApproveError variant.
@@ -255,8 +223,8 @@ type ApproveResult struct {
 
 // AllowanceArgs is the argument of icrc2_allowance.
 type AllowanceArgs struct {
-	Account CandidAccount `ic:"account"`
-	Spender CandidAccount `ic:"spender"`
+	Account icrc3.CandidAccount `ic:"account"`
+	Spender icrc3.CandidAccount `ic:"spender"`
 }
 
 // Allowance is the result of icrc2_allowance.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aviate-labs/agent-go/candid/idl"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -174,7 +175,7 @@ func TestTransferFromAllowanceAndBurnViaSpender(t *testing.T) {
 	l, alice, bob := newTestLedger(t, h, LedgerConfig{})
 	carol := testPrincipal(3)
 	te := second(l.TransferFrom(bob, TransferFromArg{From: acc(alice, nil), To: acc(carol, nil), Amount: nat(100)}))
-	var tfe *icrc3.TransferFromError
+	var tfe *icrc1.TransferFromError
 	if !errors.As(te, &tfe) || tfe.InsufficientAllowance == nil || tfe.InsufficientAllowance.Allowance.BigInt().Sign() != 0 {
 		t.Fatalf("want InsufficientAllowance{0}, got %v", te)
 	}
@@ -226,7 +227,7 @@ func TestApproveErrors(t *testing.T) {
 		t.Fatalf("self-approval must trap, got %v", err)
 	}
 	n := l.Len()
-	var ae *icrc3.ApproveError
+	var ae *icrc1.ApproveError
 	now := h.Now()
 	err := second(l.Approve(alice, ApproveArg{Spender: acc(bob, nil), Amount: nat(1), ExpiresAt: &now}))
 	if !errors.As(err, &ae) || ae.Expired == nil || ae.Expired.LedgerTime != now {
@@ -252,11 +253,11 @@ func TestApproveErrors(t *testing.T) {
 	if got := natOf(t, blk, "tx", "expires_at"); got != exp {
 		t.Fatalf("expires_at %d", got)
 	}
-	out, rej := l.Query(h.queryCtx(), "icrc2_allowance", mustEncode(t, icrc3.AllowanceArgs{Account: acc(alice, nil), Spender: acc(bob, make([]byte, 32))}))
+	out, rej := l.Query(h.queryCtx(), "icrc2_allowance", mustEncode(t, icrc1.AllowanceArgs{Account: acc(alice, nil), Spender: acc(bob, make([]byte, 32))}))
 	if rej != nil {
 		t.Fatal(rej)
 	}
-	var al icrc3.Allowance
+	var al icrc1.Allowance
 	decodeOne(t, out, &al)
 	if al.Allowance.BigInt().Uint64() != ^uint64(0) || al.ExpiresAt == nil || *al.ExpiresAt != exp {
 		t.Fatalf("allowance %v %v", al.Allowance, al.ExpiresAt)
@@ -264,7 +265,7 @@ func TestApproveErrors(t *testing.T) {
 	// After expiry the allowance reads 0 and a transfer_from fails.
 	h.advance(time.Hour)
 	err = second(l.TransferFrom(bob, TransferFromArg{From: acc(alice, nil), To: acc(bob, nil), Amount: nat(1)}))
-	var tfe *icrc3.TransferFromError
+	var tfe *icrc1.TransferFromError
 	if !errors.As(err, &tfe) || tfe.InsufficientAllowance == nil || tfe.InsufficientAllowance.Allowance.BigInt().Sign() != 0 {
 		t.Fatalf("expired allowance: want InsufficientAllowance{0}, got %v", err)
 	}
@@ -300,7 +301,7 @@ func TestUpdateOverCandid(t *testing.T) {
 	if rej != nil {
 		t.Fatal(rej)
 	}
-	var res icrc3.TransferResult
+	var res icrc1.TransferResult
 	decodeOne(t, out, &res)
 	if res.Ok == nil || res.Ok.BigInt().Uint64() != l.Len()-1 {
 		t.Fatalf("result %+v", res)
@@ -309,7 +310,7 @@ func TestUpdateOverCandid(t *testing.T) {
 	if rej != nil {
 		t.Fatal(rej)
 	}
-	res = icrc3.TransferResult{}
+	res = icrc1.TransferResult{}
 	decodeOne(t, out, &res)
 	if res.Err == nil || res.Err.BadFee == nil {
 		t.Fatalf("want Err BadFee, got %+v", res)
@@ -328,7 +329,7 @@ func TestUpdateOverCandid(t *testing.T) {
 	if ex.Method != "icrc1_transfer" || !bytes.Equal(ex.Caller.Raw, alice.Raw) || ex.Index != l.Len()-1 {
 		t.Fatalf("execution %+v", ex)
 	}
-	if _, ok := ex.Arg.(icrc3.TransferArg); !ok {
+	if _, ok := ex.Arg.(icrc1.TransferArg); !ok {
 		t.Fatalf("execution arg %T", ex.Arg)
 	}
 }

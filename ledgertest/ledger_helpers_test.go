@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -122,9 +123,9 @@ func newTestLedger(t *testing.T, h *fakeHost, cfg LedgerConfig) (*Ledger, princi
 	return l, alice, bob
 }
 
-func asTransferErr(t *testing.T, err error) *icrc3.TransferError {
+func asTransferErr(t *testing.T, err error) *icrc1.TransferError {
 	t.Helper()
-	var te *icrc3.TransferError
+	var te *icrc1.TransferError
 	if !errors.As(err, &te) {
 		t.Fatalf("want *TransferError, got %T %v", err, err)
 	}

@@ -33,9 +33,10 @@ import (
 	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
 	"github.com/reconciled/reconciled/internal/testtool"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // project is the npm project, installed once per test binary.
@@ -365,9 +366,9 @@ func TestAgentGo(t *testing.T) {
 		}
 		return n.BigInt().Uint64()
 	}
-	transfer := func(who string, arg icrc3.TransferArg) icrc3.TransferResult {
+	transfer := func(who string, arg icrc1.TransferArg) icrc1.TransferResult {
 		t.Helper()
-		var r icrc3.TransferResult
+		var r icrc1.TransferResult
 		if err := agents[who].Call(l.ID(), "icrc1_transfer", []any{arg}, []any{&r}); err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +376,7 @@ func TestAgentGo(t *testing.T) {
 	}
 	stamp := s.Now()
 	memo := []byte("conformance")
-	first := icrc3.TransferArg{To: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(150_000)), Memo: &memo, CreatedAtTime: &stamp}
+	first := icrc1.TransferArg{To: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(150_000)), Memo: &memo, CreatedAtTime: &stamp}
 
 	t.Run("verified query", func(t *testing.T) {
 		before := s.Stats().ReadStates(l.ID())
@@ -399,12 +400,12 @@ func TestAgentGo(t *testing.T) {
 		}
 	})
 	t.Run("approve and transfer_from by a second identity", func(t *testing.T) {
-		var ar icrc3.ApproveResult
-		if err := agents["alice"].Call(l.ID(), "icrc2_approve", []any{icrc3.ApproveArgs{Spender: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(500_000))}}, []any{&ar}); err != nil || ar.Ok == nil {
+		var ar icrc1.ApproveResult
+		if err := agents["alice"].Call(l.ID(), "icrc2_approve", []any{icrc1.ApproveArgs{Spender: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(500_000))}}, []any{&ar}); err != nil || ar.Ok == nil {
 			t.Fatalf("approve: %v %+v", err, ar.Err)
 		}
-		var fr icrc3.TransferFromResult
-		tf := icrc3.TransferFromArgs{From: icrc3.CandidAccount{Owner: alice}, To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(200_000))}
+		var fr icrc1.TransferFromResult
+		tf := icrc1.TransferFromArgs{From: icrc3.CandidAccount{Owner: alice}, To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(200_000))}
 		if err := agents["bob"].Call(l.ID(), "icrc2_transfer_from", []any{tf}, []any{&fr}); err != nil || fr.Ok == nil {
 			t.Fatalf("transfer_from: %v %+v", err, fr.Err)
 		}
@@ -475,7 +476,7 @@ func TestAgentGo(t *testing.T) {
 		for round := range 2 {
 			for _, who := range []string{"alice", "bob", "carol"} {
 				now := s.Now()
-				if r := transfer(who, icrc3.TransferArg{To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(1)), CreatedAtTime: &now}); r.Ok == nil {
+				if r := transfer(who, icrc1.TransferArg{To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(1)), CreatedAtTime: &now}); r.Ok == nil {
 					t.Fatalf("round %d, %s: %+v", round, who, r.Err)
 				}
 				balanceOf(who, alice)

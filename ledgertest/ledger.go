@@ -68,7 +68,7 @@ type Execution struct {
 	Index  uint64
 	Method string
 	Caller principal.Principal
-	Arg    any // icrc3.TransferArg, icrc3.ApproveArgs or icrc3.TransferFromArgs
+	Arg    any // icrc1.TransferArg, icrc1.ApproveArgs or icrc1.TransferFromArgs
 	Time   uint64
 }
 

@@ -65,7 +65,7 @@ func TestReadmeICPWalkthrough(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "reconciled"), "../../../cmd/reconciled")
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "reconciled"), "../../cmd/reconciled")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

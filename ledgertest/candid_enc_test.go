@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -256,7 +257,7 @@ func (v tValue) toValue() icrc3.Value {
 	case v.Text != nil:
 		return icrc3.Text(*v.Text)
 	case v.Nat != nil:
-		return icrc3.NatValue(icrc3.NatFromIDL(*v.Nat))
+		return icrc3.NatValue(icrc1.NatFromIDL(*v.Nat))
 	case v.Int != nil:
 		return icrc3.IntValue(v.Int.BigInt())
 	case v.Array != nil:

@@ -5,6 +5,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icp"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -24,7 +25,7 @@ func (l *ICPLedger) icpTxOf(caller principal.Principal, method string, arg []byt
 	fee := func(f *idl.Nat) *uint64 {
 		v := u64Of(ptrNat(l.inner.Fee()))
 		if f != nil {
-			v = u64Of(icrc3.NatPtrFromIDL(f))
+			v = u64Of(icrc1.NatPtrFromIDL(f))
 		}
 		return &v
 	}
@@ -43,7 +44,7 @@ func (l *ICPLedger) icpTxOf(caller principal.Principal, method string, arg []byt
 	var memo *[]byte
 	switch method {
 	case "icrc1_transfer":
-		var a icrc3.TransferArg
+		var a icrc1.TransferArg
 		if decodeArg(arg, &a) != nil || a.CreatedAtTime == nil {
 			return nil, false
 		}
@@ -56,7 +57,7 @@ func (l *ICPLedger) icpTxOf(caller principal.Principal, method string, arg []byt
 			from.Subaccount = *a.FromSubaccount
 		}
 		tx = icp.Transaction{Op: icp.OpTransfer, From: id(caller, a.FromSubaccount), To: id(to.Owner, a.To.Subaccount),
-			Amount: u64Of(ptrNat(icrc3.NatFromIDL(a.Amount))), Fee: fee(a.Fee), CreatedAtTime: a.CreatedAtTime}
+			Amount: u64Of(ptrNat(icrc1.NatFromIDL(a.Amount))), Fee: fee(a.Fee), CreatedAtTime: a.CreatedAtTime}
 		switch {
 		case from.Equal(minting):
 			tx.Op, tx.From, tx.Fee = icp.OpMint, nil, nil
@@ -65,19 +66,19 @@ func (l *ICPLedger) icpTxOf(caller principal.Principal, method string, arg []byt
 		}
 		memo = a.Memo
 	case "icrc2_approve":
-		var a icrc3.ApproveArgs
+		var a icrc1.ApproveArgs
 		if decodeArg(arg, &a) != nil || a.CreatedAtTime == nil {
 			return nil, false
 		}
 		tx = icp.Transaction{Op: icp.OpApprove, From: id(caller, a.FromSubaccount), Spender: id(a.Spender.Owner, a.Spender.Subaccount),
-			Amount: u64Of(ptrNat(icrc3.NatFromIDL(a.Amount))), Fee: fee(a.Fee), ExpiresAt: a.ExpiresAt, CreatedAtTime: a.CreatedAtTime}
+			Amount: u64Of(ptrNat(icrc1.NatFromIDL(a.Amount))), Fee: fee(a.Fee), ExpiresAt: a.ExpiresAt, CreatedAtTime: a.CreatedAtTime}
 		if a.ExpectedAllowance != nil {
-			e := u64Of(icrc3.NatPtrFromIDL(a.ExpectedAllowance))
+			e := u64Of(icrc1.NatPtrFromIDL(a.ExpectedAllowance))
 			tx.ExpectedAllowance = &e
 		}
 		memo = a.Memo
 	case "icrc2_transfer_from":
-		var a icrc3.TransferFromArgs
+		var a icrc1.TransferFromArgs
 		if decodeArg(arg, &a) != nil || a.CreatedAtTime == nil {
 			return nil, false
 		}
@@ -86,7 +87,7 @@ func (l *ICPLedger) icpTxOf(caller principal.Principal, method string, arg []byt
 			return nil, false
 		}
 		tx = icp.Transaction{Op: icp.OpTransfer, From: id(a.From.Owner, a.From.Subaccount), To: id(to.Owner, a.To.Subaccount),
-			Spender: id(caller, a.SpenderSubaccount), Amount: u64Of(ptrNat(icrc3.NatFromIDL(a.Amount))), Fee: fee(a.Fee),
+			Spender: id(caller, a.SpenderSubaccount), Amount: u64Of(ptrNat(icrc1.NatFromIDL(a.Amount))), Fee: fee(a.Fee),
 			CreatedAtTime: a.CreatedAtTime}
 		if to.Equal(minting) {
 			tx.Op, tx.To, tx.Fee = icp.OpBurn, nil, nil
@@ -120,12 +121,12 @@ func (l *ICPLedger) duplicateOf(tx *icp.Transaction, now uint64) (uint64, bool) 
 }
 
 func duplicateReply(method string, idx uint64) ([]byte, *Reject) {
-	d := &icrc3.DuplicateOf{DuplicateOf: idl.NewNat(idx)}
+	d := &icrc1.DuplicateOf{DuplicateOf: idl.NewNat(idx)}
 	switch method {
 	case "icrc2_approve":
-		return reply(icrc3.ApproveResult{Err: &icrc3.ApproveError{Duplicate: d}})
+		return reply(icrc1.ApproveResult{Err: &icrc1.ApproveError{Duplicate: d}})
 	case "icrc2_transfer_from":
-		return reply(icrc3.TransferFromResult{Err: &icrc3.TransferFromError{Duplicate: d}})
+		return reply(icrc1.TransferFromResult{Err: &icrc1.TransferFromError{Duplicate: d}})
 	}
-	return reply(icrc3.TransferResult{Err: &icrc3.TransferError{Duplicate: d}})
+	return reply(icrc1.TransferResult{Err: &icrc1.TransferError{Duplicate: d}})
 }

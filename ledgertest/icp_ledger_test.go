@@ -7,6 +7,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icp"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -47,20 +48,20 @@ func TestICPLedgerDeduplicatesAsTheICPLedger(t *testing.T) {
 	s, l := newICPTestLedger(t, 3)
 	alice, bob := icpAlice, icpBob
 	st := s.Now()
-	amt := icrc3.IDLNat(icrc3.NatFromUint64(500))
-	first := icrc3.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: amt, CreatedAtTime: &st}
-	var r icrc3.TransferResult
+	amt := icrc1.IDLNat(icrc3.NatFromUint64(500))
+	first := icrc1.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: amt, CreatedAtTime: &st}
+	var r icrc1.TransferResult
 	if err := candid.Unmarshal(icpCall(t, s, l, alice, "icrc1_transfer", first), []any{&r}); err != nil || r.Ok == nil {
 		t.Fatalf("first: %+v %v", r, err)
 	}
 	idx := r.Ok.BigInt().Uint64()
 	zeros := make([]byte, 32)
-	fee := icrc3.IDLNat(icrc3.NatFromUint64(10_000))
-	for name, a := range map[string]icrc3.TransferArg{
+	fee := icrc1.IDLNat(icrc3.NatFromUint64(10_000))
+	for name, a := range map[string]icrc1.TransferArg{
 		"zero from_subaccount": {FromSubaccount: &zeros, To: first.To, Amount: amt, CreatedAtTime: &st},
 		"fee named":            {To: first.To, Amount: amt, Fee: &fee, CreatedAtTime: &st},
 	} {
-		var r icrc3.TransferResult
+		var r icrc1.TransferResult
 		if err := candid.Unmarshal(icpCall(t, s, l, alice, "icrc1_transfer", a), []any{&r}); err != nil {
 			t.Fatal(err)
 		}
@@ -93,11 +94,11 @@ func TestICPLedgerPredictsWhatItRecords(t *testing.T) {
 		method string
 		arg    any
 	}{
-		{alice, "icrc1_transfer", icrc3.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc3.IDLNat(n(7)), Memo: &[]byte{9}, CreatedAtTime: stamp()}},
-		{alice, "icrc2_approve", icrc3.ApproveArgs{Spender: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc3.IDLNat(n(100000)), ExpiresAt: &exp, CreatedAtTime: stamp()}},
-		{bob, "icrc2_transfer_from", icrc3.TransferFromArgs{From: icrc3.Account{Owner: alice}.ToCandid(), To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc3.IDLNat(n(5)), CreatedAtTime: stamp()}},
-		{minting.Owner, "icrc1_transfer", icrc3.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc3.IDLNat(n(50000)), CreatedAtTime: stamp()}},
-		{alice, "icrc1_transfer", icrc3.TransferArg{To: minting.ToCandid(), Amount: icrc3.IDLNat(n(20000)), CreatedAtTime: stamp()}},
+		{alice, "icrc1_transfer", icrc1.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc1.IDLNat(n(7)), Memo: &[]byte{9}, CreatedAtTime: stamp()}},
+		{alice, "icrc2_approve", icrc1.ApproveArgs{Spender: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc1.IDLNat(n(100000)), ExpiresAt: &exp, CreatedAtTime: stamp()}},
+		{bob, "icrc2_transfer_from", icrc1.TransferFromArgs{From: icrc3.Account{Owner: alice}.ToCandid(), To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc1.IDLNat(n(5)), CreatedAtTime: stamp()}},
+		{minting.Owner, "icrc1_transfer", icrc1.TransferArg{To: icrc3.Account{Owner: bob}.ToCandid(), Amount: icrc1.IDLNat(n(50000)), CreatedAtTime: stamp()}},
+		{alice, "icrc1_transfer", icrc1.TransferArg{To: minting.ToCandid(), Amount: icrc1.IDLNat(n(20000)), CreatedAtTime: stamp()}},
 	}
 	for _, c := range calls {
 		raw, err := candid.Marshal([]any{c.arg})

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -63,7 +64,7 @@ func TestGenerateHistory(t *testing.T) {
 	}
 	// A later call still follows the rules (ts after the generated blocks).
 	if _, err := l.Transfer(l.accts.get(3).a.Owner, TransferArg{To: acc(testPrincipal(9), nil), Amount: nat(1)}); err != nil {
-		if _, ok := err.(*icrc3.TransferError); !ok {
+		if _, ok := err.(*icrc1.TransferError); !ok {
 			t.Fatal(err)
 		}
 	}

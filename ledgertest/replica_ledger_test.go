@@ -12,6 +12,7 @@ import (
 	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -44,16 +45,16 @@ func TestLedgerThroughReplica(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var tr icrc3.TransferResult
-			if err := aa.Call(l.ID(), "icrc1_transfer", []any{icrc3.TransferArg{To: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(50_000))}}, []any{&tr}); err != nil || tr.Ok == nil {
+			var tr icrc1.TransferResult
+			if err := aa.Call(l.ID(), "icrc1_transfer", []any{icrc1.TransferArg{To: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(50_000))}}, []any{&tr}); err != nil || tr.Ok == nil {
 				t.Fatalf("transfer: %v %+v", err, tr.Err)
 			}
-			var ar icrc3.ApproveResult
-			if err := aa.Call(l.ID(), "icrc2_approve", []any{icrc3.ApproveArgs{Spender: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(200_000))}}, []any{&ar}); err != nil || ar.Ok == nil {
+			var ar icrc1.ApproveResult
+			if err := aa.Call(l.ID(), "icrc2_approve", []any{icrc1.ApproveArgs{Spender: icrc3.CandidAccount{Owner: bob}, Amount: idl.NewNat(uint64(200_000))}}, []any{&ar}); err != nil || ar.Ok == nil {
 				t.Fatalf("approve: %v %+v", err, ar.Err)
 			}
-			var fr icrc3.TransferFromResult
-			tf := icrc3.TransferFromArgs{From: icrc3.CandidAccount{Owner: alice}, To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(70_000))}
+			var fr icrc1.TransferFromResult
+			tf := icrc1.TransferFromArgs{From: icrc3.CandidAccount{Owner: alice}, To: icrc3.CandidAccount{Owner: carol}, Amount: idl.NewNat(uint64(70_000))}
 			if err := ba.Call(l.ID(), "icrc2_transfer_from", []any{tf}, []any{&fr}); err != nil || fr.Ok == nil {
 				t.Fatalf("transfer_from: %v %+v", err, fr.Err)
 			}

@@ -6,17 +6,18 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Aliases so harnesses can stay inside this package's vocabulary.
 type (
-	TransferArg       = icrc3.TransferArg
-	TransferError     = icrc3.TransferError
-	ApproveArg        = icrc3.ApproveArgs
-	ApproveError      = icrc3.ApproveError
-	TransferFromArg   = icrc3.TransferFromArgs
-	TransferFromError = icrc3.TransferFromError
+	TransferArg       = icrc1.TransferArg
+	TransferError     = icrc1.TransferError
+	ApproveArg        = icrc1.ApproveArgs
+	ApproveError      = icrc1.ApproveError
+	TransferFromArg   = icrc1.TransferFromArgs
+	TransferFromError = icrc1.TransferFromError
 )
 
 // TrapError is a canister trap: no block is written and the caller gets
@@ -79,43 +80,43 @@ func (e *ledgerErr) String() string {
 	return fmt.Sprintf("ledger error %d (%s, %d)", e.kind, e.nat, e.time)
 }
 
-func (e *ledgerErr) transferError() *icrc3.TransferError {
-	n := icrc3.IDLNat(e.nat)
+func (e *ledgerErr) transferError() *icrc1.TransferError {
+	n := icrc1.IDLNat(e.nat)
 	switch e.kind {
 	case eBadFee:
-		return &icrc3.TransferError{BadFee: &icrc3.ExpectedFee{ExpectedFee: n}}
+		return &icrc1.TransferError{BadFee: &icrc1.ExpectedFee{ExpectedFee: n}}
 	case eBadBurn:
-		return &icrc3.TransferError{BadBurn: &icrc3.MinBurnAmount{MinBurnAmount: n}}
+		return &icrc1.TransferError{BadBurn: &icrc1.MinBurnAmount{MinBurnAmount: n}}
 	case eInsufficientFunds:
-		return &icrc3.TransferError{InsufficientFunds: &icrc3.BalanceArg{Balance: n}}
+		return &icrc1.TransferError{InsufficientFunds: &icrc1.BalanceArg{Balance: n}}
 	case eTooOld:
-		return &icrc3.TransferError{TooOld: &idl.Null{}}
+		return &icrc1.TransferError{TooOld: &idl.Null{}}
 	case eCreatedInFuture:
-		return &icrc3.TransferError{CreatedInFuture: &icrc3.LedgerTime{LedgerTime: e.time}}
+		return &icrc1.TransferError{CreatedInFuture: &icrc1.LedgerTime{LedgerTime: e.time}}
 	case eDuplicate:
-		return &icrc3.TransferError{Duplicate: &icrc3.DuplicateOf{DuplicateOf: n}}
+		return &icrc1.TransferError{Duplicate: &icrc1.DuplicateOf{DuplicateOf: n}}
 	}
-	return &icrc3.TransferError{GenericError: &icrc3.GenericErrorArg{ErrorCode: idl.NewNat(uint(0)), Message: e.String()}}
+	return &icrc1.TransferError{GenericError: &icrc1.GenericErrorArg{ErrorCode: idl.NewNat(uint(0)), Message: e.String()}}
 }
 
-func (e *ledgerErr) transferFromError() *icrc3.TransferFromError {
+func (e *ledgerErr) transferFromError() *icrc1.TransferFromError {
 	if e.kind == eInsufficientAllowance {
-		return &icrc3.TransferFromError{InsufficientAllowance: &icrc3.AllowanceArg{Allowance: icrc3.IDLNat(e.nat)}}
+		return &icrc1.TransferFromError{InsufficientAllowance: &icrc1.AllowanceArg{Allowance: icrc1.IDLNat(e.nat)}}
 	}
 	t := e.transferError()
-	return &icrc3.TransferFromError{BadFee: t.BadFee, BadBurn: t.BadBurn, InsufficientFunds: t.InsufficientFunds,
+	return &icrc1.TransferFromError{BadFee: t.BadFee, BadBurn: t.BadBurn, InsufficientFunds: t.InsufficientFunds,
 		TooOld: t.TooOld, CreatedInFuture: t.CreatedInFuture, Duplicate: t.Duplicate, GenericError: t.GenericError}
 }
 
-func (e *ledgerErr) approveError() *icrc3.ApproveError {
+func (e *ledgerErr) approveError() *icrc1.ApproveError {
 	switch e.kind {
 	case eAllowanceChanged:
-		return &icrc3.ApproveError{AllowanceChanged: &icrc3.CurrentAllowance{CurrentAllowance: icrc3.IDLNat(e.nat)}}
+		return &icrc1.ApproveError{AllowanceChanged: &icrc1.CurrentAllowance{CurrentAllowance: icrc1.IDLNat(e.nat)}}
 	case eExpired:
-		return &icrc3.ApproveError{Expired: &icrc3.LedgerTime{LedgerTime: e.time}}
+		return &icrc1.ApproveError{Expired: &icrc1.LedgerTime{LedgerTime: e.time}}
 	}
 	t := e.transferError()
-	return &icrc3.ApproveError{BadFee: t.BadFee, InsufficientFunds: t.InsufficientFunds,
+	return &icrc1.ApproveError{BadFee: t.BadFee, InsufficientFunds: t.InsufficientFunds,
 		TooOld: t.TooOld, CreatedInFuture: t.CreatedInFuture, Duplicate: t.Duplicate, GenericError: t.GenericError}
 }
 
@@ -418,7 +419,7 @@ func (l *Ledger) memoOf(p *[]byte, r *txReq) *TrapError {
 
 func setOptNat(p *idl.Nat, dst *icrc3.Nat, has *bool) {
 	if p != nil {
-		*dst, *has = icrc3.NatFromIDL(*p), true
+		*dst, *has = icrc1.NatFromIDL(*p), true
 	}
 }
 
@@ -428,7 +429,7 @@ func setOptU64(p *uint64, dst *uint64, has *bool) {
 	}
 }
 
-func (l *Ledger) transferReq(caller principal.Principal, a *icrc3.TransferArg) (*txReq, *TrapError) {
+func (l *Ledger) transferReq(caller principal.Principal, a *icrc1.TransferArg) (*txReq, *TrapError) {
 	r := &txReq{kind: kindTransfer}
 	if t := l.memoOf(a.Memo, r); t != nil {
 		return nil, t
@@ -441,13 +442,13 @@ func (l *Ledger) transferReq(caller principal.Principal, a *icrc3.TransferArg) (
 	if r.to, t = accountOf(a.To); t != nil {
 		return nil, t
 	}
-	r.amt = icrc3.NatFromIDL(a.Amount)
+	r.amt = icrc1.NatFromIDL(a.Amount)
 	setOptNat(a.Fee, &r.fee, &r.hasFee)
 	setOptU64(a.CreatedAtTime, &r.createdAt, &r.hasCreatedAt)
 	return r, nil
 }
 
-func (l *Ledger) transferFromReq(caller principal.Principal, a *icrc3.TransferFromArgs) (*txReq, *TrapError) {
+func (l *Ledger) transferFromReq(caller principal.Principal, a *icrc1.TransferFromArgs) (*txReq, *TrapError) {
 	r := &txReq{kind: kindTransferFrom}
 	if t := l.memoOf(a.Memo, r); t != nil {
 		return nil, t
@@ -463,13 +464,13 @@ func (l *Ledger) transferFromReq(caller principal.Principal, a *icrc3.TransferFr
 	if r.to, t = accountOf(a.To); t != nil {
 		return nil, t
 	}
-	r.amt = icrc3.NatFromIDL(a.Amount)
+	r.amt = icrc1.NatFromIDL(a.Amount)
 	setOptNat(a.Fee, &r.fee, &r.hasFee)
 	setOptU64(a.CreatedAtTime, &r.createdAt, &r.hasCreatedAt)
 	return r, nil
 }
 
-func (l *Ledger) approveReq(caller principal.Principal, a *icrc3.ApproveArgs) (*txReq, *TrapError) {
+func (l *Ledger) approveReq(caller principal.Principal, a *icrc1.ApproveArgs) (*txReq, *TrapError) {
 	r := &txReq{kind: kindApprove}
 	if bytes.Equal(caller.Raw, a.Spender.Owner.Raw) {
 		return nil, trapf("self approval is not allowed")
@@ -485,7 +486,7 @@ func (l *Ledger) approveReq(caller principal.Principal, a *icrc3.ApproveArgs) (*
 	if r.spender, t = accountOf(a.Spender); t != nil {
 		return nil, t
 	}
-	r.amt = icrc3.NatFromIDL(a.Amount)
+	r.amt = icrc1.NatFromIDL(a.Amount)
 	setOptNat(a.Fee, &r.fee, &r.hasFee)
 	setOptNat(a.ExpectedAllowance, &r.expAllow, &r.hasExpAllow)
 	setOptU64(a.ExpiresAt, &r.expiresAt, &r.hasExpiresAt)
@@ -543,7 +544,7 @@ func (l *Ledger) TransferFrom(caller principal.Principal, a TransferFromArg) (ui
 // server's current time: the ledger records a mint block, as the DFINITY
 // ledger does for transfers from its minting account.
 func (l *Ledger) Mint(to icrc3.Account, amount icrc3.Nat) (uint64, error) {
-	a := TransferArg{To: to.ToCandid(), Amount: icrc3.IDLNat(amount)}
+	a := TransferArg{To: to.ToCandid(), Amount: icrc1.IDLNat(amount)}
 	if sub := l.minting.Subaccount; sub != nil {
 		s := append([]byte(nil), sub...)
 		a.FromSubaccount = &s
