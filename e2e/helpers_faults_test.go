@@ -16,6 +16,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -99,7 +100,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 // followUp asks for a follow-up round now.
 func (r *rig) followUp() { r.d.FollowUpNow() }
 
-func (r *rig) client(ledger principal.Principal) *icrc3.Client { return r.d.Client(ledger.Encode()) }
+func (r *rig) client(ledger principal.Principal) *icrc3history.Client {
+	return r.d.Client(ledger.Encode())
+}
 
 func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 	r.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -26,7 +27,7 @@ type world struct {
 	t      *testing.T
 	srv    *ledgertest.Server
 	l      *ledgertest.ICPLedger
-	client *icrc3.Client
+	client *icrc3history.Client
 }
 
 func principalN(n int) principal.Principal {
@@ -59,7 +60,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Concurrency: 2,
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Concurrency: 2,
 		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +310,7 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	ag, _ := w.srv.NewAgent(nil)
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: icrc.ID(), RootKey: w.srv.RootKey()})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: icrc.ID(), RootKey: w.srv.RootKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
 		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,10 @@ import (
 	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 )
 
 func ledgerIdentity(t *testing.T, n byte) *identity.Ed25519Identity {
@@ -223,7 +225,7 @@ func TestLaggingCertificateHasTheOlderStatesTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: a, Ledger: l.ID(), RootKey: s.RootKey()})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: a, Ledger: l.ID(), RootKey: s.RootKey()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -143,12 +144,12 @@ func (bl *benchLedger) windowBlocks(from, to uint64) (first, last uint64) {
 
 // engine returns a fresh engine over a fresh client (agent shared) and the
 // given cache.
-func (bl *benchLedger) engine(b *testing.B, ep icrc3.Endpoint, cache reconcile.BlockCache) (*reconcile.Engine, *icrc3.Client) {
+func (bl *benchLedger) engine(b *testing.B, ep icrc3.Endpoint, cache reconcile.BlockCache) (*reconcile.Engine, *icrc3history.Client) {
 	ag, err := bl.srv.NewAgent(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: bl.l.ID(), RootKey: bl.srv.RootKey(), Endpoint: ep})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: bl.l.ID(), RootKey: bl.srv.RootKey(), Endpoint: ep})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -23,7 +24,7 @@ type env struct {
 	t      testing.TB
 	srv    *ledgertest.Server
 	ledger *ledgertest.Ledger
-	client *icrc3.Client
+	client *icrc3history.Client
 	engine *reconcile.Engine
 	cache  *reconcile.MemCache
 }
@@ -51,7 +52,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -402,7 +403,7 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint, Verify: w.cfg.verify})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint, Verify: w.cfg.verify})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type config struct {
 	// the ledger or an archive, for reconciled and the baselines alike.
 	RTT time.Duration `json:"rtt_ns"`
 	// Concurrency bounds the page requests in flight of every client but
-	// the sequential baseline's (icrc3.ClientConfig.Concurrency); 0 takes
+	// the sequential baseline's (icrc3history.ClientConfig.Concurrency); 0 takes
 	// the client's default of each endpoint family.
 	Concurrency int           `json:"concurrency"`
 	Seed        int64         `json:"seed"`

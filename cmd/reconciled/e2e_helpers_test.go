@@ -13,6 +13,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -43,7 +44,7 @@ func (w *world) daemon(name, dir string, poll time.Duration) *daemon.Daemon {
 }
 
 // daemonWith is daemon with an adjustment of every ledger client's config.
-func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3.ClientConfig)) *daemon.Daemon {
+func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3history.ClientConfig)) *daemon.Daemon {
 	w.t.Helper()
 	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32,
 		Tune: func(_ *daemon.Config, o *daemon.Options) { o.ClientConfig = cc }})

@@ -14,6 +14,7 @@ import (
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -64,7 +65,7 @@ func TestTestLedgerServesAnICPLedger(t *testing.T) {
 	if res.Ok == nil {
 		t.Fatalf("icrc1_transfer: %+v", res.Err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: a, Ledger: ledger})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: a, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}

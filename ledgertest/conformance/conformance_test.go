@@ -33,6 +33,8 @@ import (
 	"github.com/aviate-labs/agent-go/leb128"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testtool"
@@ -286,7 +288,7 @@ func TestICPCLI(t *testing.T) {
 		if err := candid.Unmarshal(raw, []any{&tip}); err != nil || tip == nil {
 			t.Fatalf("tip reply: %v", err)
 		}
-		got, err := icrc3.VerifyTipCertificate(l.ID(), s.RootKey(), tip.Certificate, tip.HashTree, 5*time.Minute, time.Unix(0, int64(s.Now())))
+		got, err := icagent.VerifyTipCertificate(l.ID(), s.RootKey(), tip.Certificate, tip.HashTree, 5*time.Minute, time.Unix(0, int64(s.Now())))
 		if err != nil || got.Index != l.Len()-1 || got.Hash != l.TipHash() {
 			t.Fatalf("tip %+v, %v; want index %d", got, err, l.Len()-1)
 		}

@@ -1,65 +1,13 @@
 package icrc3
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"time"
-
-	"github.com/aviate-labs/agent-go/certification/hashtree"
-	"github.com/aviate-labs/agent-go/principal"
 )
 
-// What the ICP ledger's history family needs from this package's transport
-// and Candid reader: its blocks are protobuf bytes inside Candid replies,
-// read by package icphistory.
-
-// TipFormatICP: the certificate certifies the raw hash of the last block
-// (the ICP ledger); the tip index is the reply's chain length, proven only
-// by the chain below the certified block.
-const TipFormatICP = "icp"
-
-// Query sends one query to canister; verify turns signed-query
-// verification on. Errors are *Error, classified as for ICRC-3 reads.
-func (c *Client) Query(ctx context.Context, canister principal.Principal, method string, arg []byte, verify bool) ([]byte, error) {
-	return c.query(ctx, canister, method, arg, verify)
-}
-
-// RootKey is the DER root key certificates are checked against.
-func (c *Client) RootKey() []byte { return c.rootKey }
-
-// VerifyDataCertificate checks a data certificate served by canister (BLS
-// under rootKey, delegation and canister range) and that its /time is at
-// most maxAge older than now. It returns the canister's certified_data as
-// the verified tree holds it (empty when the canister never set any) and
-// the certified /time.
-func VerifyDataCertificate(canister principal.Principal, rootKey, certificate []byte, maxAge time.Duration, now time.Time) (data []byte, certTime uint64, err error) {
-	cert, err := ParseCertificate(certificate)
-	if err != nil {
-		return nil, 0, &Error{Kind: KindDecode, Canister: canister, Msg: "data certificate", Err: err}
-	}
-	if err := verifyCertificate(cert, canister, rootKey); err != nil {
-		return nil, 0, &Error{Kind: KindCertificate, Canister: canister, Msg: "data certificate", Err: err}
-	}
-	t, err := certifiedTime(cert)
-	if err != nil {
-		return nil, 0, &Error{Kind: KindCertificate, Canister: canister, Msg: "data certificate /time", Err: err}
-	}
-	if t <= math.MaxInt64 {
-		if age := now.UnixNano() - int64(t); age > int64(maxAge) {
-			return nil, 0, &Error{Kind: KindStale, Canister: canister,
-				Msg: fmt.Sprintf("data certificate /time is %s old, more than %s", time.Duration(age), maxAge)}
-		}
-	}
-	// Every canister has certified_data (the empty blob until it sets
-	// any): a certificate without this canister's certifies another.
-	data, err = cert.Tree.Lookup(hashtree.Label("canister"), hashtree.Label(canister.Raw), hashtree.Label("certified_data"))
-	if err != nil {
-		return nil, 0, &Error{Kind: KindCertificate, Canister: canister, Msg: "data certificate holds no certified_data of this canister", Err: err}
-	}
-	return data, t, nil
-}
+// The ICP ledger's replies, read with the bounded decoder of the ICRC-3
+// pages: its blocks are protobuf bytes inside Candid replies (package icp
+// reads the bytes, package icphistory the ledger).
 
 // EncodeICPBlocksArgs encodes the ICP ledger's GetBlocksArgs,
 // record { start : nat64; length : nat64 }, by hand: its shape never
@@ -284,23 +232,3 @@ func DecodeGetEncodedBlocksResult(b []byte) ([][]byte, error) {
 	}
 	return nil, fmt.Errorf("icrc3: decode get_encoded_blocks reply: unknown arm %d", f.id)
 }
-
-// MintingAccount reads icrc1_minting_account as Detect does (a replicated
-// call whose certificate is verified, falling back to a signed query whose
-// answer is then uncertain: certified false).
-func (c *Client) MintingAccount(ctx context.Context) (acc *Account, certified bool, err error) {
-	var f Features
-	if err := c.readMinting(ctx, &f); err != nil {
-		return nil, false, err
-	}
-	return f.MintingAccount, f.MintingCertified, nil
-}
-
-// Now is the client's clock.
-func (c *Client) Now() time.Time { return c.now() }
-
-// MaxCertAge bounds the age of a certificate's /time.
-func (c *Client) MaxCertAge() time.Duration { return c.maxAge }
-
-// Concurrency bounds the requests in flight.
-func (c *Client) Concurrency() int { return c.conc }

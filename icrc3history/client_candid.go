@@ -1,9 +1,11 @@
-package icrc3
+package icrc3history
 
 import (
 	"fmt"
 
 	"github.com/aviate-labs/agent-go/candid"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Hand-encoded Candid arguments for the block endpoints: they are sent for
@@ -32,28 +34,28 @@ func appendRangeRecordType(b []byte) []byte {
 	if second < first {
 		first, second = second, first
 	}
-	b = AppendUvarint(b, uint64(first))
+	b = icrc3.AppendUvarint(b, uint64(first))
 	b = append(b, 0x7d) // nat
-	b = AppendUvarint(b, uint64(second))
+	b = icrc3.AppendUvarint(b, uint64(second))
 	return append(b, 0x7d)
 }
 
 func appendRangeRecord(b []byte, start, length uint64) []byte {
 	if hashStart < hashLength {
-		return AppendUvarint(AppendUvarint(b, start), length)
+		return icrc3.AppendUvarint(icrc3.AppendUvarint(b, start), length)
 	}
-	return AppendUvarint(AppendUvarint(b, length), start)
+	return icrc3.AppendUvarint(icrc3.AppendUvarint(b, length), start)
 }
 
 // encodeGetBlocksArgs encodes icrc3_get_blocks's vec record { start; length }.
-func encodeGetBlocksArgs(ranges ...BlockRange) []byte {
+func encodeGetBlocksArgs(ranges ...icrc3.BlockRange) []byte {
 	b := make([]byte, 0, 32+len(ranges)*20)
 	b = append(b, "DIDL"...)
 	b = append(b, 2)       // two type entries
 	b = append(b, 0x6d, 1) // 0: vec of type 1
 	b = appendRangeRecordType(b)
 	b = append(b, 1, 0) // one argument, of type 0
-	b = AppendUvarint(b, uint64(len(ranges)))
+	b = icrc3.AppendUvarint(b, uint64(len(ranges)))
 	for _, r := range ranges {
 		b = appendRangeRecord(b, r.Start, r.Length)
 	}
@@ -62,7 +64,7 @@ func encodeGetBlocksArgs(ranges ...BlockRange) []byte {
 
 func encodeGetArchivesArgs() []byte {
 	b := append([]byte("DIDL"), 2, 0x6e, 0x68, 0x6c, 1) // 0: opt principal; 1: record, one field
-	b = AppendUvarint(b, uint64(candidFieldHash("from")))
+	b = icrc3.AppendUvarint(b, uint64(candidFieldHash("from")))
 	return append(b, 0, 1, 1, 0) // from: type 0; one argument of type 1; null
 }
 
@@ -80,7 +82,7 @@ func encodeLegacyGetBlocksArgs(start, length uint64) []byte {
 // decoder (these replies are small and rare), turning its panics on
 // hostile input into errors.
 func unmarshalCandid(raw []byte, out any) (err error) {
-	if err := screenCandid(raw); err != nil {
+	if err := icrc3.ScreenCandid(raw); err != nil {
 		return fmt.Errorf("candid reply refused before decoding: %w", err)
 	}
 	defer func() {
@@ -91,25 +93,7 @@ func unmarshalCandid(raw []byte, out any) (err error) {
 	return candid.Unmarshal(raw, []any{out})
 }
 
-// screenCandid walks a one-value Candid message with the bounded decoder of
-// the block pages before agent-go's reflection decoder sees it. agent-go
-// recurses without a depth bound and sizes buffers from lengths it has not
-// checked against the input: a crafted reply from a single node (signed,
-// but not chained like blocks) could otherwise exhaust the stack or memory
-// and take the whole daemon down.
-func screenCandid(raw []byte) error {
-	d := newDecoder(raw)
-	ref, err := d.readHeader()
-	if err != nil {
-		return err
-	}
-	if err := d.skip(ref, 0); err != nil {
-		return err
-	}
-	return d.finish()
-}
-
 // UnmarshalReply decodes a one-value Candid reply into out with agent-go's
-// reflection decoder, after screening it (see screenCandid). For small
+// reflection decoder, after screening it (see icrc3.ScreenCandid). For small
 // metadata replies only: block pages have their own decoders.
 func UnmarshalReply(raw []byte, out any) error { return unmarshalCandid(raw, out) }

@@ -1,4 +1,4 @@
-package icrc3
+package icagent
 
 import (
 	"encoding/binary"
@@ -10,42 +10,9 @@ import (
 	"github.com/aviate-labs/agent-go/certification"
 	"github.com/aviate-labs/agent-go/certification/hashtree"
 	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
-
-// Tip formats: how the ledger's certified tree names its tip.
-const (
-	// TipFormatLEB128: last_block_index (ULEB128) + last_block_hash.
-	TipFormatLEB128 = "leb128"
-	// TipFormatLegacy: tip_hash + 8-byte big-endian last_block_index, as
-	// older DFINITY ICRC ledgers certified it.
-	TipFormatLegacy = "legacy"
-	// TipFormatQueries: no certificate; the tip was read with signed queries
-	// only (a ledger configured `verify: queries`).
-	TipFormatQueries = "queries"
-)
-
-// Tip is the ledger's certified chain tip.
-type Tip struct {
-	Index uint64 // last_block_index; meaningless when Empty
-	Hash  Hash   // last_block_hash
-	// Time is the certificate's /time (ns): certified ledger time. In
-	// queries mode it is the subnet's certified /time read by read_state,
-	// less the lag a replica answering queries may have.
-	Time   uint64
-	Format string
-	Empty  bool // the ledger has no blocks
-}
-
-// Anchor returns the tip as a chain anchor.
-func (t Tip) Anchor() Anchor { return Anchor{Index: t.Index, Hash: t.Hash} }
-
-// Len is the chain length the tip proves.
-func (t Tip) Len() uint64 {
-	if t.Empty {
-		return 0
-	}
-	return t.Index + 1
-}
 
 // VerifyTipCertificate checks a tip certificate as served by
 // icrc3_get_tip_certificate or get_data_certificate: the certificate's BLS
@@ -54,37 +21,37 @@ func (t Tip) Len() uint64 {
 // is at most maxAge older than now (a certificate from the future is fine:
 // the ledger's clock may run ahead of ours). It then reads the tip from the
 // tree, in either format.
-func VerifyTipCertificate(ledger principal.Principal, rootKey, certificate, hashTree []byte, maxAge time.Duration, now time.Time) (Tip, error) {
-	fail := func(k ErrorKind, msg string, err error) (Tip, error) {
-		return Tip{}, &Error{Kind: k, Canister: ledger, Msg: msg, Err: err}
+func VerifyTipCertificate(ledger principal.Principal, rootKey, certificate, hashTree []byte, maxAge time.Duration, now time.Time) (icrc3.Tip, error) {
+	fail := func(k icrc3.ErrorKind, msg string, err error) (icrc3.Tip, error) {
+		return icrc3.Tip{}, &icrc3.Error{Kind: k, Canister: ledger, Msg: msg, Err: err}
 	}
 	tree, err := ParseHashTree(hashTree)
 	if err != nil {
-		return fail(KindDecode, "tip hash_tree", err)
+		return fail(icrc3.KindDecode, "tip hash_tree", err)
 	}
 	cert, err := ParseCertificate(certificate)
 	if err != nil {
-		return fail(KindDecode, "tip certificate", err)
+		return fail(icrc3.KindDecode, "tip certificate", err)
 	}
 	root := tree.Reconstruct()
 	if err := verifyCertifiedData(cert, ledger, rootKey, root[:]); err != nil {
-		return fail(KindCertificate, "tip certificate", err)
+		return fail(icrc3.KindCertificate, "tip certificate", err)
 	}
 	certTime, err := certifiedTime(cert)
 	if err != nil {
-		return fail(KindCertificate, "tip certificate /time", err)
+		return fail(icrc3.KindCertificate, "tip certificate /time", err)
 	}
 	// A certificate from the future is fine (the ledger's clock may run
 	// ahead of ours); only age is bounded.
 	if certTime <= math.MaxInt64 {
 		if age := now.UnixNano() - int64(certTime); age > int64(maxAge) {
-			return fail(KindStale, fmt.Sprintf("certified time %s is %s old (limit %s)",
+			return fail(icrc3.KindStale, fmt.Sprintf("certified time %s is %s old (limit %s)",
 				time.Unix(0, int64(certTime)).UTC().Format(time.RFC3339Nano), time.Duration(age), maxAge), nil)
 		}
 	}
 	tip, err := ReadTipTree(tree)
 	if err != nil {
-		return fail(KindDecode, "tip hash_tree", err)
+		return fail(icrc3.KindDecode, "tip hash_tree", err)
 	}
 	tip.Time = certTime
 	return tip, nil
@@ -163,53 +130,53 @@ func lookupLeaf(tree hashtree.Node, label string) (lookup, error) {
 // last_block_hash + ULEB128 last_block_index. A tree in which all three
 // labels are provably absent (the empty tree) means "no blocks"; a tree
 // that hides any of them behind a pruned node proves nothing.
-func ReadTipTree(tree hashtree.Node) (Tip, error) {
+func ReadTipTree(tree hashtree.Node) (icrc3.Tip, error) {
 	var ls [3]lookup
 	for i, l := range []string{"tip_hash", "last_block_hash", "last_block_index"} {
 		r, err := lookupLeaf(tree, l)
 		if err != nil {
-			return Tip{}, err
+			return icrc3.Tip{}, err
 		}
 		if r.unknown {
-			return Tip{}, fmt.Errorf("%s is pruned from the tip tree", l)
+			return icrc3.Tip{}, fmt.Errorf("%s is pruned from the tip tree", l)
 		}
 		ls[i] = r
 	}
 	tipHash, lastHash, lastIndex := ls[0], ls[1], ls[2]
-	var t Tip
+	var t icrc3.Tip
 	switch {
 	case tipHash.found:
 		if lastHash.found {
-			return Tip{}, fmt.Errorf("tip tree has both tip_hash and last_block_hash")
+			return icrc3.Tip{}, fmt.Errorf("tip tree has both tip_hash and last_block_hash")
 		}
 		if !lastIndex.found || len(lastIndex.val) != 8 {
-			return Tip{}, fmt.Errorf("legacy tip tree: last_block_index must be 8 bytes, is %d", len(lastIndex.val))
+			return icrc3.Tip{}, fmt.Errorf("legacy tip tree: last_block_index must be 8 bytes, is %d", len(lastIndex.val))
 		}
 		t.Index = binary.BigEndian.Uint64(lastIndex.val)
-		t.Format = TipFormatLegacy
+		t.Format = icrc3.TipFormatLegacy
 		if len(tipHash.val) != len(t.Hash) {
-			return Tip{}, fmt.Errorf("tip_hash has %d bytes", len(tipHash.val))
+			return icrc3.Tip{}, fmt.Errorf("tip_hash has %d bytes", len(tipHash.val))
 		}
 		copy(t.Hash[:], tipHash.val)
 	case lastHash.found:
 		if !lastIndex.found {
-			return Tip{}, fmt.Errorf("tip tree has last_block_hash but no last_block_index")
+			return icrc3.Tip{}, fmt.Errorf("tip tree has last_block_hash but no last_block_index")
 		}
 		i, err := decodeULEB64(lastIndex.val)
 		if err != nil {
-			return Tip{}, fmt.Errorf("last_block_index: %w", err)
+			return icrc3.Tip{}, fmt.Errorf("last_block_index: %w", err)
 		}
 		t.Index = i
-		t.Format = TipFormatLEB128
+		t.Format = icrc3.TipFormatLEB128
 		if len(lastHash.val) != len(t.Hash) {
-			return Tip{}, fmt.Errorf("last_block_hash has %d bytes", len(lastHash.val))
+			return icrc3.Tip{}, fmt.Errorf("last_block_hash has %d bytes", len(lastHash.val))
 		}
 		copy(t.Hash[:], lastHash.val)
 	case lastIndex.found:
-		return Tip{}, fmt.Errorf("tip tree has last_block_index but no block hash")
+		return icrc3.Tip{}, fmt.Errorf("tip tree has last_block_index but no block hash")
 	default:
 		t.Empty = true
-		t.Format = TipFormatLEB128
+		t.Format = icrc3.TipFormatLEB128
 	}
 	return t, nil
 }

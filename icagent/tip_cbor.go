@@ -1,4 +1,4 @@
-package icrc3
+package icagent
 
 import (
 	"errors"

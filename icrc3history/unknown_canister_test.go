@@ -1,4 +1,4 @@
-package icrc3_test
+package icrc3history_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -26,7 +27,7 @@ func TestUnknownCanisterIsReportedAsSuch(t *testing.T) {
 		"out-of-range": {Raw: outside},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: e.agent, Ledger: id, RootKey: e.srv.RootKey()})
+			c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: e.agent, Ledger: id, RootKey: e.srv.RootKey()})
 			if err != nil {
 				t.Fatal(err)
 			}

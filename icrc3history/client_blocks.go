@@ -1,4 +1,4 @@
-package icrc3
+package icrc3history
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/icagent"
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Blocks reads blocks [start, end) from the ledger and its archives and
@@ -23,14 +26,14 @@ import (
 // Blocks proves nothing by itself: in VerifyChain mode pages are read
 // without signed-query verification and must be checked with a Verifier
 // against a certified tip.
-func (c *Client) Blocks(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
+func (c *Client) Blocks(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error {
 	return c.blocks(ctx, start, end, false, nil, fn)
 }
 
 // BlocksDesc is Blocks delivering pages from the top (the page holding
 // end-1) downwards, the order a Verifier walks from a tip. Blocks within a
 // page stay ascending.
-func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page []Block) error) error {
+func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error {
 	return c.blocks(ctx, start, end, true, nil, fn)
 }
 
@@ -40,16 +43,16 @@ func (c *Client) BlocksDesc(ctx context.Context, start, end uint64, fn func(page
 // page, so fn may lower it as pages arrive; once every requested page is
 // delivered and the next still lies below floor(), the walk ends without
 // error, possibly above start.
-func (c *Client) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []Block) error) error {
+func (c *Client) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error {
 	return c.blocks(ctx, start, end, true, floor, fn)
 }
 
 type chunkResult struct {
-	blocks []Block
+	blocks []icrc3.Block
 	err    error
 }
 
-func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor func() uint64, fn func([]Block) error) error {
+func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor func() uint64, fn func([]icrc3.Block) error) error {
 	if start >= end {
 		return nil
 	}
@@ -144,7 +147,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 		select {
 		case r = <-fut:
 		case <-ctx.Done():
-			return classify(ctx.Err(), c.ledger, string(f.Endpoint))
+			return icagent.Classify(ctx.Err(), c.ledger, string(f.Endpoint))
 		}
 		<-undelivered
 		if r.err != nil {
@@ -153,7 +156,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 		// Both cases of the select may be ready: a cancelled scan delivers
 		// no further page.
 		if err := ctx.Err(); err != nil {
-			return classify(err, c.ledger, string(f.Endpoint))
+			return icagent.Classify(err, c.ledger, string(f.Endpoint))
 		}
 		if err := fn(r.blocks); err != nil {
 			return err
@@ -203,18 +206,18 @@ func cutAbove(cuts []uint64, a, b uint64) uint64 {
 // chunk collects the blocks of [a, b) from however many replies it takes.
 type chunk struct {
 	a, b    uint64
-	blocks  []Block
+	blocks  []icrc3.Block
 	have    []bool
 	missing uint64
 }
 
 func newChunk(a, b uint64) *chunk {
-	return &chunk{a: a, b: b, blocks: make([]Block, b-a), have: make([]bool, b-a), missing: b - a}
+	return &chunk{a: a, b: b, blocks: make([]icrc3.Block, b-a), have: make([]bool, b-a), missing: b - a}
 }
 
 // put keeps the first copy of each index: ledger and archive ranges may
 // overlap while archiving, and the chain decides whether a copy is genuine.
-func (ch *chunk) put(bl *Block) {
+func (ch *chunk) put(bl *icrc3.Block) {
 	if bl.Index < ch.a || bl.Index >= ch.b || ch.have[bl.Index-ch.a] {
 		return
 	}
@@ -232,7 +235,7 @@ func (ch *chunk) firstMissing() uint64 {
 	return ch.b
 }
 
-func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Block, error) {
+func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) ([]icrc3.Block, error) {
 	ch := newChunk(a, b)
 	if ar, ok := c.archiveFor(a, b); ok {
 		// A direct archive read saves the ledger round trip; if it fails
@@ -240,7 +243,7 @@ func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Blo
 		if err := c.fetchArchive(ctx, ar, a, b, ch); err == nil && ch.missing == 0 {
 			return ch.blocks, nil
 		} else if ctx.Err() != nil {
-			return nil, classify(ctx.Err(), ar.cb.Canister, ar.cb.Method)
+			return nil, icagent.Classify(ctx.Err(), ar.cb.Canister, ar.cb.Method)
 		}
 	}
 	lagRetried := false
@@ -248,7 +251,7 @@ func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Blo
 		g := ch.firstMissing()
 		var chainLen uint64
 		var err error
-		if f.Endpoint == EndpointLegacy {
+		if f.Endpoint == icrc3.EndpointLegacy {
 			chainLen, err = c.ledgerLegacy(ctx, g, b, ch)
 		} else {
 			chainLen, err = c.ledgerICRC3(ctx, g, b, ch)
@@ -264,10 +267,10 @@ func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Blo
 				lagRetried = true
 				continue
 			}
-			return nil, &Error{Kind: KindLagging, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
+			return nil, &icrc3.Error{Kind: icrc3.KindLagging, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
 				Msg: fmt.Sprintf("replica reports %d blocks; at least %d are known to exist", chainLen, max(known, g+1))}
 		}
-		return nil, &Error{Kind: KindChain, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
+		return nil, &icrc3.Error{Kind: icrc3.KindChain, Canister: c.ledger, Method: string(f.Endpoint), Index: idx(g),
 			Msg: fmt.Sprintf("block missing from the reply for %d..%d", g, b)}
 	}
 	return ch.blocks, nil
@@ -277,18 +280,18 @@ func (c *Client) fetchChunk(ctx context.Context, f Features, a, b uint64) ([]Blo
 // the archive callbacks of its reply. It returns the reply's log_length.
 func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "icrc3_get_blocks"
-	raw, err := c.query(ctx, c.ledger, method, encodeGetBlocksArgs(BlockRange{Start: g, Length: b - g}), c.verify == VerifyQueries)
+	raw, err := c.Query(ctx, c.ledger, method, encodeGetBlocksArgs(icrc3.BlockRange{Start: g, Length: b - g}), c.verify == icrc3.VerifyQueries)
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
-	r, err := DecodeGetBlocksResult(raw)
+	r, err := icrc3.DecodeGetBlocksResult(raw)
 	if err != nil {
-		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
+		return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
 	}
-	c.countBlocks(len(r.Blocks))
+	c.CountBlocks(len(r.Blocks))
 	n, ok := r.LogLength.Uint64()
 	if !ok {
-		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "log_length exceeds 64 bits"}
+		return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "log_length exceeds 64 bits"}
 	}
 	c.observeLength(n)
 	if err := contiguous(r.Blocks, c.ledger, method); err != nil {
@@ -301,7 +304,7 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 		for _, rg := range ab.Args {
 			ar := archiveRange{cb: ab.Callback, start: rg.Start, end: rg.Start + rg.Length, icrc3: true}
 			if ar.end < ar.start {
-				return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
+				return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
 			}
 			c.learn(ar)
 			lo, hi := max(ar.start, g), min(ar.end, b)
@@ -319,19 +322,19 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 // blocks are numbered from first_index.
 func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "get_blocks"
-	raw, err := c.query(ctx, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g), c.verify == VerifyQueries)
+	raw, err := c.Query(ctx, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g), c.verify == icrc3.VerifyQueries)
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
-	r, err := DecodeLegacyGetBlocks(raw)
+	r, err := icrc3.DecodeLegacyGetBlocks(raw)
 	if err != nil {
-		return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
+		return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: fmt.Sprintf("blocks %d..%d", g, b), Err: err}
 	}
-	c.countBlocks(len(r.Blocks))
+	c.CountBlocks(len(r.Blocks))
 	c.observeLength(r.ChainLength)
 	for i := range r.Blocks {
 		if r.Blocks[i].Index != r.FirstIndex+uint64(i) {
-			return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method,
+			return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method,
 				Msg: fmt.Sprintf("block %d of the reply is numbered %d, first_index is %d", i, r.Blocks[i].Index, r.FirstIndex)}
 		}
 		ch.put(&r.Blocks[i])
@@ -339,7 +342,7 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 	for _, lr := range r.Archived {
 		ar := archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length}
 		if ar.end < ar.start {
-			return 0, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
+			return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
 		}
 		c.learn(ar)
 		lo, hi := max(ar.start, g), min(ar.end, b)
@@ -358,44 +361,44 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint64, ch *chunk) error {
 	cb := ar.cb
 	for lo < hi {
-		var bl []Block
+		var bl []icrc3.Block
 		var arg []byte
 		if ar.icrc3 {
-			arg = encodeGetBlocksArgs(BlockRange{Start: lo, Length: hi - lo})
+			arg = encodeGetBlocksArgs(icrc3.BlockRange{Start: lo, Length: hi - lo})
 		} else {
 			arg = encodeLegacyGetBlocksArgs(lo, hi-lo)
 		}
-		raw, err := c.query(ctx, cb.Canister, cb.Method, arg, c.verify == VerifyQueries)
+		raw, err := c.Query(ctx, cb.Canister, cb.Method, arg, c.verify == icrc3.VerifyQueries)
 		if err != nil {
-			var e *Error
-			if errors.As(err, &e) && (e.Kind == KindTransport || e.Kind == KindReject) && ctx.Err() == nil {
-				return &Error{Kind: KindArchiveUnreachable, Code: e.Code, ICErrorCode: e.ICErrorCode, Canister: cb.Canister, Method: cb.Method,
+			var e *icrc3.Error
+			if errors.As(err, &e) && (e.Kind == icrc3.KindTransport || e.Kind == icrc3.KindReject) && ctx.Err() == nil {
+				return &icrc3.Error{Kind: icrc3.KindArchiveUnreachable, Code: e.Code, ICErrorCode: e.ICErrorCode, Canister: cb.Canister, Method: cb.Method,
 					Index: idx(lo), Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
 			}
 			return fmt.Errorf("icrc3: archive blocks %d..%d: %w", lo, hi, err)
 		}
 		if ar.icrc3 {
-			r, err := DecodeGetBlocksResult(raw)
+			r, err := icrc3.DecodeGetBlocksResult(raw)
 			if err != nil {
-				return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
+				return &icrc3.Error{Kind: icrc3.KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
 			}
 			bl = r.Blocks
 		} else {
-			bl, err = DecodeLegacyBlockRange(raw, lo)
+			bl, err = icrc3.DecodeLegacyBlockRange(raw, lo)
 			if err != nil {
-				return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
+				return &icrc3.Error{Kind: icrc3.KindDecode, Canister: cb.Canister, Method: cb.Method, Msg: fmt.Sprintf("blocks %d..%d", lo, hi), Err: err}
 			}
 		}
-		c.countBlocks(len(bl))
+		c.CountBlocks(len(bl))
 		if len(bl) == 0 || bl[0].Index != lo {
-			return &Error{Kind: KindChain, Canister: cb.Canister, Method: cb.Method, Index: idx(lo),
+			return &icrc3.Error{Kind: icrc3.KindChain, Canister: cb.Canister, Method: cb.Method, Index: idx(lo),
 				Msg: fmt.Sprintf("archive reply for %d..%d does not start with block %d", lo, hi, lo)}
 		}
 		if err := contiguous(bl, cb.Canister, cb.Method); err != nil {
 			return err
 		}
 		if last := bl[len(bl)-1].Index; last >= hi {
-			return &Error{Kind: KindDecode, Canister: cb.Canister, Method: cb.Method,
+			return &icrc3.Error{Kind: icrc3.KindDecode, Canister: cb.Canister, Method: cb.Method,
 				Msg: fmt.Sprintf("archive reply for %d..%d holds block %d", lo, hi, last)}
 		}
 		for i := range bl {
@@ -408,10 +411,10 @@ func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint6
 
 // contiguous checks that a reply's blocks are numbered without gaps: a node
 // that drops a block from a page must not go unnoticed.
-func contiguous(bl []Block, canister principal.Principal, method string) error {
+func contiguous(bl []icrc3.Block, canister principal.Principal, method string) error {
 	for i := 1; i < len(bl); i++ {
 		if bl[i].Index != bl[i-1].Index+1 {
-			return &Error{Kind: KindChain, Canister: canister, Method: method, Index: idx(bl[i-1].Index + 1),
+			return &icrc3.Error{Kind: icrc3.KindChain, Canister: canister, Method: method, Index: idx(bl[i-1].Index + 1),
 				Msg: fmt.Sprintf("reply skips from block %d to %d", bl[i-1].Index, bl[i].Index)}
 		}
 	}
@@ -424,17 +427,17 @@ func contiguous(bl []Block, canister principal.Principal, method string) error {
 // archives, whose own icrc3_get_blocks serves their ranges. What is learnt
 // is only a routing hint: every block is still proven by the chain, and a
 // failed direct read falls back to asking the ledger.
-func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint64) error {
-	if f.Endpoint == EndpointLegacy {
-		raw, err := c.query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(start, end-start), c.verify == VerifyQueries)
+func (c *Client) learnArchives(ctx context.Context, f icrc3.Features, start, end uint64) error {
+	if f.Endpoint == icrc3.EndpointLegacy {
+		raw, err := c.Query(ctx, c.ledger, "get_blocks", encodeLegacyGetBlocksArgs(start, end-start), c.verify == icrc3.VerifyQueries)
 		if err != nil {
 			return fmt.Errorf("icrc3: locate blocks %d..%d: %w", start, end, err)
 		}
-		r, err := DecodeLegacyGetBlocks(raw)
+		r, err := icrc3.DecodeLegacyGetBlocks(raw)
 		if err != nil {
-			return &Error{Kind: KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
+			return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: "get_blocks", Err: err}
 		}
-		c.countBlocks(len(r.Blocks))
+		c.CountBlocks(len(r.Blocks))
 		c.observeLength(r.ChainLength)
 		for _, lr := range r.Archived {
 			if lr.Start+lr.Length >= lr.Start {
@@ -444,9 +447,9 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 		return nil
 	}
 	const method = "icrc3_get_archives"
-	raw, err := c.query(ctx, c.ledger, method, candidGetArchivesArgs, c.verify == VerifyQueries)
+	raw, err := c.Query(ctx, c.ledger, method, candidGetArchivesArgs, c.verify == icrc3.VerifyQueries)
 	if err != nil {
-		if methodMissing(err) {
+		if icagent.MethodMissing(err) {
 			return nil // pages go through the ledger
 		}
 		return fmt.Errorf("icrc3: locate blocks %d..%d: %w", start, end, err)
@@ -457,14 +460,14 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 		End        idl.Nat             `ic:"end"`
 	}
 	if err := unmarshalCandid(raw, &archives); err != nil {
-		return &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Err: err}
+		return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
 	}
 	for _, a := range archives {
 		s, e := a.Start.BigInt(), a.End.BigInt()
 		if !s.IsUint64() || !e.IsUint64() || e.Uint64() == ^uint64(0) || s.Uint64() > e.Uint64() {
 			continue // not a range of a 64-bit chain; ignore the hint
 		}
-		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "icrc3_get_blocks"},
+		c.learn(archiveRange{cb: icrc3.Callback{Canister: a.CanisterID, Method: "icrc3_get_blocks"},
 			start: s.Uint64(), end: e.Uint64() + 1, icrc3: true})
 	}
 	return nil
@@ -474,7 +477,7 @@ func (c *Client) learnArchives(ctx context.Context, f Features, start, end uint6
 // later small reads of archived blocks cost one query, not two. The list is
 // only a routing hint: a ledger without the method, or an archive that
 // moved, falls back to asking the ledger where the blocks are.
-func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
+func (c *Client) listArchives(ctx context.Context, ep icrc3.Endpoint) error {
 	c.archMu.Lock()
 	done := c.listed
 	c.listed = true
@@ -488,8 +491,8 @@ func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
 		c.listedAt = c.now()
 		c.archMu.Unlock()
 	}
-	if ep == EndpointICRC3 {
-		err := c.learnArchives(ctx, Features{Endpoint: ep}, 0, 0)
+	if ep == icrc3.EndpointICRC3 {
+		err := c.learnArchives(ctx, icrc3.Features{Endpoint: ep}, 0, 0)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -498,7 +501,7 @@ func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
 		}
 		return nil
 	}
-	raw, err := c.query(ctx, c.ledger, "archives", candidNoArgs, c.verify == VerifyQueries)
+	raw, err := c.Query(ctx, c.ledger, "archives", candidNoArgs, c.verify == icrc3.VerifyQueries)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -518,7 +521,7 @@ func (c *Client) listArchives(ctx context.Context, ep Endpoint) error {
 		if !s.IsUint64() || !e.IsUint64() || e.Uint64() == ^uint64(0) || s.Uint64() > e.Uint64() {
 			continue
 		}
-		c.learn(archiveRange{cb: Callback{Canister: a.CanisterID, Method: "get_blocks"},
+		c.learn(archiveRange{cb: icrc3.Callback{Canister: a.CanisterID, Method: "get_blocks"},
 			start: s.Uint64(), end: e.Uint64() + 1})
 	}
 	read()
@@ -569,3 +572,5 @@ func (c *Client) archiveFor(a, b uint64) (archiveRange, bool) {
 	}
 	return archiveRange{}, false
 }
+
+func idx(i uint64) *uint64 { return &i }

@@ -1,10 +1,12 @@
-package icrc3
+package icrc3history
 
 import (
 	"encoding/hex"
 	"testing"
 
 	"github.com/aviate-labs/agent-go/candid"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Replies that crash agent-go's reflection decoder (found by fuzzing): a
@@ -17,7 +19,7 @@ func TestUnmarshalCandidRefusesHostileReplies(t *testing.T) {
 		"4449444c026c02fbca0101d8a38ca80d7d6c01b3b0dac3036801000180808080802005",
 	} {
 		raw, _ := hex.DecodeString(h)
-		var out *CandidAccount
+		var out *icrc3.CandidAccount
 		if err := unmarshalCandid(raw, &out); err == nil {
 			t.Fatalf("%s decoded", h)
 		}

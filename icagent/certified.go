@@ -1,4 +1,4 @@
-package icrc3
+package icagent
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/aviate-labs/agent-go/certification/hashtree"
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Replies whose content the daemon must not take from a single node are
@@ -24,17 +26,17 @@ import (
 // accepts at most 5 minutes ahead.
 const envelopeExpiry = 4 * time.Minute
 
-// certifiedCall runs method as a replicated call and returns its reply,
+// Call runs method as a replicated call and returns its reply,
 // verified against the subnet's certificate.
-func (c *Client) certifiedCall(ctx context.Context, method string, arg []byte) ([]byte, error) {
+func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, classify(err, c.ledger, method)
+		return nil, Classify(err, c.ledger, method)
 	}
 	c.enter(c.ledger, "call:"+method)
 	defer c.leave()
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
-		return nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "nonce", Err: err}
+		return nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method, Msg: "nonce", Err: err}
 	}
 	req := agent.Request{Type: agent.RequestTypeCall, CanisterID: c.ledger, MethodName: method, Arguments: arg, Nonce: nonce}
 	rid, data, err := c.envelope(&req, method)
@@ -43,7 +45,7 @@ func (c *Client) certifiedCall(ctx context.Context, method string, arg []byte) (
 	}
 	raw, err := c.agent.Client().Call(ctx, c.ledger, data)
 	if err != nil {
-		return nil, classify(err, c.ledger, method)
+		return nil, Classify(err, c.ledger, method)
 	}
 	path := []hashtree.Label{hashtree.Label("request_status"), rid[:]}
 	// 202: accepted, not yet executed; its status is polled by read_state.
@@ -66,7 +68,7 @@ func (c *Client) certifiedCall(ctx context.Context, method string, arg []byte) (
 		raw = nil
 		select {
 		case <-ctx.Done():
-			return nil, classify(ctx.Err(), c.ledger, method)
+			return nil, Classify(ctx.Err(), c.ledger, method)
 		case <-poll.C:
 		}
 	}
@@ -74,7 +76,7 @@ func (c *Client) certifiedCall(ctx context.Context, method string, arg []byte) (
 
 // CertifiedTime reads the subnet's certified /time with read_state: a
 // ledger time no single node can move forward.
-func (c *Client) CertifiedTime(ctx context.Context) (uint64, error) {
+func (c *Conn) CertifiedTime(ctx context.Context) (uint64, error) {
 	const what = "read_state /time"
 	raw, err := c.readStateCertificate(ctx, what, [][]hashtree.Label{{hashtree.Label("time")}})
 	if err != nil {
@@ -86,11 +88,11 @@ func (c *Client) CertifiedTime(ctx context.Context) (uint64, error) {
 	}
 	t, err := certifiedTime(cert)
 	if err != nil {
-		return 0, &Error{Kind: KindCertificate, Canister: c.ledger, Method: what, Msg: "certificate /time", Err: err}
+		return 0, &icrc3.Error{Kind: icrc3.KindCertificate, Canister: c.ledger, Method: what, Msg: "certificate /time", Err: err}
 	}
 	if t <= uint64(1<<63-1) {
 		if age := c.now().UnixNano() - int64(t); age > int64(c.maxAge) {
-			return 0, &Error{Kind: KindStale, Canister: c.ledger, Method: what,
+			return 0, &icrc3.Error{Kind: icrc3.KindStale, Canister: c.ledger, Method: what,
 				Msg: fmt.Sprintf("certified time is %s old (limit %s)", time.Duration(age), c.maxAge)}
 		}
 	}
@@ -99,7 +101,7 @@ func (c *Client) CertifiedTime(ctx context.Context) (uint64, error) {
 
 // readStateCertificate sends a read_state of paths and returns the
 // certificate of its reply, unverified.
-func (c *Client) readStateCertificate(ctx context.Context, method string, paths [][]hashtree.Label) ([]byte, error) {
+func (c *Conn) readStateCertificate(ctx context.Context, method string, paths [][]hashtree.Label) ([]byte, error) {
 	c.enter(c.ledger, "read_state")
 	defer c.leave()
 	_, data, err := c.envelope(&agent.Request{Type: agent.RequestTypeReadState, Paths: paths}, method)
@@ -108,24 +110,24 @@ func (c *Client) readStateCertificate(ctx context.Context, method string, paths 
 	}
 	body, err := c.agent.Client().ReadState(ctx, c.ledger, data)
 	if err != nil {
-		return nil, classify(err, c.ledger, method)
+		return nil, Classify(err, c.ledger, method)
 	}
 	var resp struct {
 		Certificate []byte `cbor:"certificate"`
 	}
 	if err := cbor.Unmarshal(body, &resp); err != nil || len(resp.Certificate) == 0 {
-		return nil, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "read_state reply without a certificate", Err: err}
+		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "read_state reply without a certificate", Err: err}
 	}
 	return resp.Certificate, nil
 }
 
 // envelope completes req as an anonymous request expiring soon and encodes
 // it; the anonymous sender signs nothing.
-func (c *Client) envelope(req *agent.Request, method string) (agent.RequestID, []byte, error) {
+func (c *Conn) envelope(req *agent.Request, method string) (agent.RequestID, []byte, error) {
 	req.Sender, req.IngressExpiry = principal.AnonymousID, uint64(time.Now().Add(envelopeExpiry).UnixNano())
 	data, err := cbor.Marshal(agent.Envelope{Content: *req})
 	if err != nil {
-		return agent.RequestID{}, nil, &Error{Kind: KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
+		return agent.RequestID{}, nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
 	}
 	return agent.NewRequestID(*req), data, nil
 }
@@ -133,13 +135,13 @@ func (c *Client) envelope(req *agent.Request, method string) (agent.RequestID, [
 // verifiedCertificate parses a certificate strictly and verifies it for the
 // ledger: signature, delegation, and that the ledger lies in the
 // delegated canister range.
-func (c *Client) verifiedCertificate(raw []byte, method string) (*certification.Certificate, error) {
+func (c *Conn) verifiedCertificate(raw []byte, method string) (*certification.Certificate, error) {
 	cert, err := ParseCertificate(raw)
 	if err != nil {
-		return nil, &Error{Kind: KindDecode, Canister: c.ledger, Method: method, Msg: "certificate", Err: err}
+		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "certificate", Err: err}
 	}
 	if err := verifyCertificate(cert, c.ledger, c.rootKey); err != nil {
-		return nil, &Error{Kind: KindCertificate, Canister: c.ledger, Method: method, Msg: "certificate", Err: err}
+		return nil, &icrc3.Error{Kind: icrc3.KindCertificate, Canister: c.ledger, Method: method, Msg: "certificate", Err: err}
 	}
 	return cert, nil
 }
@@ -171,7 +173,7 @@ func requestReply(cert *certification.Certificate, path []hashtree.Label, canist
 	case "replied":
 		reply, ok := look("reply")
 		if !ok {
-			return nil, true, &Error{Kind: KindCertificate, Canister: canister, Method: method, Msg: "replied status without a reply"}
+			return nil, true, &icrc3.Error{Kind: icrc3.KindCertificate, Canister: canister, Method: method, Msg: "replied status without a reply"}
 		}
 		return reply, true, nil
 	case "rejected":
@@ -179,10 +181,10 @@ func requestReply(cert *certification.Certificate, path []hashtree.Label, canist
 		msg, _ := look("reject_message")
 		ec, _ := look("error_code")
 		n, _ := decodeULEB64(code)
-		e := &Error{Kind: KindReject, Code: fmt.Sprint(n), ICErrorCode: string(ec), Canister: canister, Method: method, Msg: string(msg)}
+		e := &icrc3.Error{Kind: icrc3.KindReject, Code: fmt.Sprint(n), ICErrorCode: string(ec), Canister: canister, Method: method, Msg: string(msg)}
 		return nil, true, withUnknownCanister(e)
 	case "done":
-		return nil, true, &Error{Kind: KindTransport, Canister: canister, Method: method, Msg: "the request's reply is no longer held"}
+		return nil, true, &icrc3.Error{Kind: icrc3.KindTransport, Canister: canister, Method: method, Msg: "the request's reply is no longer held"}
 	}
 	return nil, false, nil
 }

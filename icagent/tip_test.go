@@ -1,4 +1,4 @@
-package icrc3
+package icagent
 
 import (
 	"bytes"
@@ -15,16 +15,18 @@ import (
 	bls12381 "github.com/consensys/gnark-crypto/ecc/bls12-381"
 	"github.com/consensys/gnark-crypto/ecc/bls12-381/fr"
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/reconciled/reconciled/icrc3"
 )
 
-func lebTree(h Hash, i uint64) hashtree.Node {
+func lebTree(h icrc3.Hash, i uint64) hashtree.Node {
 	return hashtree.Fork{
 		LeftTree:  hashtree.Labeled{Label: hashtree.Label("last_block_hash"), Tree: hashtree.Leaf(h[:])},
-		RightTree: hashtree.Labeled{Label: hashtree.Label("last_block_index"), Tree: hashtree.Leaf(AppendUvarint(nil, i))},
+		RightTree: hashtree.Labeled{Label: hashtree.Label("last_block_index"), Tree: hashtree.Leaf(icrc3.AppendUvarint(nil, i))},
 	}
 }
 
-func legacyTree(h Hash, i uint64) hashtree.Node {
+func legacyTree(h icrc3.Hash, i uint64) hashtree.Node {
 	return hashtree.Fork{
 		LeftTree:  hashtree.Labeled{Label: hashtree.Label("last_block_index"), Tree: hashtree.Leaf(binary.BigEndian.AppendUint64(nil, i))},
 		RightTree: hashtree.Labeled{Label: hashtree.Label("tip_hash"), Tree: hashtree.Leaf(h[:])},
@@ -40,8 +42,8 @@ func mustSerialize(t testing.TB, n hashtree.Node) []byte {
 	return b
 }
 
-func seqHash() Hash {
-	var h Hash
+func seqHash() icrc3.Hash {
+	var h icrc3.Hash
 	for i := range h {
 		h[i] = byte(i)
 	}
@@ -62,7 +64,7 @@ func TestReadTipTreeE2Vectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tip.Index != 1234 || tip.Hash != seqHash() || tip.Format != TipFormatLEB128 || tip.Empty {
+	if tip.Index != 1234 || tip.Hash != seqHash() || tip.Format != icrc3.TipFormatLEB128 || tip.Empty {
 		t.Fatalf("tip %+v", tip)
 	}
 
@@ -89,7 +91,7 @@ func TestTipTreeLegacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tip.Index != idx || tip.Hash != seqHash() || tip.Format != TipFormatLegacy || tip.Len() != idx+1 {
+	if tip.Index != idx || tip.Hash != seqHash() || tip.Format != icrc3.TipFormatLegacy || tip.Len() != idx+1 {
 		t.Fatalf("tip %+v", tip)
 	}
 }
@@ -206,7 +208,7 @@ func (s *testSigner) certify(t testing.TB, canister principal.Principal, data []
 			Label: hashtree.Label(canister.Raw),
 			Tree:  hashtree.Labeled{Label: hashtree.Label("certified_data"), Tree: hashtree.Leaf(data)},
 		}},
-		RightTree: hashtree.Labeled{Label: hashtree.Label("time"), Tree: hashtree.Leaf(AppendUvarint(nil, at))},
+		RightTree: hashtree.Labeled{Label: hashtree.Label("time"), Tree: hashtree.Leaf(icrc3.AppendUvarint(nil, at))},
 	}
 	root := tree.Reconstruct()
 	sig, err := s.sk.Sign(append(hashtree.DomainSeparator("ic-state-root"), root[:]...))
@@ -247,40 +249,40 @@ func TestVerifyTipCertificate(t *testing.T) {
 		t.Fatalf("future certificate: %v", err)
 	}
 
-	wantKind := func(name string, k ErrorKind, err error) {
+	wantKind := func(name string, k icrc3.ErrorKind, err error) {
 		t.Helper()
-		var e *Error
+		var e *icrc3.Error
 		if !errors.As(err, &e) || e.Kind != k {
 			t.Errorf("%s: want %s, got %v", name, k.Code(), err)
 		}
 	}
 	_, err = VerifyTipCertificate(ledger, other.der, cert, tree, 5*time.Minute, now)
-	wantKind("wrong root key", KindCertificate, err)
+	wantKind("wrong root key", icrc3.KindCertificate, err)
 
 	otherTree := mustSerialize(t, lebTree(seqHash(), 1235))
 	_, err = VerifyTipCertificate(ledger, signer.der, cert, otherTree, 5*time.Minute, now)
-	wantKind("tree not certified", KindCertificate, err)
+	wantKind("tree not certified", icrc3.KindCertificate, err)
 
 	foreign := principal.Principal{Raw: []byte{0, 0, 0, 0, 0, 0, 0, 8, 1, 1}}
 	_, err = VerifyTipCertificate(foreign, signer.der, cert, tree, 5*time.Minute, now)
-	wantKind("certificate for another canister", KindCertificate, err)
+	wantKind("certificate for another canister", icrc3.KindCertificate, err)
 
 	stale := signer.certify(t, ledger, root[:], nowNs-uint64(6*time.Minute))
 	_, err = VerifyTipCertificate(ledger, signer.der, stale, tree, 5*time.Minute, now)
-	wantKind("stale", KindStale, err)
-	if ReasonCode(err) != "E_STALE_CERTIFICATE" {
-		t.Errorf("stale code %q", ReasonCode(err))
+	wantKind("stale", icrc3.KindStale, err)
+	if icrc3.ReasonCode(err) != "E_STALE_CERTIFICATE" {
+		t.Errorf("stale code %q", icrc3.ReasonCode(err))
 	}
 
 	forged := append([]byte{}, cert...)
 	forged[len(forged)-1] ^= 1 // last byte of the signature
 	_, err = VerifyTipCertificate(ledger, signer.der, forged, tree, 5*time.Minute, now)
-	wantKind("forged signature", KindCertificate, err)
+	wantKind("forged signature", icrc3.KindCertificate, err)
 
 	_, err = VerifyTipCertificate(ledger, signer.der, []byte{0x80}, tree, 5*time.Minute, now)
-	wantKind("garbage certificate", KindDecode, err)
+	wantKind("garbage certificate", icrc3.KindDecode, err)
 	_, err = VerifyTipCertificate(ledger, signer.der, cert, []byte{0x80}, 5*time.Minute, now)
-	wantKind("garbage tree", KindDecode, err)
+	wantKind("garbage tree", icrc3.KindDecode, err)
 }
 
 func TestParseCertificateStrict(t *testing.T) {

@@ -1,10 +1,11 @@
-package icrc3_test
+package icrc3history_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkReadVerify(b *testing.B) {
 			ctx := context.Background()
 			var queries uint64
 			for b.Loop() {
-				c := e.client(b, icrc3.ClientConfig{Endpoint: ep})
+				c := e.client(b, icrc3history.ClientConfig{Endpoint: ep})
 				if _, err := c.Detect(ctx); err != nil {
 					b.Fatal(err)
 				}

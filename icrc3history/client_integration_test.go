@@ -1,4 +1,4 @@
-package icrc3_test
+package icrc3history_test
 
 import (
 	"bytes"
@@ -10,7 +10,9 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 	"github.com/aviate-labs/agent-go/candid"
+
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -46,11 +48,11 @@ func newEnv(t testing.TB, cfg ledgertest.LedgerConfig, blocks int, opts ...ledge
 	return &env{srv: srv, ledger: l, agent: a}
 }
 
-func (e *env) client(t testing.TB, cfg icrc3.ClientConfig) *icrc3.Client {
+func (e *env) client(t testing.TB, cfg icrc3history.ClientConfig) *icrc3history.Client {
 	t.Helper()
 	cfg.Agent = e.agent
 	cfg.Ledger = e.ledger.ID()
-	c, err := icrc3.NewClient(cfg)
+	c, err := icrc3history.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func archived() ledgertest.LedgerConfig {
 // readVerified reads [0, tip] from the top down and verifies it against the
 // certified tip; it also checks every block against the ledger's ground
 // truth and that the walk covered the whole chain.
-func readVerified(t testing.TB, c *icrc3.Client, l *ledgertest.Ledger) (icrc3.Tip, error) {
+func readVerified(t testing.TB, c *icrc3history.Client, l *ledgertest.Ledger) (icrc3.Tip, error) {
 	t.Helper()
 	ctx := context.Background()
 	tip, err := c.Tip(ctx)
@@ -111,7 +113,7 @@ func TestClientReadsAndVerifiesArchivedHistory(t *testing.T) {
 			}
 			for _, ep := range []icrc3.Endpoint{icrc3.EndpointICRC3, icrc3.EndpointLegacy} {
 				t.Run(fmt.Sprintf("style%d/tip%d/%s", style, tf, ep), func(t *testing.T) {
-					c := e.client(t, icrc3.ClientConfig{Endpoint: ep})
+					c := e.client(t, icrc3history.ClientConfig{Endpoint: ep})
 					f, err := c.Detect(context.Background())
 					if err != nil {
 						t.Fatal(err)
@@ -146,7 +148,7 @@ func TestClientReadsAndVerifiesArchivedHistory(t *testing.T) {
 
 func TestClientAscendingAndIncremental(t *testing.T) {
 	e := newEnv(t, archived(), 5000)
-	c := e.client(t, icrc3.ClientConfig{Concurrency: 3})
+	c := e.client(t, icrc3history.ClientConfig{Concurrency: 3})
 	ctx := context.Background()
 	tip, err := c.Tip(ctx)
 	if err != nil {
@@ -202,7 +204,7 @@ func TestClientSingleEndpointLedgers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.cfg, 1500)
-			c := e.client(t, icrc3.ClientConfig{})
+			c := e.client(t, icrc3history.ClientConfig{})
 			f, err := c.Detect(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +226,7 @@ func TestClientSingleEndpointLedgers(t *testing.T) {
 			}
 			return nil, nil, false
 		}})
-		c := e.client(t, icrc3.ClientConfig{})
+		c := e.client(t, icrc3history.ClientConfig{})
 		_, err := c.Detect(context.Background())
 		wantCode(t, err, "E_UNSUPPORTED")
 	})
@@ -234,7 +236,7 @@ func TestClientSingleEndpointLedgers(t *testing.T) {
 // canisters on the NNS subnet.
 func TestClientRootSubnet(t *testing.T) {
 	e := newEnv(t, archived(), 2500, ledgertest.WithRootSubnet())
-	c := e.client(t, icrc3.ClientConfig{})
+	c := e.client(t, icrc3history.ClientConfig{})
 	tip, err := readVerified(t, c, e.ledger)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +251,7 @@ func TestClientRootSubnet(t *testing.T) {
 
 func TestClientEmptyLedger(t *testing.T) {
 	e := newEnv(t, ledgertest.LedgerConfig{}, 0)
-	c := e.client(t, icrc3.ClientConfig{})
+	c := e.client(t, icrc3history.ClientConfig{})
 	tip, err := c.Tip(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +278,7 @@ func wantCode(t testing.TB, err error, code string) *icrc3.Error {
 // A reading that fails must fail before any verified page holds a forged or
 // missing block: pages that reach the caller are checked here against the
 // ledger's ground truth.
-func readUntilError(t *testing.T, c *icrc3.Client, l *ledgertest.Ledger, tip icrc3.Tip) error {
+func readUntilError(t *testing.T, c *icrc3history.Client, l *ledgertest.Ledger, tip icrc3.Tip) error {
 	t.Helper()
 	v := icrc3.NewVerifier(tip.Anchor())
 	return c.BlocksDesc(context.Background(), 0, tip.Len(), func(page []icrc3.Block) error {
@@ -321,7 +323,7 @@ func TestClientFaults(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(string(ep)+"/"+tc.name, func(t *testing.T) {
-				c := e.client(t, icrc3.ClientConfig{Endpoint: ep})
+				c := e.client(t, icrc3history.ClientConfig{Endpoint: ep})
 				tip, err := c.Tip(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -370,7 +372,7 @@ func TestClientCertificateFaults(t *testing.T) {
 		{"unreachable", ledgertest.Faults{Unreachable: true}, "E_TRANSPORT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := e.client(t, icrc3.ClientConfig{})
+			c := e.client(t, icrc3history.ClientConfig{})
 			// The first tip after detection may be detection's own reply:
 			// take it before the fault is set.
 			if _, err := c.Tip(context.Background()); err != nil {
@@ -390,7 +392,7 @@ func TestClientLaggingReplica(t *testing.T) {
 			e := newEnv(t, archived(), 2500)
 			// A lagging state's certified time precedes the blocks it lacks;
 			// generated history is stamped in the past, so allow old ones.
-			c := e.client(t, icrc3.ClientConfig{Endpoint: ep, MaxCertAge: 365 * 24 * time.Hour})
+			c := e.client(t, icrc3history.ClientConfig{Endpoint: ep, MaxCertAge: 365 * 24 * time.Hour})
 			tip, err := c.Tip(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -458,14 +460,14 @@ func uncertified(method string) ([]byte, *ledgertest.Reject, bool) {
 func TestClientUncertified(t *testing.T) {
 	e := newEnv(t, archived(), 2100)
 	e.srv.Install(override{e.ledger, uncertified})
-	c := e.client(t, icrc3.ClientConfig{})
+	c := e.client(t, icrc3history.ClientConfig{})
 	_, err := c.Tip(context.Background())
 	wantCode(t, err, "E_UNCERTIFIED")
 
 	// An operator may accept signed queries for such a ledger: the tip
 	// then comes from a verified query and the chain still links to it.
 	for _, ep := range []icrc3.Endpoint{icrc3.EndpointICRC3, icrc3.EndpointLegacy} {
-		c = e.client(t, icrc3.ClientConfig{Verify: icrc3.VerifyQueries, Endpoint: ep})
+		c = e.client(t, icrc3history.ClientConfig{Verify: icrc3.VerifyQueries, Endpoint: ep})
 		tip, err := readVerified(t, c, e.ledger)
 		if err != nil {
 			t.Fatal(err)
@@ -478,7 +480,7 @@ func TestClientUncertified(t *testing.T) {
 
 func TestClientBoundedConcurrencyAndCancel(t *testing.T) {
 	e := newEnv(t, archived(), 4000)
-	c := e.client(t, icrc3.ClientConfig{Concurrency: 3, Endpoint: icrc3.EndpointICRC3})
+	c := e.client(t, icrc3history.ClientConfig{Concurrency: 3, Endpoint: icrc3.EndpointICRC3})
 	ctx := context.Background()
 	tip, err := c.Tip(ctx)
 	if err != nil {
