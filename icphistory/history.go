@@ -1,9 +1,3 @@
-// Package icphistory reads the ICP ledger's history as the engine's
-// History: the certified tip from query_encoded_blocks' data certificate
-// (certified_data is the raw hash of the last block), and the protobuf
-// blocks below it from the ledger and its archives' get_encoded_blocks,
-// chained by parent_hash. Transport and certificate checks are an
-// icrc3history.Client's.
 package icphistory
 
 import (

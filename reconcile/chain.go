@@ -11,8 +11,9 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 )
 
-// History is one ledger's block history as the engine reads it.
-// *icrc3history.Client implements it.
+// History is one ledger's block history as the engine reads it, whatever
+// the ledger's family: *icrc3history.Client, *icphistory.History and
+// icphistory.Family implement it.
 type History interface {
 	// Tip returns the certified tip (BLS certificate verified).
 	Tip(ctx context.Context) (icrc3.Tip, error)
