@@ -42,7 +42,7 @@ func freeAddr(t *testing.T, taken map[string]bool) string {
 // verdict — as written, on free ports instead of the documented ones.
 func TestReadmeICPWalkthrough(t *testing.T) {
 	requireTools(t, "node", "npm", "bash", "curl")
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
