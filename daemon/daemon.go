@@ -16,8 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -79,7 +81,7 @@ type Options struct {
 	// under <data>/nats.
 	Embedded *queue.Embedded
 	// ClientConfig adjusts each ledger client's configuration.
-	ClientConfig func(*icrc3.ClientConfig)
+	ClientConfig func(*icrc3history.ClientConfig)
 	// History wraps each ledger's history as the engine reads it (e.g. to
 	// count or slow reads).
 	History func(ledger string, h reconcile.History) reconcile.History
@@ -111,7 +113,7 @@ type Daemon struct {
 	wake    chan struct{} // to the lease loop, which then triggers a round
 
 	clientsMu sync.Mutex
-	clients   map[string]*icrc3.Client
+	clients   map[string]*icrc3history.Client
 
 	http   *http.Server
 	httpLn net.Listener
@@ -141,7 +143,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		cfg.PollInterval = 5 * time.Second
 	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log,
-		clients: map[string]*icrc3.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
+		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
 	defer func() {
 		if err != nil {
@@ -314,12 +316,12 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	defer d.clientsMu.Unlock()
 	c := d.clients[ledger]
 	if c == nil {
-		cc := icrc3.ClientConfig{Agent: d.opts.Agent, Ledger: spec.ID, RootKey: d.cfg.RootKey, Verify: spec.Verify}
+		cc := icrc3history.ClientConfig{Agent: d.opts.Agent, Ledger: spec.ID, RootKey: d.cfg.RootKey, Verify: spec.Verify}
 		if d.opts.ClientConfig != nil {
 			d.opts.ClientConfig(&cc)
 		}
 		var err error
-		if c, err = icrc3.NewClient(cc); err != nil {
+		if c, err = icrc3history.NewClient(cc); err != nil {
 			return nil, reconcile.LedgerConfig{}, fmt.Errorf("ledger %s: %w", ledger, err)
 		}
 		d.clients[ledger] = c
@@ -334,10 +336,10 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 }
 
 // ClientStats returns each ledger client's counters.
-func (d *Daemon) ClientStats() map[string]icrc3.Stats {
+func (d *Daemon) ClientStats() map[string]icagent.Stats {
 	d.clientsMu.Lock()
 	defer d.clientsMu.Unlock()
-	out := make(map[string]icrc3.Stats, len(d.clients))
+	out := make(map[string]icagent.Stats, len(d.clients))
 	for l, c := range d.clients {
 		out[l] = c.Stats()
 	}
@@ -345,7 +347,7 @@ func (d *Daemon) ClientStats() map[string]icrc3.Stats {
 }
 
 // Client returns the ledger's client once the engine has used it.
-func (d *Daemon) Client(ledger string) *icrc3.Client {
+func (d *Daemon) Client(ledger string) *icrc3history.Client {
 	d.clientsMu.Lock()
 	defer d.clientsMu.Unlock()
 	return d.clients[ledger]

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
@@ -25,7 +25,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	d := &Daemon{store: st, metrics: reconcile.NewMetrics(), clients: map[string]*icrc3.Client{}}
+	d := &Daemon{store: st, metrics: reconcile.NewMetrics(), clients: map[string]*icrc3history.Client{}}
 	h := newHTTPHandler(httpDeps{ready: func(context.Context) error { return nil }, gather: d.gatherer})
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	b.ReportAllocs()

@@ -11,7 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/support"
 )
 

@@ -15,8 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -173,8 +174,8 @@ func badInputs(ledger string) []badInput {
 func transferArgHex(amount uint64) string {
 	memo := []byte("memo")
 	stamp := uint64(1791547201000000000)
-	b, err := candid.Marshal([]any{icrc3.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(),
-		Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp}})
+	b, err := candid.Marshal([]any{icrc1.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(),
+		Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp}})
 	if err != nil {
 		panic(err)
 	}

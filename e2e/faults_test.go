@@ -9,7 +9,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 )
 

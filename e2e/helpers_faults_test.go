@@ -14,8 +14,10 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -98,7 +100,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 // followUp asks for a follow-up round now.
 func (r *rig) followUp() { r.d.FollowUpNow() }
 
-func (r *rig) client(ledger principal.Principal) *icrc3.Client { return r.d.Client(ledger.Encode()) }
+func (r *rig) client(ledger principal.Principal) *icrc3history.Client {
+	return r.d.Client(ledger.Encode())
+}
 
 func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 	r.mu.Lock()
@@ -172,7 +176,7 @@ type payment struct {
 func (p payment) arg() ledgertest.TransferArg {
 	m := []byte(p.memo)
 	s := p.stamp
-	return ledgertest.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(p.amount)),
+	return ledgertest.TransferArg{To: icrc3.Account{Owner: payee}.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(p.amount)),
 		Memo: &m, CreatedAtTime: &s}
 }
 

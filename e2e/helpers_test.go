@@ -25,8 +25,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -243,7 +244,7 @@ type plannedIntent struct {
 	Class    intentClass
 	Canister string
 	Caller   principal.Principal
-	Arg      icrc3.TransferArg
+	Arg      icrc1.TransferArg
 	Body     []byte
 
 	executed bool
@@ -256,7 +257,7 @@ func (e *ledgerEnv) plan(id string, c intentClass, n int) *plannedIntent {
 	memo := []byte(id)
 	amount := uint64(1000 + n)
 	var stamp any
-	arg := icrc3.TransferArg{To: icrc3.Account{Owner: e.to}.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo}
+	arg := icrc1.TransferArg{To: icrc3.Account{Owner: e.to}.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo}
 	if c != classInvalid {
 		s := e.srv.Now()
 		arg.CreatedAtTime = &s

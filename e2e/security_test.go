@@ -23,7 +23,8 @@ import (
 
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -501,7 +502,7 @@ func TestSecurityOneScanPerLedger(t *testing.T) {
 	}
 	// At least two pages in flight shows the scan did fetch concurrently,
 	// so the upper bound below is a real check.
-	if stats.MaxInFlight < 2 || stats.MaxInFlight > icrc3.ConcurrencyICRC3 {
-		t.Fatalf("%d queries in flight at once, want 2..%d (concurrent pages, within the client's bound on icrc3 pages)", stats.MaxInFlight, icrc3.ConcurrencyICRC3)
+	if stats.MaxInFlight < 2 || stats.MaxInFlight > icrc3history.ConcurrencyICRC3 {
+		t.Fatalf("%d queries in flight at once, want 2..%d (concurrent pages, within the client's bound on icrc3 pages)", stats.MaxInFlight, icrc3history.ConcurrencyICRC3)
 	}
 }

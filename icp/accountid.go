@@ -1,6 +1,3 @@
-// Package icp reads the ICP ledger's own block format: protobuf blocks
-// chained by SHA-256 of their bytes, with accounts as 28-byte
-// AccountIdentifiers rather than ICRC-1 (owner, subaccount) pairs.
 package icp
 
 import (

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 )
 
 // Family is a ledger's history read by whichever family the ledger turns
@@ -15,7 +16,7 @@ import (
 // a certified_data no protobuf block hashes to, and an ICP ledger read as
 // ICRC-3 serves no ICRC-3 history (E_UNSUPPORTED).
 type Family struct {
-	c *icrc3.Client
+	c *icrc3history.Client
 
 	mu  sync.Mutex
 	icp *History // nil until chosen, or when the ledger is not the ICP ledger
@@ -32,10 +33,10 @@ type historySource interface {
 }
 
 // Choose reads the ledger c names by its family.
-func Choose(c *icrc3.Client) *Family { return &Family{c: c} }
+func Choose(c *icrc3history.Client) *Family { return &Family{c: c} }
 
 // Client is the transport both families use (for its statistics).
-func (f *Family) Client() *icrc3.Client { return f.c }
+func (f *Family) Client() *icrc3history.Client { return f.c }
 
 func (f *Family) source(ctx context.Context) (historySource, error) {
 	f.mu.Lock()

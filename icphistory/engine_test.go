@@ -12,8 +12,10 @@ import (
 
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -25,7 +27,7 @@ type world struct {
 	t      *testing.T
 	srv    *ledgertest.Server
 	l      *ledgertest.ICPLedger
-	client *icrc3.Client
+	client *icrc3history.Client
 }
 
 func principalN(n int) principal.Principal {
@@ -58,7 +60,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Concurrency: 2,
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Concurrency: 2,
 		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +113,7 @@ func (w *world) intent(method string, caller principal.Principal, args map[strin
 func (w *world) transfer(from principal.Principal, to icrc3.Account, amount uint64, memo []byte) sent {
 	w.t.Helper()
 	st := w.stamp()
-	a := icrc3.TransferArg{To: to.ToCandid(), Amount: icrc3.IDLNat(nat(amount)), CreatedAtTime: &st}
+	a := icrc1.TransferArg{To: to.ToCandid(), Amount: icrc1.IDLNat(nat(amount)), CreatedAtTime: &st}
 	args := map[string]any{"from_subaccount": nil, "to": to.String(), "amount": fmt.Sprint(amount), "fee": nil,
 		"memo": nil, "created_at_time": fmt.Sprint(st)}
 	if memo != nil {
@@ -136,7 +138,7 @@ func (w *world) approve(from, spender principal.Principal, amount uint64) sent {
 	w.t.Helper()
 	st := w.stamp()
 	exp := st + uint64(time.Hour)
-	a := icrc3.ApproveArgs{Spender: icrc3.Account{Owner: spender}.ToCandid(), Amount: icrc3.IDLNat(nat(amount)),
+	a := icrc1.ApproveArgs{Spender: icrc3.Account{Owner: spender}.ToCandid(), Amount: icrc1.IDLNat(nat(amount)),
 		ExpiresAt: &exp, CreatedAtTime: &st}
 	i, err := w.l.Inner().Approve(from, a)
 	if err != nil {
@@ -151,11 +153,11 @@ func (w *world) approve(from, spender principal.Principal, amount uint64) sent {
 func (w *world) transferFrom(spender, from principal.Principal, to icrc3.Account, amount uint64, fee *uint64) sent {
 	w.t.Helper()
 	st := w.stamp()
-	a := icrc3.TransferFromArgs{From: icrc3.Account{Owner: from}.ToCandid(), To: to.ToCandid(), Amount: icrc3.IDLNat(nat(amount)),
+	a := icrc1.TransferFromArgs{From: icrc3.Account{Owner: from}.ToCandid(), To: to.ToCandid(), Amount: icrc1.IDLNat(nat(amount)),
 		CreatedAtTime: &st}
 	var feeArg any
 	if fee != nil {
-		a.Fee, feeArg = ptr(icrc3.IDLNat(nat(*fee))), fmt.Sprint(*fee)
+		a.Fee, feeArg = ptr(icrc1.IDLNat(nat(*fee))), fmt.Sprint(*fee)
 	}
 	i, err := w.l.Inner().TransferFrom(spender, a)
 	if err != nil {
@@ -308,7 +310,7 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	ag, _ := w.srv.NewAgent(nil)
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: icrc.ID(), RootKey: w.srv.RootKey()})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: icrc.ID(), RootKey: w.srv.RootKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +342,7 @@ func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
 		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,3 @@
-// Package icphistory reads the ICP ledger's history as the engine's
-// History: the certified tip from query_encoded_blocks' data certificate
-// (certified_data is the raw hash of the last block), and the protobuf
-// blocks below it from the ledger and its archives' get_encoded_blocks,
-// chained by parent_hash. Transport and certificate checks are an
-// icrc3.Client's.
 package icphistory
 
 import (
@@ -14,8 +8,10 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 )
 
 // Page is the ICP ledger's and archives' largest reply.
@@ -23,7 +19,7 @@ const Page = 2000
 
 // History is one ICP ledger's history. It is safe for concurrent use.
 type History struct {
-	c      *icrc3.Client
+	c      *icrc3history.Client
 	ledger principal.Principal
 
 	mu   sync.Mutex
@@ -44,7 +40,7 @@ type archiveRange struct {
 }
 
 // New reads the ledger c names through c.
-func New(c *icrc3.Client) *History { return &History{c: c, ledger: c.Ledger()} }
+func New(c *icrc3history.Client) *History { return &History{c: c, ledger: c.Ledger()} }
 
 // NetworkKey and Mode identify the chain with the canister id.
 func (h *History) NetworkKey() string     { return h.c.NetworkKey() }
@@ -86,7 +82,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 
 // IsICP reports whether the ledger answers query_encoded_blocks: the ICP
 // ledger's own endpoint, which ICRC-3 ledgers do not serve.
-func IsICP(ctx context.Context, c *icrc3.Client) (bool, error) {
+func IsICP(ctx context.Context, c *icrc3history.Client) (bool, error) {
 	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
 	var e *icrc3.Error
 	switch {
@@ -116,7 +112,7 @@ func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
 		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindUncertified, Canister: h.ledger, Method: "query_encoded_blocks",
 			Msg: "the reply carries no certificate"}
 	}
-	data, t, err := icrc3.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, h.c.MaxCertAge(), h.c.Now())
+	data, t, err := icagent.VerifyDataCertificate(h.ledger, h.c.RootKey(), res.Certificate, h.c.MaxCertAge(), h.c.Now())
 	if err != nil {
 		return icrc3.Tip{}, err
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid/idl"
 
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // TestDecodeLedgertestReplies decodes the test ledger's own Candid (its

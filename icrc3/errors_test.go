@@ -1,18 +1,11 @@
 package icrc3
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/aviate-labs/agent-go/candid"
-	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
 )
 
@@ -53,104 +46,5 @@ func TestErrorWrapping(t *testing.T) {
 		if !strings.Contains(msg, part) {
 			t.Errorf("message %q lacks %q", msg, part)
 		}
-	}
-}
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }
-
-// classify must recognise the error shapes agent-go v0.9.2 produces, which
-// are plain strings for rejects and HTTP failures.
-func TestClassifyAgentErrors(t *testing.T) {
-	ledger := principal.Principal{Raw: []byte{1}}
-	cases := []struct {
-		err    error
-		kind   ErrorKind
-		code   string
-		icCode string
-	}{
-		{fmt.Errorf("(%d) %s: %s", 5, "Canister trapped: boom", "IC0503"), KindReject, "5", "IC0503"},
-		{fmt.Errorf("(%d) %s: %s", 3, "Canister has no query method", "IC0536"), KindReject, "3", "IC0536"},
-		{fmt.Errorf("(%d) %s: %s", 4, "no", ""), KindReject, "4", ""},
-		{fmt.Errorf("(%d) %s: %s", 503, "503 Service Unavailable", "lost"), KindTransport, "", ""},
-		{fmt.Errorf("(%d) %s: %s", 500, "500 Internal Server Error", "a: b"), KindTransport, "", ""},
-		{&url.Error{Op: "Post", URL: "http://127.0.0.1:1", Err: io.EOF}, KindTransport, "", ""},
-		{&net.OpError{Op: "dial", Err: timeoutErr{}}, KindTransport, "", ""},
-		{context.DeadlineExceeded, KindTransport, "", ""},
-		{io.ErrUnexpectedEOF, KindDecode, "", ""},
-		{errors.New("invalid replied signature"), KindCertificate, "", ""},
-		{errors.New("certificate outdated, exceeds ingress expiry"), KindStale, "", ""},
-		{errors.New("no signatures"), KindCertificate, "", ""},
-	}
-	for _, tc := range cases {
-		e := classify(tc.err, ledger, "m")
-		if e.Kind != tc.kind || e.Code != tc.code || e.ICErrorCode != tc.icCode {
-			t.Errorf("%q: kind %s code %q/%q, want %s %q/%q", tc.err, e.Kind.Code(), e.Code, e.ICErrorCode, tc.kind.Code(), tc.code, tc.icCode)
-		}
-		if !errors.Is(e, tc.err) {
-			t.Errorf("%q: cause not wrapped", tc.err)
-		}
-	}
-	if !methodMissing(classify(errors.New("(3) Canister has no query method \"x\": IC0536"), ledger, "x")) {
-		t.Error("IC0536 not recognised as a missing method")
-	}
-	if methodMissing(classify(errors.New("(3) Canister rwa6j not found: IC0301"), ledger, "x")) {
-		t.Error("a missing canister taken for a missing method")
-	}
-}
-
-// The hand-encoded arguments must decode, with agent-go's decoder, to the
-// ranges they were made from (the type table order may differ from
-// agent-go's own encoder, which Candid allows).
-func TestCandidArgs(t *testing.T) {
-	type rng struct {
-		Start  idl.Nat `ic:"start"`
-		Length idl.Nat `ic:"length"`
-	}
-	args := []BlockRange{{Start: 0, Length: 100}, {Start: 1 << 40, Length: 1 << 33}, {Start: 1<<64 - 1, Length: 1}}
-	var got []rng
-	if err := candid.Unmarshal(encodeGetBlocksArgs(args...), []any{&got}); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(args) {
-		t.Fatalf("%d ranges", len(got))
-	}
-	for i, r := range got {
-		if r.Start.BigInt().Uint64() != args[i].Start || r.Length.BigInt().Uint64() != args[i].Length {
-			t.Errorf("range %d: %v+%v, want %+v", i, r.Start, r.Length, args[i])
-		}
-	}
-	var one rng
-	if err := candid.Unmarshal(encodeLegacyGetBlocksArgs(12345, 2000), []any{&one}); err != nil {
-		t.Fatal(err)
-	}
-	if one.Start.BigInt().Uint64() != 12345 || one.Length.BigInt().Uint64() != 2000 {
-		t.Fatalf("legacy args %v+%v", one.Start, one.Length)
-	}
-	want, err := candid.Marshal([]any{rng{idl.NewNat(uint64(12345)), idl.NewNat(uint64(2000))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := encodeLegacyGetBlocksArgs(12345, 2000); !bytes.Equal(got, want) {
-		t.Fatalf("legacy args\n got %x\nwant %x", got, want)
-	}
-	var empty []rng
-	if err := candid.Unmarshal(encodeGetBlocksArgs(), []any{&empty}); err != nil || len(empty) != 0 {
-		t.Fatalf("empty args: %v %v", empty, err)
-	}
-	if _, _, err := candid.Decode(candidNoArgs); err != nil {
-		t.Fatal(err)
-	}
-	want, err = candid.Marshal([]any{struct {
-		From *principal.Principal `ic:"from,omitempty"`
-	}{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(candidGetArchivesArgs, want) {
-		t.Fatalf("get_archives args\n got %x\nwant %x", candidGetArchivesArgs, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -30,8 +31,8 @@ func idlNatp(v uint64) *idl.Nat {
 }
 
 // transferArg is what the tool layer sends for transferBody.
-func transferArg() icrc3.TransferArg {
-	return icrc3.TransferArg{
+func transferArg() icrc1.TransferArg {
+	return icrc1.TransferArg{
 		To:            icrc3.CandidAccount{Owner: toP},
 		Amount:        idlNat(150000000),
 		Memo:          blobp([]byte("lunch")),
@@ -50,13 +51,13 @@ func TestArgHexAgrees(t *testing.T) {
 	zeroTo.To.Subaccount = blobp(zeros32())
 	mustParse(t, transferBody().with("arg_hex", candidHex(t, zeroTo)))
 
-	tf := icrc3.TransferFromArgs{
+	tf := icrc1.TransferFromArgs{
 		From: icrc3.CandidAccount{Owner: otherP}, To: icrc3.CandidAccount{Owner: toP},
 		Amount: idlNat(500), Fee: idlNatp(10), CreatedAtTime: u64p(stamp),
 	}
 	mustParse(t, transferFromBody().with("arg_hex", candidHex(t, tf)))
 
-	ap := icrc3.ApproveArgs{
+	ap := icrc1.ApproveArgs{
 		Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1000),
 		ExpectedAllowance: idlNatp(0), ExpiresAt: u64p(1791600000000000000), CreatedAtTime: u64p(stamp),
 	}
@@ -67,20 +68,20 @@ func TestArgHexDisagrees(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		body   obj
-		change func(*icrc3.TransferArg)
+		change func(*icrc1.TransferArg)
 		field  string
 	}{
-		{"amount", transferBody(), func(a *icrc3.TransferArg) { a.Amount = idlNat(1) }, "args.amount"},
-		{"fee sent, not in args", transferBody(), func(a *icrc3.TransferArg) { a.Fee = idlNatp(10) }, "args.fee"},
-		{"fee in args, not sent", transferBody().with("args.fee", "10"), func(*icrc3.TransferArg) {}, "args.fee"},
-		{"fee value", transferBody().with("args.fee", "10"), func(a *icrc3.TransferArg) { a.Fee = idlNatp(0) }, "args.fee"},
-		{"zero subaccount sent, null in args", transferBody(), func(a *icrc3.TransferArg) { a.FromSubaccount = blobp(zeros32()) }, "args.from_subaccount"},
-		{"null sent, zero subaccount in args", transferBody().with("args.from_subaccount", zeroSubHex), func(*icrc3.TransferArg) {}, "args.from_subaccount"},
-		{"memo empty vs absent", transferBody(), func(a *icrc3.TransferArg) { a.Memo = blobp([]byte{}) }, "args.memo"},
-		{"memo absent vs given", transferBody(), func(a *icrc3.TransferArg) { a.Memo = nil }, "args.memo"},
-		{"no stamp sent", transferBody(), func(a *icrc3.TransferArg) { a.CreatedAtTime = nil }, "args.created_at_time"},
-		{"to", transferBody(), func(a *icrc3.TransferArg) { a.To.Owner = otherP }, "args.to"},
-		{"to subaccount", transferBody(), func(a *icrc3.TransferArg) { a.To.Subaccount = blobp(sub(1)) }, "args.to"},
+		{"amount", transferBody(), func(a *icrc1.TransferArg) { a.Amount = idlNat(1) }, "args.amount"},
+		{"fee sent, not in args", transferBody(), func(a *icrc1.TransferArg) { a.Fee = idlNatp(10) }, "args.fee"},
+		{"fee in args, not sent", transferBody().with("args.fee", "10"), func(*icrc1.TransferArg) {}, "args.fee"},
+		{"fee value", transferBody().with("args.fee", "10"), func(a *icrc1.TransferArg) { a.Fee = idlNatp(0) }, "args.fee"},
+		{"zero subaccount sent, null in args", transferBody(), func(a *icrc1.TransferArg) { a.FromSubaccount = blobp(zeros32()) }, "args.from_subaccount"},
+		{"null sent, zero subaccount in args", transferBody().with("args.from_subaccount", zeroSubHex), func(*icrc1.TransferArg) {}, "args.from_subaccount"},
+		{"memo empty vs absent", transferBody(), func(a *icrc1.TransferArg) { a.Memo = blobp([]byte{}) }, "args.memo"},
+		{"memo absent vs given", transferBody(), func(a *icrc1.TransferArg) { a.Memo = nil }, "args.memo"},
+		{"no stamp sent", transferBody(), func(a *icrc1.TransferArg) { a.CreatedAtTime = nil }, "args.created_at_time"},
+		{"to", transferBody(), func(a *icrc1.TransferArg) { a.To.Owner = otherP }, "args.to"},
+		{"to subaccount", transferBody(), func(a *icrc1.TransferArg) { a.To.Subaccount = blobp(sub(1)) }, "args.to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := transferArg()
@@ -104,7 +105,7 @@ func TestArgHexWrongShape(t *testing.T) {
 	type noTo struct {
 		Amount idl.Nat `ic:"amount"`
 	}
-	ap := icrc3.ApproveArgs{Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1)}
+	ap := icrc1.ApproveArgs{Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1)}
 	for name, arg := range map[string]any{
 		"nat stamp":        natStamp{To: icrc3.CandidAccount{Owner: toP}, Amount: idlNat(1), CreatedAtTime: idlNatp(stamp)},
 		"short subaccount": shortSub{FromSubaccount: blobp([]byte{1}), To: icrc3.CandidAccount{Owner: toP}, Amount: idlNat(1)},
@@ -139,7 +140,7 @@ func TestArgHexOmittedOptFields(t *testing.T) {
 // The reader must agree with agent-go's own decoder on what agent-go encodes.
 func TestArgHexAgreesWithAgentGo(t *testing.T) {
 	huge, _ := new(big.Int).SetString("115792089237316195423570985008687907853269984665640564039457584007913129639935", 10)
-	args := []icrc3.TransferArg{
+	args := []icrc1.TransferArg{
 		transferArg(),
 		{FromSubaccount: blobp(sub(9)), To: icrc3.CandidAccount{Owner: otherP, Subaccount: blobp(zeros32())},
 			Amount: idl.NewBigNat(huge), Fee: idlNatp(0), Memo: blobp([]byte{}), CreatedAtTime: u64p(math.MaxUint64)},
@@ -149,7 +150,7 @@ func TestArgHexAgreesWithAgentGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var viaAgent icrc3.TransferArg
+		var viaAgent icrc1.TransferArg
 		if err := candid.Unmarshal(raw, []any{&viaAgent}); err != nil {
 			t.Fatal(err)
 		}
@@ -237,31 +238,31 @@ func mustHex(t *testing.T, s string) []byte {
 }
 
 func TestArgHexDisagreesApproveAndTransferFrom(t *testing.T) {
-	ap := func() icrc3.ApproveArgs {
-		return icrc3.ApproveArgs{
+	ap := func() icrc1.ApproveArgs {
+		return icrc1.ApproveArgs{
 			Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1000),
 			ExpectedAllowance: idlNatp(0), ExpiresAt: u64p(1791600000000000000), CreatedAtTime: u64p(stamp),
 		}
 	}
-	for field, change := range map[string]func(*icrc3.ApproveArgs){
-		"args.expected_allowance": func(a *icrc3.ApproveArgs) { a.ExpectedAllowance = nil },
-		"args.expires_at":         func(a *icrc3.ApproveArgs) { a.ExpiresAt = u64p(1) },
-		"args.spender":            func(a *icrc3.ApproveArgs) { a.Spender.Owner = toP },
-		"args.from_subaccount":    func(a *icrc3.ApproveArgs) { a.FromSubaccount = blobp(sub(1)) },
+	for field, change := range map[string]func(*icrc1.ApproveArgs){
+		"args.expected_allowance": func(a *icrc1.ApproveArgs) { a.ExpectedAllowance = nil },
+		"args.expires_at":         func(a *icrc1.ApproveArgs) { a.ExpiresAt = u64p(1) },
+		"args.spender":            func(a *icrc1.ApproveArgs) { a.Spender.Owner = toP },
+		"args.from_subaccount":    func(a *icrc1.ApproveArgs) { a.FromSubaccount = blobp(sub(1)) },
 	} {
 		a := ap()
 		change(&a)
 		wantRefusal(t, approveBody().with("arg_hex", candidHex(t, a)).json(t), CodeArgsMismatch, field)
 	}
-	tf := func() icrc3.TransferFromArgs {
-		return icrc3.TransferFromArgs{
+	tf := func() icrc1.TransferFromArgs {
+		return icrc1.TransferFromArgs{
 			From: icrc3.CandidAccount{Owner: otherP}, To: icrc3.CandidAccount{Owner: toP},
 			Amount: idlNat(500), Fee: idlNatp(10), CreatedAtTime: u64p(stamp),
 		}
 	}
-	for field, change := range map[string]func(*icrc3.TransferFromArgs){
-		"args.spender_subaccount": func(a *icrc3.TransferFromArgs) { a.SpenderSubaccount = blobp(zeros32()) },
-		"args.from":               func(a *icrc3.TransferFromArgs) { a.From.Subaccount = blobp(sub(2)) },
+	for field, change := range map[string]func(*icrc1.TransferFromArgs){
+		"args.spender_subaccount": func(a *icrc1.TransferFromArgs) { a.SpenderSubaccount = blobp(zeros32()) },
+		"args.from":               func(a *icrc1.TransferFromArgs) { a.From.Subaccount = blobp(sub(2)) },
 	} {
 		a := tf()
 		change(&a)

@@ -3,6 +3,7 @@ package matcher
 import (
 	"testing"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -77,7 +78,7 @@ func TestExactMatchOtherKinds(t *testing.T) {
 	checkResult(t, Match(mint, mb.block(t), rules), false, true, FieldSubaccountForm)
 
 	// transfer_from: from, to and spender as sent.
-	tf := icrc3.TransferFromArgs{From: icrc3.CandidAccount{Owner: otherP, Subaccount: blobp(zeros32())}, To: icrc3.CandidAccount{Owner: toP},
+	tf := icrc1.TransferFromArgs{From: icrc3.CandidAccount{Owner: otherP, Subaccount: blobp(zeros32())}, To: icrc3.CandidAccount{Owner: toP},
 		Amount: idlNat(500), Fee: idlNatp(10), CreatedAtTime: u64p(stamp)}
 	tfIn := mustParse(t, transferFromBody().with("arg_hex", candidHex(t, tf)))
 	tb := blk{op: "xfer", from: acct(otherP, zeros32()), to: acct(toP, nil), spender: acct(callerP, nil), amt: natp(500), txFee: natp(10), createdAt: u64p(stamp)}
@@ -88,7 +89,7 @@ func TestExactMatchOtherKinds(t *testing.T) {
 	checkResult(t, Match(tfIn, tb.block(t), rules), false, true, FieldSubaccountForm)
 
 	// approve: spender as sent.
-	ap := icrc3.ApproveArgs{Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1000),
+	ap := icrc1.ApproveArgs{Spender: icrc3.CandidAccount{Owner: otherP}, Amount: idlNat(1000),
 		ExpectedAllowance: idlNatp(0), ExpiresAt: u64p(1791600000000000000), CreatedAtTime: u64p(stamp)}
 	apIn := mustParse(t, approveBody().with("arg_hex", candidHex(t, ap)))
 	ab := blk{op: "approve", from: acct(callerP, nil), spender: acct(otherP, nil), amt: natp(1000), ea: natp(0),

@@ -11,8 +11,10 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -75,13 +77,13 @@ func (bl *benchLedger) make(n int) error {
 	}
 	alice, bob := principalN(1), principalN(2)
 	mint := l.MintingAccount()
-	if _, err := l.Transfer(mint.Owner, icrc3.TransferArg{To: acct(alice, nil).ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}); err != nil {
+	if _, err := l.Transfer(mint.Owner, icrc1.TransferArg{To: acct(alice, nil).ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}); err != nil {
 		return err
 	}
 	srv.Advance(3 * time.Minute)
 	stamp := srv.Now()
 	pay := func(amount uint64) (uint64, error) {
-		return l.Transfer(alice, icrc3.TransferArg{To: acct(bob, nil).ToCandid(), Amount: idl.NewNat(amount), Memo: &[]byte{byte(amount)}, CreatedAtTime: &stamp})
+		return l.Transfer(alice, icrc1.TransferArg{To: acct(bob, nil).ToCandid(), Amount: idl.NewNat(amount), Memo: &[]byte{byte(amount)}, CreatedAtTime: &stamp})
 	}
 	bl.blocks = map[string]uint64{}
 	bl.ins = map[string]*matcher.Intent{}
@@ -142,12 +144,12 @@ func (bl *benchLedger) windowBlocks(from, to uint64) (first, last uint64) {
 
 // engine returns a fresh engine over a fresh client (agent shared) and the
 // given cache.
-func (bl *benchLedger) engine(b *testing.B, ep icrc3.Endpoint, cache reconcile.BlockCache) (*reconcile.Engine, *icrc3.Client) {
+func (bl *benchLedger) engine(b *testing.B, ep icrc3.Endpoint, cache reconcile.BlockCache) (*reconcile.Engine, *icrc3history.Client) {
 	ag, err := bl.srv.NewAgent(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: bl.l.ID(), RootKey: bl.srv.RootKey(), Endpoint: ep})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: bl.l.ID(), RootKey: bl.srv.RootKey(), Endpoint: ep})
 	if err != nil {
 		b.Fatal(err)
 	}

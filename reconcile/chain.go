@@ -11,8 +11,9 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 )
 
-// History is one ledger's block history as the engine reads it.
-// *icrc3.Client implements it.
+// History is one ledger's block history as the engine reads it, whatever
+// the ledger's family: *icrc3history.Client, *icphistory.History and
+// icphistory.Family implement it.
 type History interface {
 	// Tip returns the certified tip (BLS certificate verified).
 	Tip(ctx context.Context) (icrc3.Tip, error)
@@ -324,7 +325,7 @@ func (c *chain) covers(from uint64) bool {
 }
 
 // aimedHistory is a History whose top-down walk can be told, as it goes,
-// below which index no more pages need be requested (icrc3.Client).
+// below which index no more pages need be requested (icrc3history.Client).
 type aimedHistory interface {
 	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error
 }

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -186,7 +187,7 @@ func TestDecideSharedChainReadsBlocksOnce(t *testing.T) {
 
 // noMinting hides the ledger's minting account, as a ledger that does not
 // answer icrc1_minting_account would.
-type noMinting struct{ *icrc3.Client }
+type noMinting struct{ *icrc3history.Client }
 
 func (n noMinting) Detect(ctx context.Context) (icrc3.Features, error) {
 	f, err := n.Client.Detect(ctx)

@@ -10,8 +10,10 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -22,7 +24,7 @@ type env struct {
 	t      testing.TB
 	srv    *ledgertest.Server
 	ledger *ledgertest.Ledger
-	client *icrc3.Client
+	client *icrc3history.Client
 	engine *reconcile.Engine
 	cache  *reconcile.MemCache
 }
@@ -50,7 +52,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func acct(p principal.Principal, sub []byte) icrc3.Account {
 func (e *env) fund(a icrc3.Account, amount uint64) {
 	e.t.Helper()
 	m := e.ledger.MintingAccount()
-	if _, err := e.ledger.Transfer(m.Owner, icrc3.TransferArg{To: a.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount))}); err != nil {
+	if _, err := e.ledger.Transfer(m.Owner, icrc1.TransferArg{To: a.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount))}); err != nil {
 		e.t.Fatalf("fund %s: %v", a, err)
 	}
 }
@@ -95,14 +97,14 @@ type transferIntent struct {
 	ingressEx *uint64
 }
 
-func (ti transferIntent) arg() icrc3.TransferArg {
-	a := icrc3.TransferArg{To: ti.to.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(ti.amount))}
+func (ti transferIntent) arg() icrc1.TransferArg {
+	a := icrc1.TransferArg{To: ti.to.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(ti.amount))}
 	if ti.fromSub != nil {
 		s := append([]byte(nil), ti.fromSub...)
 		a.FromSubaccount = &s
 	}
 	if ti.fee != nil {
-		f := icrc3.IDLNat(icrc3.NatFromUint64(*ti.fee))
+		f := icrc1.IDLNat(icrc3.NatFromUint64(*ti.fee))
 		a.Fee = &f
 	}
 	if ti.memo != nil {

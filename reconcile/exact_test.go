@@ -8,13 +8,13 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
 // withArgHex is an intent body with the Candid the call really sent.
-func withArgHex(t *testing.T, body []byte, arg icrc3.TransferArg) []byte {
+func withArgHex(t *testing.T, body []byte, arg icrc1.TransferArg) []byte {
 	t.Helper()
 	raw, err := candid.Marshal([]any{arg})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -72,8 +73,8 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for k := range 10 {
-			if _, err := e.ledger.Transfer(payer, icrc3.TransferArg{To: acct(principalN(3), nil).ToCandid(),
-				Amount: icrc3.IDLNat(icrc3.NatFromUint64(uint64(rounds*10 + k + 1)))}); err != nil {
+			if _, err := e.ledger.Transfer(payer, icrc1.TransferArg{To: acct(principalN(3), nil).ToCandid(),
+				Amount: icrc1.IDLNat(icrc3.NatFromUint64(uint64(rounds*10 + k + 1)))}); err != nil {
 				b.Fatal(err)
 			}
 		}

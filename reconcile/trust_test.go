@@ -4,7 +4,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"testing"
 
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 )
 

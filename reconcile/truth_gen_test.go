@@ -16,8 +16,9 @@ import (
 	"github.com/aviate-labs/agent-go/identity"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // The scenario generator of TestTruth. A scenario is one intended ledger
@@ -286,9 +287,9 @@ func newICPWorldCfg(seed int64, idx int) worldCfg {
 type call struct {
 	method string
 	caller principal.Principal
-	xfer   *icrc3.TransferArg
-	appr   *icrc3.ApproveArgs
-	tf     *icrc3.TransferFromArgs
+	xfer   *icrc1.TransferArg
+	appr   *icrc1.ApproveArgs
+	tf     *icrc1.TransferFromArgs
 }
 
 // clone deep-copies c so that a variation never aliases the sent call.
@@ -564,7 +565,7 @@ func (g *gen) scenario(idx, batch int) *scenario {
 	switch s.op {
 	case opTransfer, opBurn, opMint:
 		c.method = "icrc1_transfer"
-		a := &icrc3.TransferArg{Amount: amount, Memo: g.memo(), CreatedAtTime: &stamp}
+		a := &icrc1.TransferArg{Amount: amount, Memo: g.memo(), CreatedAtTime: &stamp}
 		switch s.op {
 		case opTransfer:
 			fund(caller)
@@ -592,7 +593,7 @@ func (g *gen) scenario(idx, batch int) *scenario {
 	case opApprove:
 		fund(caller)
 		c.method = "icrc2_approve"
-		a := &icrc3.ApproveArgs{FromSubaccount: g.subChoice(other), Amount: idl.NewNat(1 + g.r.Uint64N(1_000_000_000)),
+		a := &icrc1.ApproveArgs{FromSubaccount: g.subChoice(other), Amount: idl.NewNat(1 + g.r.Uint64N(1_000_000_000)),
 			Spender: icrc3.CandidAccount{Owner: g.principal(), Subaccount: g.subChoice(g.sub())},
 			Fee:     g.fee(false), Memo: g.memo(), CreatedAtTime: &stamp}
 		if g.r.IntN(2) == 0 {
@@ -618,7 +619,7 @@ func (g *gen) scenario(idx, batch int) *scenario {
 		}
 		approve()
 		s.setup = append(s.setup, approve)
-		a := &icrc3.TransferFromArgs{SpenderSubaccount: g.subChoice(other), From: icrc3.CandidAccount{Owner: owner, Subaccount: g.subChoice(other)},
+		a := &icrc1.TransferFromArgs{SpenderSubaccount: g.subChoice(other), From: icrc3.CandidAccount{Owner: owner, Subaccount: g.subChoice(other)},
 			Amount: amount, Memo: g.memo(), CreatedAtTime: &stamp}
 		if s.op == opBurnFrom {
 			a.To, a.Amount, a.Fee = w.mint.ToCandid(), burnAmount, g.fee(true)

@@ -20,8 +20,10 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -413,7 +415,7 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint, Verify: w.cfg.verify})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: w.l.ID(), RootKey: w.srv.RootKey(), Endpoint: w.cfg.endpoint, Verify: w.cfg.verify})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -444,14 +446,14 @@ func (w *world) historyChanges() uint64 {
 }
 
 func (w *world) mintTo(a icrc3.Account, amount uint64) {
-	arg := icrc3.TransferArg{FromSubaccount: optBytes(w.mint.Subaccount), To: a.ToCandid(), Amount: idl.NewNat(amount)}
+	arg := icrc1.TransferArg{FromSubaccount: optBytes(w.mint.Subaccount), To: a.ToCandid(), Amount: idl.NewNat(amount)}
 	if _, err := w.l.Transfer(w.mint.Owner, arg); err != nil {
 		w.t.Fatalf("%s: fund %s: %v", w.cfg, a, err)
 	}
 }
 
 func (w *world) approve(from, spender icrc3.Account) {
-	arg := icrc3.ApproveArgs{FromSubaccount: optBytes(from.Subaccount), Spender: spender.ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}
+	arg := icrc1.ApproveArgs{FromSubaccount: optBytes(from.Subaccount), Spender: spender.ToCandid(), Amount: idl.NewNat(uint64(1_000_000_000_000))}
 	if _, err := w.l.Approve(from.Owner, arg); err != nil {
 		w.t.Fatalf("%s: approve %s for %s: %v", w.cfg, from, spender, err)
 	}
@@ -702,13 +704,13 @@ func (w *world) send(s *scenario) {
 	var res any
 	switch {
 	case s.sent.xfer != nil:
-		res = new(icrc3.TransferResult)
+		res = new(icrc1.TransferResult)
 		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.xfer}, []any{res})
 	case s.sent.appr != nil:
-		res = new(icrc3.ApproveResult)
+		res = new(icrc1.ApproveResult)
 		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.appr}, []any{res})
 	default:
-		res = new(icrc3.TransferFromResult)
+		res = new(icrc1.TransferFromResult)
 		err = ag.Call(w.l.ID(), s.sent.method, []any{*s.sent.tf}, []any{res})
 	}
 	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
@@ -746,9 +748,9 @@ func (w *world) exec(c call) string {
 	if err == nil {
 		return "Ok"
 	}
-	var te *icrc3.TransferError
-	var ae *icrc3.ApproveError
-	var fe *icrc3.TransferFromError
+	var te *icrc1.TransferError
+	var ae *icrc1.ApproveError
+	var fe *icrc1.TransferFromError
 	switch {
 	case errors.As(err, &te):
 		return armName(te.Duplicate != nil, te.TooOld != nil, err)
@@ -922,11 +924,11 @@ func (w *world) lagTarget(execs []ledgertest.Execution, lagBatch int, def uint64
 
 func stamped(e ledgertest.Execution) bool {
 	switch a := e.Arg.(type) {
-	case icrc3.TransferArg:
+	case icrc1.TransferArg:
 		return a.CreatedAtTime != nil
-	case icrc3.ApproveArgs:
+	case icrc1.ApproveArgs:
 		return a.CreatedAtTime != nil
-	case icrc3.TransferFromArgs:
+	case icrc1.TransferFromArgs:
 		return a.CreatedAtTime != nil
 	}
 	return false
@@ -934,11 +936,11 @@ func stamped(e ledgertest.Execution) bool {
 
 func execStamp(e ledgertest.Execution) uint64 {
 	switch a := e.Arg.(type) {
-	case icrc3.TransferArg:
+	case icrc1.TransferArg:
 		return *a.CreatedAtTime
-	case icrc3.ApproveArgs:
+	case icrc1.ApproveArgs:
 		return *a.CreatedAtTime
-	case icrc3.TransferFromArgs:
+	case icrc1.TransferFromArgs:
 		return *a.CreatedAtTime
 	}
 	return 0
@@ -1154,18 +1156,18 @@ func (w *world) sameCall(in call, e ledgertest.Execution) bool {
 		return false
 	}
 	switch a := e.Arg.(type) {
-	case icrc3.TransferArg:
+	case icrc1.TransferArg:
 		b := in.xfer
 		fromSide := icrc3.Account{Owner: in.caller, Subaccount: deref(b.FromSubaccount)}
 		feeless := candidToAcct(b.To).Equal(w.mint) || fromSide.Equal(w.mint)
 		return sameSub(a.FromSubaccount, b.FromSubaccount) && sameAcct(a.To, b.To) && natEq(a.Amount, b.Amount) &&
 			memoEq(a.Memo, b.Memo) && u64Eq(a.CreatedAtTime, b.CreatedAtTime) && w.feeOK(b.Fee, feeless)
-	case icrc3.ApproveArgs:
+	case icrc1.ApproveArgs:
 		b := in.appr
 		return sameSub(a.FromSubaccount, b.FromSubaccount) && sameAcct(a.Spender, b.Spender) && natEq(a.Amount, b.Amount) &&
 			optNatEq(a.ExpectedAllowance, b.ExpectedAllowance) && u64Eq(a.ExpiresAt, b.ExpiresAt) &&
 			memoEq(a.Memo, b.Memo) && u64Eq(a.CreatedAtTime, b.CreatedAtTime) && w.feeOK(b.Fee, false)
-	case icrc3.TransferFromArgs:
+	case icrc1.TransferFromArgs:
 		b := in.tf
 		feeless := candidToAcct(b.To).Equal(w.mint)
 		return sameSub(a.SpenderSubaccount, b.SpenderSubaccount) && sameAcct(a.From, b.From) && sameAcct(a.To, b.To) &&

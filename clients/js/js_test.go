@@ -24,6 +24,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testtool"
 	"github.com/reconciled/reconciled/matcher"
@@ -110,7 +111,7 @@ func generate(t *testing.T) vectors {
 		t.Fatal(err)
 	}
 	memo := []byte("lunch")
-	argHex, err := candid.Marshal([]any{icrc3.TransferArg{To: toAcct.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000_000)), Memo: &memo, CreatedAtTime: &stamp}})
+	argHex, err := candid.Marshal([]any{icrc1.TransferArg{To: toAcct.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(150_000_000)), Memo: &memo, CreatedAtTime: &stamp}})
 	if err != nil {
 		t.Fatal(err)
 	}

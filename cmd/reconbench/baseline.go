@@ -14,13 +14,14 @@ import (
 	"github.com/aviate-labs/agent-go"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The baselines are the indexer approach (as Rosetta does it): mirror the
 // whole chain into a local database, verified, then answer questions with
-// SQL. They use the same icrc3.Client as the daemon (same transport,
+// SQL. They use the same icrc3history.Client as the daemon (same transport,
 // decoder and hashing), write rows in large transactions from a writer
 // goroutine that overlaps the network, and index the stamp once the bulk
 // load is done. They differ in how they fetch:
@@ -38,11 +39,11 @@ const (
 )
 
 // newBaselineClient is a fresh client fetching as the style does.
-func (sc *scenario) newBaselineClient(ag *agent.Agent, ep icrc3.Endpoint, style string) (*icrc3.Client, error) {
+func (sc *scenario) newBaselineClient(ag *agent.Agent, ep icrc3.Endpoint, style string) (*icrc3history.Client, error) {
 	if style == styleConcurrent {
 		return sc.newClient(ag, ep)
 	}
-	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep,
+	return icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep,
 		Concurrency: 1, PageSize: icrc3.PageLegacy})
 }
 
@@ -78,7 +79,7 @@ type baseRow struct {
 
 // runBaseline syncs the scenario's ledger into a fresh SQLite file in dir
 // as style fetches, and answers the four cases.
-func (sc *scenario) runBaseline(ctx context.Context, c *icrc3.Client, dir, epName, style string) (BaselineResult, error) {
+func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir, epName, style string) (BaselineResult, error) {
 	res := BaselineResult{Endpoint: epName, Style: style, Verdicts: map[string]string{}}
 	path := filepath.Join(dir, baselineFile(epName, style))
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // The ledger can run in a child process (this binary with -serve-ledger),

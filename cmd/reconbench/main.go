@@ -1,6 +1,6 @@
 // Command reconbench measures reconciled's verdicts side by side with a
 // full-sync baseline, all over loopback against the test replica of
-// icrc3/ledgertest with signed-query verification as in production.
+// ledgertest with signed-query verification as in production.
 //
 //	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-json FILE]
 //
@@ -45,7 +45,7 @@ type config struct {
 	// the ledger or an archive, for reconciled and the baselines alike.
 	RTT time.Duration `json:"rtt_ns"`
 	// Concurrency bounds the page requests in flight of every client but
-	// the sequential baseline's (icrc3.ClientConfig.Concurrency); 0 takes
+	// the sequential baseline's (icrc3history.ClientConfig.Concurrency); 0 takes
 	// the client's default of each endpoint family.
 	Concurrency int           `json:"concurrency"`
 	Seed        int64         `json:"seed"`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -80,18 +81,18 @@ func (sc *scenario) concurrency(ep icrc3.Endpoint) int {
 	case sc.conc > 0:
 		return sc.conc
 	case ep == icrc3.EndpointICRC3:
-		return icrc3.ConcurrencyICRC3
+		return icrc3history.ConcurrencyICRC3
 	}
-	return icrc3.ConcurrencyLegacy
+	return icrc3history.ConcurrencyLegacy
 }
 
 // newClient is a fresh client for the scenario's ledger: nothing detected,
 // no archive known, so every verdict pays for discovery as a cold one does.
-func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3.Client, error) {
-	return icrc3.NewClient(icrc3.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep, Concurrency: sc.conc})
+func (sc *scenario) newClient(ag *agent.Agent, ep icrc3.Endpoint) (*icrc3history.Client, error) {
+	return icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: sc.ledgerID, RootKey: sc.RootKey, Endpoint: ep, Concurrency: sc.conc})
 }
 
-func (sc *scenario) newEngine(c *icrc3.Client, cache reconcile.BlockCache) *reconcile.Engine {
+func (sc *scenario) newEngine(c *icrc3history.Client, cache reconcile.BlockCache) *reconcile.Engine {
 	var h reconcile.History = c
 	if sc.icp != nil {
 		// As the daemon reads it: the family told by the endpoints.

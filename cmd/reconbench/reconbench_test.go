@@ -14,7 +14,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 // TestMain lets the test binary serve as the ledger child process, as the

@@ -6,7 +6,7 @@ import (
 	"math"
 	"text/tabwriter"
 
-	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 )
 
 // Report is everything one run measured; it is written as JSON so runs can
@@ -259,7 +259,7 @@ func (r *Report) writeTable(w io.Writer) error {
 // concName is the configured concurrency, 0 being the client's defaults.
 func concName(c int) string {
 	if c == 0 {
-		return fmt.Sprintf("client default (%d legacy, %d icrc3)", icrc3.ConcurrencyLegacy, icrc3.ConcurrencyICRC3)
+		return fmt.Sprintf("client default (%d legacy, %d icrc3)", icrc3history.ConcurrencyLegacy, icrc3history.ConcurrencyICRC3)
 	}
 	return fmt.Sprint(c)
 }

@@ -10,8 +10,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 )
 
@@ -147,16 +148,16 @@ func buildScenarioOn(blocks int, span time.Duration, seed int64, icp bool) (*sce
 		return fail(err)
 	}
 	mint := l.MintingAccount()
-	if _, err := l.Transfer(mint.Owner, icrc3.TransferArg{To: icrc3.Account{Owner: alice}.ToCandid(),
-		Amount: icrc3.IDLNat(icrc3.NatFromUint64(1_000_000_000_000))}); err != nil {
+	if _, err := l.Transfer(mint.Owner, icrc1.TransferArg{To: icrc3.Account{Owner: alice}.ToCandid(),
+		Amount: icrc1.IDLNat(icrc3.NatFromUint64(1_000_000_000_000))}); err != nil {
 		return fail(fmt.Errorf("fund payer: %w", err))
 	}
 	// Keep the window clear of the pre-window history's last blocks.
 	srv.Advance(3 * time.Minute)
 	sc.Stamp = srv.Now()
 	pay := func(stamp, amount uint64, memo []byte, to principal.Principal) (uint64, error) {
-		return l.Transfer(alice, icrc3.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(),
-			Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp})
+		return l.Transfer(alice, icrc1.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(),
+			Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount)), Memo: &memo, CreatedAtTime: &stamp})
 	}
 	if sc.Found["start"], err = pay(sc.Stamp, 1, []byte{1}, bob); err != nil {
 		return fail(fmt.Errorf("plant start: %w", err))

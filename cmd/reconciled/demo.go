@@ -17,8 +17,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -189,24 +190,24 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 
 	// 1. A transfer whose reply is lost.
 	now := srv.Now()
-	xfer := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000)),
+	xfer := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(150_000)),
 		Memo: &[]byte{'l', 'u', 'n', 'c', 'h'}, CreatedAtTime: &now}
-	var xres icrc3.TransferResult
+	var xres icrc1.TransferResult
 	if alice.call(L, "icrc1_transfer", xfer, &xres) {
 		return nil, errors.New("demo: the transfer's reply was not lost")
 	}
 	// 2. An approve and a transfer_from by the spender, replies lost too.
 	approveAt := srv.Now()
-	appr := icrc3.ApproveArgs{Spender: icrc3.Account{Owner: bob.principal()}.ToCandid(),
-		Amount: icrc3.IDLNat(icrc3.NatFromUint64(1_000_000)), CreatedAtTime: &approveAt}
-	var ares icrc3.ApproveResult
+	appr := icrc1.ApproveArgs{Spender: icrc3.Account{Owner: bob.principal()}.ToCandid(),
+		Amount: icrc1.IDLNat(icrc3.NatFromUint64(1_000_000)), CreatedAtTime: &approveAt}
+	var ares icrc1.ApproveResult
 	if alice.call(L, "icrc2_approve", appr, &ares) {
 		return nil, errors.New("demo: the approve's reply was not lost")
 	}
 	fromAt := srv.Now()
-	xfrom := icrc3.TransferFromArgs{From: icrc3.Account{Owner: alice.principal()}.ToCandid(), To: carol.ToCandid(),
-		Amount: icrc3.IDLNat(icrc3.NatFromUint64(250_000)), CreatedAtTime: &fromAt}
-	var fres icrc3.TransferFromResult
+	xfrom := icrc1.TransferFromArgs{From: icrc3.Account{Owner: alice.principal()}.ToCandid(), To: carol.ToCandid(),
+		Amount: icrc1.IDLNat(icrc3.NatFromUint64(250_000)), CreatedAtTime: &fromAt}
+	var fres icrc1.TransferFromResult
 	if bob.call(L, "icrc2_transfer_from", xfrom, &fres) {
 		return nil, errors.New("demo: the transfer_from's reply was not lost")
 	}
@@ -218,7 +219,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 
 	// 3. A transfer that was never sent: not_yet while its window is open.
 	stamp := srv.Now()
-	never := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(99)), CreatedAtTime: &stamp}
+	never := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(99)), CreatedAtTime: &stamp}
 	neverDoc := transferIntent("demo-never-sent", L, alice.principal(), never)
 	if _, err := ask(neverDoc, anyVerdict); err != nil {
 		return nil, err
@@ -251,7 +252,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 
 	// 4. Never sent, window open.
 	stamp2 := srv.Now()
-	open := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(77)), CreatedAtTime: &stamp2}
+	open := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(77)), CreatedAtTime: &stamp2}
 	openDoc := transferIntent("demo-window-open", L, alice.principal(), open)
 	if v, err = ask(openDoc, anyVerdict); err != nil {
 		return nil, err
@@ -260,7 +261,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 
 	// 5. A ledger whose certificates do not verify.
 	stamp3 := srv.Now()
-	bad := icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(5)), CreatedAtTime: &stamp3}
+	bad := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(5)), CreatedAtTime: &stamp3}
 	badDoc := transferIntent("demo-forged-cert", broken.ID(), alice.principal(), bad)
 	if v, err = ask(badDoc, anyVerdict); err != nil {
 		return nil, err
@@ -268,7 +269,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	add(badDoc.ID, badDoc.Method, "certificate signed by a wrong key; retried with backoff", v)
 
 	// 6. No created_at_time: nothing to match on.
-	invDoc := transferIntent("demo-no-stamp", L, alice.principal(), icrc3.TransferArg{To: carol.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(1))})
+	invDoc := transferIntent("demo-no-stamp", L, alice.principal(), icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(1))})
 	var m map[string]any
 	_ = json.Unmarshal(invDoc.json(), &m)
 	delete(m["args"].(map[string]any), "created_at_time")

@@ -13,8 +13,9 @@ import (
 	"github.com/aviate-labs/agent-go/identity"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -92,20 +93,20 @@ func acctText(c icrc3.CandidAccount) string {
 	return a.String()
 }
 
-func transferIntent(id string, ledger, caller principal.Principal, a icrc3.TransferArg) intentDoc {
+func transferIntent(id string, ledger, caller principal.Principal, a icrc1.TransferArg) intentDoc {
 	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc1_transfer", Caller: caller.Encode(), After: "Err.TooOld",
 		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "to": acctText(a.To),
 			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
 }
 
-func approveIntent(id string, ledger, caller principal.Principal, a icrc3.ApproveArgs) intentDoc {
+func approveIntent(id string, ledger, caller principal.Principal, a icrc1.ApproveArgs) intentDoc {
 	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_approve", Caller: caller.Encode(), After: "unknown",
 		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "spender": acctText(a.Spender),
 			"amount": a.Amount.BigInt().String(), "expected_allowance": nil, "expires_at": optU64(a.ExpiresAt),
 			"fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
 }
 
-func transferFromIntent(id string, ledger, caller principal.Principal, a icrc3.TransferFromArgs) intentDoc {
+func transferFromIntent(id string, ledger, caller principal.Principal, a icrc1.TransferFromArgs) intentDoc {
 	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_transfer_from", Caller: caller.Encode(), After: "unknown",
 		Args: map[string]any{"spender_subaccount": optHex(a.SpenderSubaccount), "from": acctText(a.From), "to": acctText(a.To),
 			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}

@@ -11,8 +11,10 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -42,7 +44,7 @@ func (w *world) daemon(name, dir string, poll time.Duration) *daemon.Daemon {
 }
 
 // daemonWith is daemon with an adjustment of every ledger client's config.
-func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3.ClientConfig)) *daemon.Daemon {
+func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3history.ClientConfig)) *daemon.Daemon {
 	w.t.Helper()
 	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32,
 		Tune: func(_ *daemon.Config, o *daemon.Options) { o.ClientConfig = cc }})
@@ -73,8 +75,8 @@ func funded(p principal.Principal) []ledgertest.Balance {
 	return []ledgertest.Balance{{Account: icrc3.Account{Owner: p}, Amount: icrc3.NatFromUint64(1_000_000_000_000)}}
 }
 
-func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo string) icrc3.TransferArg {
-	a := icrc3.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(amount)), CreatedAtTime: stamp}
+func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo string) icrc1.TransferArg {
+	a := icrc1.TransferArg{To: icrc3.Account{Owner: to}.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(amount)), CreatedAtTime: stamp}
 	if memo != "" {
 		m := []byte(memo)
 		a.Memo = &m

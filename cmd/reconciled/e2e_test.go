@@ -17,7 +17,8 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -314,7 +315,7 @@ func TestRestartMidScan(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// Small pages, so the scan takes many slow requests.
-	small := func(c *icrc3.ClientConfig) { c.Endpoint = icrc3.EndpointICRC3 }
+	small := func(c *icrc3history.ClientConfig) { c.Endpoint = icrc3.EndpointICRC3 }
 	d1 := w.daemonWith("one", dir, time.Hour, small)
 
 	// Watched before the restart: a not_yet intent.

@@ -23,8 +23,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -178,8 +179,8 @@ func TestReadmeNATSExample(t *testing.T) {
 	}
 	// Today's payment by the same caller: history the scan must read past.
 	now := srv.Now()
-	if _, err := ledger.Transfer(caller, icrc3.TransferArg{To: icrc3.Account{Owner: principal.AnonymousID}.ToCandid(),
-		Amount: icrc3.IDLNat(icrc3.NatFromUint64(150_000_000)), CreatedAtTime: &now}); err != nil {
+	if _, err := ledger.Transfer(caller, icrc1.TransferArg{To: icrc3.Account{Owner: principal.AnonymousID}.ToCandid(),
+		Amount: icrc1.IDLNat(icrc3.NatFromUint64(150_000_000)), CreatedAtTime: &now}); err != nil {
 		t.Fatal(err)
 	}
 	if now < stamp+uint64(24*time.Hour+2*time.Minute) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

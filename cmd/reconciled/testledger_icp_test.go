@@ -12,8 +12,10 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -55,15 +57,15 @@ func TestTestLedgerServesAnICPLedger(t *testing.T) {
 	// The test replica's clock starts at the wall clock.
 	stamp := uint64(time.Now().UnixNano())
 	memo := []byte("icp-1")
-	arg := icrc3.TransferArg{To: to.ToCandid(), Amount: icrc3.IDLNat(icrc3.NatFromUint64(12345)), Memo: &memo, CreatedAtTime: &stamp}
-	var res icrc3.TransferResult
+	arg := icrc1.TransferArg{To: to.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(12345)), Memo: &memo, CreatedAtTime: &stamp}
+	var res icrc1.TransferResult
 	if err := a.Call(ledger, "icrc1_transfer", []any{arg}, []any{&res}); err != nil {
 		t.Fatalf("icrc1_transfer: %v", err)
 	}
 	if res.Ok == nil {
 		t.Fatalf("icrc1_transfer: %+v", res.Err)
 	}
-	c, err := icrc3.NewClient(icrc3.ClientConfig{Agent: a, Ledger: ledger})
+	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: a, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}

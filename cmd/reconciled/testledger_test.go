@@ -19,8 +19,9 @@ import (
 	"github.com/aviate-labs/agent-go"
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 func TestTestLedgerPrintsReadyLineAndServes(t *testing.T) {
@@ -173,9 +174,9 @@ func TestTestLedgerWindowAndFunding(t *testing.T) {
 		{ns - uint64(61*time.Minute), "TooOld"},          // older than the 1 h window
 		{ns + uint64(10*time.Second), "CreatedInFuture"}, // beyond the 5 s drift
 	} {
-		var tr icrc3.TransferResult
+		var tr icrc1.TransferResult
 		created := c.created
-		arg := icrc3.TransferArg{To: icrc3.CandidAccount{Owner: alice}, Amount: idl.NewNat(uint64(1)), CreatedAtTime: &created}
+		arg := icrc1.TransferArg{To: icrc3.CandidAccount{Owner: alice}, Amount: idl.NewNat(uint64(1)), CreatedAtTime: &created}
 		if err := a.Call(ledger, "icrc1_transfer", []any{arg}, []any{&tr}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Package daemontest runs daemons for tests: a test replica of the IC
-// (icrc3/ledgertest), an embedded NATS server with JetStream, the tool
+// (ledgertest), an embedded NATS server with JetStream, the tool
 // layer's connection, and daemons wired exactly as `reconciled serve`
 // wires them, all on loopback and temp dirs, stopped when the test ends.
 //

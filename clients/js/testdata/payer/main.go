@@ -20,8 +20,9 @@ import (
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/identity"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest"
 )
 
 func main() {
@@ -80,7 +81,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	arg := icrc3.TransferArg{To: toAcct.ToCandid(), Amount: icrc3.IDLNat(amt), CreatedAtTime: stamp}
+	arg := icrc1.TransferArg{To: toAcct.ToCandid(), Amount: icrc1.IDLNat(amt), CreatedAtTime: stamp}
 	if *memo != "" {
 		b, err := hex.DecodeString(*memo)
 		if err != nil {
@@ -112,7 +113,7 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("icrc1_transfer: %w", err)
 	}
-	var res icrc3.TransferResult
+	var res icrc1.TransferResult
 	if err := candid.Unmarshal(reply, []any{&res}); err != nil {
 		return fmt.Errorf("decode reply: %w", err)
 	}

@@ -1,0 +1,9 @@
+// Package icagent is the IC transport of the ledger clients, over agent-go:
+// a Conn sends one ledger's queries (signed-query verification on or off)
+// and replicated calls, read back through read_state, and verifies what it
+// gets against the subnet's certificates (BLS signature under the root key,
+// the delegation and its canister range, the age of /time). It parses
+// certificates and hash trees strictly, since they come from a single node,
+// reads tip and data certificates, and classifies agent-go's errors into
+// icrc3 error kinds. It knows no ledger's methods.
+package icagent

@@ -1,0 +1,9 @@
+// Package icrc3 is the ICRC-3 block model shared by every ledger family:
+// blocks, accounts and generic values with their representation-independent
+// hashing, block parsing, hash-chain verification, and the hand-written,
+// bounded Candid decoders of block pages (the ICP ledger's replies
+// included). Tip, Features and the error kinds are the data every family's
+// history returns. It is pure: it imports the standard library and
+// agent-go's principal only, so matcher compiles without the IC transport
+// (DESIGN §8). Reading a ledger is icagent's and the families' work.
+package icrc3
