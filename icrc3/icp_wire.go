@@ -302,5 +302,11 @@ func (c *Client) Now() time.Time { return c.now() }
 // MaxCertAge bounds the age of a certificate's /time.
 func (c *Client) MaxCertAge() time.Duration { return c.maxAge }
 
-// Concurrency bounds the requests in flight.
+// Concurrency bounds the requests in flight; 0 leaves it to each reader's
+// default.
 func (c *Client) Concurrency() int { return c.conc }
+
+// CountBlocks adds n blocks a reader built on the client received to its
+// Stats, as the client's own pages are counted: the ICP family's pages
+// show in the same blocks-read figures.
+func (c *Client) CountBlocks(n int) { c.countBlocks(n) }
