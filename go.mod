@@ -2,7 +2,12 @@ module github.com/reconciled/reconciled
 
 go 1.26.8
 
-require github.com/aviate-labs/agent-go v0.9.2
+require (
+	github.com/aviate-labs/agent-go v0.9.2
+	github.com/bufbuild/protocompile v0.14.1
+)
+
+require golang.org/x/sync v0.24.0 // indirect
 
 require (
 	github.com/0x51-dev/upeg v0.1.5 // indirect

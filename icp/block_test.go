@@ -1,6 +1,7 @@
 package icp
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,9 +129,10 @@ func TestDecodeRefusesWhatTheLedgerNeverWrites(t *testing.T) {
 }
 
 // FuzzDecodeAgreesWithTheSchema: whatever this decoder accepts, the
-// protobuf module reads the same way.
+// protobuf module reads the same way, and Encode writes it back as the
+// ledger would (the message its into_proto builds, in prost's order).
 func FuzzDecodeAgreesWithTheSchema(f *testing.F) {
-	for _, b := range sampleBlocks() {
+	for _, b := range edgeBlocks() {
 		raw, err := Encode(b)
 		if err != nil {
 			f.Fatal(err)
@@ -149,6 +151,13 @@ func FuzzDecodeAgreesWithTheSchema(f *testing.F) {
 		}
 		if !reflect.DeepEqual(normalize(ref), normalize(got)) {
 			t.Fatalf("%x: the schema reads\n%+v\nthis package\n%+v", raw, ref.Tx, got.Tx)
+		}
+		re, err := Encode(got)
+		if err != nil {
+			t.Fatalf("%x: decoded, but encoding it back fails: %v", raw, err)
+		}
+		if want := marshalIn(prostOrder, intoProto(md, got)); !bytes.Equal(re, want) {
+			t.Fatalf("%x: re-encoded as\n%x\nthe ledger writes\n%x", raw, re, want)
 		}
 	})
 }

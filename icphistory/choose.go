@@ -28,6 +28,7 @@ type historySource interface {
 	Tip(ctx context.Context) (icrc3.Tip, error)
 	Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error
 	BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error
+	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error
 	Detect(ctx context.Context) (icrc3.Features, error)
 	Forget()
 }
@@ -87,6 +88,17 @@ func (f *Family) BlocksDesc(ctx context.Context, start, end uint64, fn func([]ic
 		return err
 	}
 	return s.BlocksDesc(ctx, start, end, fn)
+}
+
+// BlocksDescAbove passes the engine's aimed walk on to either family, so
+// a ledger read through Family keeps the concurrent walk the engine takes
+// from a bare client.
+func (f *Family) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+	s, err := f.source(ctx)
+	if err != nil {
+		return err
+	}
+	return s.BlocksDescAbove(ctx, start, end, floor, fn)
 }
 
 func (f *Family) Detect(ctx context.Context) (icrc3.Features, error) {

@@ -146,6 +146,28 @@ func (h *History) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3
 // BlocksDesc delivers [start, end) from the top down, each page ascending,
 // reading up to the client's concurrency pages at once.
 func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	return h.blocksDesc(ctx, start, end, nil, fn)
+}
+
+// BlocksDescAbove is BlocksDesc for a walk whose end is learnt on the way,
+// as icrc3history.Client's: no page lying wholly below floor() is requested, and
+// once the pages requested are delivered and the next lies below floor(),
+// the walk ends, possibly above start. Without it the engine could only
+// ask for one stretch at a time and pay a round trip per stretch.
+func (h *History) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+	return h.blocksDesc(ctx, start, end, floor, fn)
+}
+
+// concurrency is the pages read at once: the client's bound, or by
+// default the legacy endpoint's, whose pages are as large as these.
+func (h *History) concurrency() int {
+	if c := h.c.Concurrency(); c > 0 {
+		return c
+	}
+	return icrc3history.ConcurrencyLegacy
+}
+
+func (h *History) blocksDesc(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
 	if end <= start {
 		return nil
 	}
@@ -153,7 +175,8 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 		page []icrc3.Block
 		err  error
 	}
-	conc := max(h.c.Concurrency(), 1)
+	conc := h.concurrency()
+	below := func(hi uint64) bool { return floor != nil && hi <= floor() }
 	// Deferred in this order, an early return cancels the pages still in
 	// flight before waiting for them.
 	var wg sync.WaitGroup
@@ -164,7 +187,10 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 	for hi > start {
 		// One batch of up to conc pages, delivered in order.
 		var batch []chan result
-		for k := 0; k < conc && hi > start; k++ {
+		if below(hi) {
+			return nil
+		}
+		for k := 0; k < conc && hi > start && !below(hi); k++ {
 			lo := start
 			if hi-start > Page {
 				lo = hi - Page
@@ -214,6 +240,7 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 	if err != nil {
 		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
 	}
+	h.c.CountBlocks(len(res.Blocks))
 	got := make(map[uint64][]byte, hi-lo)
 	for i, b := range res.Blocks {
 		got[res.FirstIndex+uint64(i)] = b
@@ -263,6 +290,7 @@ func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length 
 	if err == nil {
 		var bs [][]byte
 		if bs, err = icrc3.DecodeGetEncodedBlocksResult(raw); err == nil {
+			h.c.CountBlocks(len(bs))
 			return bs, nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/matcher"
@@ -77,9 +78,24 @@ type baseRow struct {
 	raw     []byte
 }
 
+// baselineHistory is what a baseline syncs from: an icrc3history.Client, or the
+// ICP family's reader over one.
+type baselineHistory interface {
+	Tip(ctx context.Context) (icrc3.Tip, error)
+	Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error
+	BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error
+	Detect(ctx context.Context) (icrc3.Features, error)
+}
+
 // runBaseline syncs the scenario's ledger into a fresh SQLite file in dir
 // as style fetches, and answers the four cases.
 func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir, epName, style string) (BaselineResult, error) {
+	return sc.runBaselineOn(ctx, c, c, dir, epName, style)
+}
+
+// runBaselineOn is runBaseline reading through h, c being the client
+// under it (for its counters).
+func (sc *scenario) runBaselineOn(ctx context.Context, h baselineHistory, c *icrc3history.Client, dir, epName, style string) (BaselineResult, error) {
 	res := BaselineResult{Endpoint: epName, Style: style, Verdicts: map[string]string{}}
 	path := filepath.Join(dir, baselineFile(epName, style))
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
@@ -99,7 +115,7 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir
 		raw   BLOB NOT NULL)`); err != nil {
 		return res, fmt.Errorf("baseline: create table: %w", err)
 	}
-	tip, err := c.Tip(ctx)
+	tip, err := h.Tip(ctx)
 	if err != nil {
 		return res, fmt.Errorf("baseline: tip: %w", err)
 	}
@@ -117,7 +133,7 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir
 	// down from the tip with a Verifier, as Rosetta does.
 	var count uint64
 	var prev icrc3.Hash
-	fetch, check := c.Blocks, func(page []icrc3.Block) error {
+	fetch, check := h.Blocks, func(page []icrc3.Block) error {
 		for i := range page {
 			b := &page[i]
 			switch {
@@ -135,7 +151,7 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir
 	}
 	down := icrc3.NewVerifier(tip.Anchor())
 	if style == styleSequential {
-		fetch, check = c.BlocksDesc, func(page []icrc3.Block) error {
+		fetch, check = h.BlocksDesc, func(page []icrc3.Block) error {
 			if err := down.PushPage(page); err != nil {
 				return fmt.Errorf("baseline: %w", err)
 			}
@@ -150,7 +166,12 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir
 		batch := make([]baseRow, len(page))
 		for i := range page {
 			b := &page[i]
-			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: b.Raw}
+			// As an indexer keeps them: in the ledger's own encoding.
+			raw := b.Raw
+			if b.Native != nil {
+				raw = b.Native
+			}
+			batch[i] = baseRow{idx: b.Index, ts: b.TS, hash: b.Hash, raw: raw}
 			if b.CreatedAt != nil {
 				st := *b.CreatedAt
 				batch[i].stamp = &st
@@ -187,7 +208,7 @@ func (sc *scenario) runBaseline(ctx context.Context, c *icrc3history.Client, dir
 	res.IndexSeconds = time.Since(ti).Seconds()
 	synced := time.Since(t0)
 
-	f, err := c.Detect(ctx)
+	f, err := h.Detect(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -300,15 +321,9 @@ func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules m
 		if err := q.Scan(&idx, &hash, &raw); err != nil {
 			return v, fmt.Errorf("baseline: search %s: %w", in.ID, err)
 		}
-		val, err := icrc3.UnmarshalValue(raw)
+		b, err := parseRow(uint64(idx), hash, raw, tip.Format)
 		if err != nil {
-			return v, fmt.Errorf("baseline: block %d: %w", idx, err)
-		}
-		var h icrc3.Hash
-		copy(h[:], hash)
-		b, err := icrc3.ParseBlock(uint64(idx), val, h)
-		if err != nil {
-			return v, fmt.Errorf("baseline: block %d: %w", idx, err)
+			return v, err
 		}
 		if matcher.Match(in, &b, rules).Match {
 			v.Status, v.Final = reconcile.StatusFound, true
@@ -325,4 +340,27 @@ func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules m
 		v.Status = reconcile.StatusNotYet
 	}
 	return v, nil
+}
+
+// parseRow rebuilds a mirrored block: protobuf when the tip is the ICP
+// ledger's, an ICRC-3 Value otherwise.
+func parseRow(idx uint64, hash, raw []byte, format string) (icrc3.Block, error) {
+	if format == icrc3.TipFormatICP {
+		b, _, err := icp.ToICRC3(idx, raw)
+		if err != nil {
+			return b, fmt.Errorf("baseline: %w", err)
+		}
+		return b, nil
+	}
+	val, err := icrc3.UnmarshalValue(raw)
+	if err != nil {
+		return icrc3.Block{}, fmt.Errorf("baseline: block %d: %w", idx, err)
+	}
+	var h icrc3.Hash
+	copy(h[:], hash)
+	b, err := icrc3.ParseBlock(idx, val, h)
+	if err != nil {
+		return b, fmt.Errorf("baseline: block %d: %w", idx, err)
+	}
+	return b, nil
 }

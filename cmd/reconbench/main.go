@@ -9,7 +9,8 @@
 // matches at the window's start, middle and end and for an absent intent,
 // on both endpoint families; the baselines' full syncs into SQLite (pages
 // fetched concurrently, and one page at a time from the tip down as ICRC
-// Rosetta fetches) and their time to first answer; many intents through
+// Rosetta fetches; for the ICP-style ledger one 2000-block window at a time,
+// as ICP Rosetta does) and their time to first answer; many intents through
 // NATS, the service and the store; peak RSS and CPU; and
 // decode+hash+match throughput per core. With -rtt every request to the
 // ledger and its archives waits that long at the replica, as a mainnet
@@ -229,9 +230,10 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	}
 	rep.OursPeakRSS, rep.OursPeakRSSRise = ours.peak()
 
+	var icpBase *BaselineResult
 	if cfg.ICP {
 		logf("building an ICP-style ledger of %d blocks over %s (in process)", cfg.Blocks, cfg.Span)
-		cases, err := runICPCases(ctx, cfg)
+		cases, base, err := runICPCases(ctx, cfg, dir)
 		if err != nil {
 			return nil, fmt.Errorf("icp ledger: %w", err)
 		}
@@ -239,6 +241,10 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 			logf("reconciled icp %s: p50 %.1f ms, %.0f queries, %.0f blocks", r.Case, r.LatencyMS.P50, r.Queries, r.BlocksClient)
 		}
 		rep.Cases = append(rep.Cases, cases...)
+		if base != nil {
+			logf("baseline icp sequential: first answer after %.1f s", base.FirstAnswerS)
+			icpBase = base
+		}
 	}
 
 	if cfg.Intents > 0 {
@@ -274,12 +280,13 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 				b.PeakRSS, b.PeakRSSRise = phase.peak()
 				rep.Baseline = append(rep.Baseline, b)
 				logf("baseline %s %s: first answer after %.1f s", ep.name, style, b.FirstAnswerS)
-				// A million-block mirror is hundreds of MiB: free it now.
-				for _, suffix := range []string{"", "-wal", "-shm"} {
-					_ = os.Remove(filepath.Join(dir, baselineFile(ep.name, style)+suffix))
-				}
+				removeBaselineFile(dir, ep.name, style)
 			}
 		}
+	}
+	if icpBase != nil {
+		// Listed after the ICRC families' so that theirs stays first.
+		rep.Baseline = append(rep.Baseline, *icpBase)
 	}
 	rep.LoadEnd = loadAvg()
 	rep.evaluate()
@@ -295,6 +302,14 @@ func (r *Report) writeJSON(path string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// removeBaselineFile frees a baseline's mirror: at a million blocks it is
+// hundreds of MiB.
+func removeBaselineFile(dir, epName, style string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(filepath.Join(dir, baselineFile(epName, style)+suffix))
+	}
 }
 
 // lockedWriter serialises writes from several goroutines.

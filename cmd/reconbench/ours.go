@@ -56,6 +56,9 @@ type CaseResult struct {
 	Bound          float64 `json:"query_bound"`
 	QueryRatio     float64 `json:"query_ratio"`
 
+	// MaxInFlight is the most queries one run had outstanding at once.
+	MaxInFlight int `json:"max_in_flight"`
+
 	// RTTFloorMS is what any reader needs at the injected round trip with
 	// Concurrency pages in flight: (ceil(pages to verify / C) + 2) × RTT,
 	// the 2 for the certified tip and the ledger's metadata. FloorRatio =
@@ -107,28 +110,45 @@ func (sc *scenario) newEngine(c *icrc3history.Client, cache reconcile.BlockCache
 }
 
 // runICPCases decides the single-intent cases on an ICP-style ledger of
-// cfg's shape, reported under the endpoint "icp".
-func runICPCases(ctx context.Context, cfg config) ([]CaseResult, error) {
+// cfg's shape, reported under the endpoint "icp", and unless
+// cfg.SkipBaseline syncs it as ICP Rosetta does (sequential, in dir).
+func runICPCases(ctx context.Context, cfg config, dir string) ([]CaseResult, *BaselineResult, error) {
 	sc, err := buildScenarioOn(cfg.Blocks, cfg.Span, cfg.Seed, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer sc.close()
 	sc.injectRTT(cfg.RTT)
 	sc.conc, sc.rtt = cfg.Concurrency, cfg.RTT
 	ag, err := sc.newAgent()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []CaseResult
 	for _, name := range caseNames {
 		r, err := sc.runCase(ctx, ag, icrc3.EndpointAuto, "icp", icphistory.Page, name, cfg.Runs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	if cfg.SkipBaseline {
+		return out, nil, nil
+	}
+	// One 2000-block window at a time from the certified tip down, through
+	// query_encoded_blocks and the archives' get_encoded_blocks.
+	c, err := sc.newBaselineClient(ag, icrc3.EndpointAuto, styleSequential)
+	if err != nil {
+		return nil, nil, err
+	}
+	phase := startMemPhase()
+	b, err := sc.runBaselineOn(ctx, icphistory.New(c), c, dir, "icp", styleSequential)
+	if err != nil {
+		return nil, nil, fmt.Errorf("baseline: %w", err)
+	}
+	b.PeakRSS, b.PeakRSSRise = phase.peak()
+	removeBaselineFile(dir, "icp", styleSequential)
+	return out, &b, nil
 }
 
 // check refuses a verdict that is not the scenario's truth: a benchmark of
@@ -177,6 +197,7 @@ func (sc *scenario) runCase(ctx context.Context, ag *agent.Agent, ep icrc3.Endpo
 		fetched += st.Blocks
 		served += sc.blocksServed() - before
 		r.QueriesByMethod = st.Queries
+		r.MaxInFlight = max(r.MaxInFlight, st.MaxInFlight)
 		r.Status = string(v.Status)
 		if v.Block != nil {
 			b := int64(v.Block.Index)

@@ -14,6 +14,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -69,12 +70,19 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, c := range rep.Cases {
 		if c.Endpoint == "icp" {
-			// No baseline for the ICP family: a verdict reads tip..window
-			// in 2000-block pages, as the legacy endpoint does, plus the
-			// family probe and the certified minting account of a cold
-			// client (the bound's +2 counts only the tip).
+			// Only a sequential baseline for the ICP family: a verdict
+			// reads tip..window in 2000-block pages, as the legacy endpoint
+			// does, plus the family probe and the certified minting account
+			// of a cold client (the bound's +2 counts only the tip).
 			if c.Queries <= 0 || c.Queries > c.Bound+3 {
 				t.Errorf("icp %s: %.1f queries %v, bound %.0f", c.Case, c.Queries, c.QueriesByMethod, c.Bound)
+			}
+			b := rep.baselineStyle("icp", styleSequential)
+			if b == nil {
+				t.Fatal("no sequential baseline for the ICP ledger")
+			}
+			if c.BlocksClient < float64(c.BlocksToVerify) || c.BlocksClient >= float64(b.BlocksClient) {
+				t.Errorf("icp %s fetched %.0f blocks (to verify %d), baseline %d", c.Case, c.BlocksClient, c.BlocksToVerify, b.BlocksClient)
 			}
 			t.Logf("icp %s: %.1f queries %v, bound %.0f", c.Case, c.Queries, c.QueriesByMethod, c.Bound)
 			continue
@@ -107,12 +115,14 @@ func TestSmoke(t *testing.T) {
 	// The sequential baseline reads the whole chain one 2000-block window
 	// at a time: at least a query per window, and the same verdicts.
 	seq := rep.baselineStyle("legacy2000", styleSequential)
-	if seq == nil || len(rep.Baseline) != len(endpoints)+1 {
-		t.Fatalf("%d baselines, sequential legacy %v: want one per family and a sequential legacy one", len(rep.Baseline), seq != nil)
+	if seq == nil || len(rep.Baseline) != len(endpoints)+2 {
+		t.Fatalf("%d baselines, sequential legacy %v: want one per ICRC family, a sequential legacy one and the ICP ledger's", len(rep.Baseline), seq != nil)
 	}
-	if windows := (rep.Ledger.Blocks + 1999) / 2000; seq.Blocks != rep.Ledger.Blocks || seq.BlocksClient < rep.Ledger.Blocks || seq.Queries < windows {
-		t.Errorf("sequential baseline synced %d blocks (fetched %d) in %d queries, want all %d in at least %d",
-			seq.Blocks, seq.BlocksClient, seq.Queries, rep.Ledger.Blocks, windows)
+	for _, s := range []*BaselineResult{seq, rep.baselineStyle("icp", styleSequential)} {
+		if windows := (rep.Ledger.Blocks + 1999) / 2000; s.Blocks != rep.Ledger.Blocks || s.BlocksClient < rep.Ledger.Blocks || s.Queries < windows {
+			t.Errorf("sequential %s baseline synced %d blocks (fetched %d) in %d queries, want all %d in at least %d",
+				s.Endpoint, s.Blocks, s.BlocksClient, s.Queries, rep.Ledger.Blocks, windows)
+		}
 	}
 	for name, v := range rep.baseline("legacy2000").Verdicts {
 		if seq.Verdicts[name] != v {
@@ -180,6 +190,39 @@ func TestInprocLedger(t *testing.T) {
 		// The ledger serves at least what the client received.
 		if c.BlocksServed < c.BlocksClient || c.BlocksClient == 0 {
 			t.Errorf("%s %s: ledger served %.0f blocks, client received %.0f", c.Endpoint, c.Case, c.BlocksServed, c.BlocksClient)
+		}
+	}
+}
+
+// TestICPCasesCountWhatTheyRead: the ICP family's verdicts report the
+// blocks they received and read pages as many at a time as the round-trip
+// floor assumes, with the client's default concurrency as with a set one.
+func TestICPCasesCountWhatTheyRead(t *testing.T) {
+	cfg := smokeConfig()
+	// A window of 8,000 blocks: four pages below the tip's.
+	cfg.Runs, cfg.RTT, cfg.Span, cfg.SkipBaseline = 1, 5*time.Millisecond, 60*time.Hour, true
+	for _, conc := range []int{0, 2} {
+		cfg.Concurrency = conc
+		cases, _, err := runICPCases(context.Background(), cfg, t.TempDir())
+		if err != nil {
+			t.Fatalf("concurrency %d: %v", conc, err)
+		}
+		for _, c := range cases {
+			tag := fmt.Sprintf("concurrency %d, icp %s", conc, c.Case)
+			if c.BlocksClient < float64(c.BlocksToVerify) {
+				t.Errorf("%s: %.0f blocks fetched, fewer than the %d it must verify", tag, c.BlocksClient, c.BlocksToVerify)
+			}
+			want := conc
+			if conc == 0 {
+				want = icrc3history.ConcurrencyLegacy
+			}
+			if c.Concurrency != want || c.RTTFloorMS <= 0 || c.FloorRatio <= 0 {
+				t.Errorf("%s: C=%d, floor %.0f ms, ratio %.2f: want C=%d and a floor", tag, c.Concurrency, c.RTTFloorMS, c.FloorRatio, want)
+			}
+			// The tip's page is read alone; further pages together.
+			if pages := (c.BlocksToVerify + c.Page - 1) / c.Page; pages >= 3 && c.MaxInFlight < 2 {
+				t.Errorf("%s: %d pages to verify, at most %d queries in flight", tag, pages, c.MaxInFlight)
+			}
 		}
 	}
 }

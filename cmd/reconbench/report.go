@@ -142,16 +142,20 @@ func (r *Report) evaluate() {
 // rttGoals are the goals at a mainnet round trip: against the sequential
 // (Rosetta-style) baseline on legacy pages, and against each case's floor.
 func (r *Report) rttGoals() {
-	if seq := r.baselineStyle("legacy2000", styleSequential); seq != nil {
+	for _, fam := range []struct{ ep, name string }{{"legacy2000", "legacy"}, {"icp", "ICP ledger"}} {
+		seq := r.baselineStyle(fam.ep, styleSequential)
+		if seq == nil {
+			continue
+		}
 		worst, at := math.Inf(1), ""
 		for _, c := range r.Cases {
-			if c.Endpoint == "legacy2000" && (c.Case == "start" || c.Case == "absent") && c.LatencyMS.P50 > 0 {
+			if c.Endpoint == fam.ep && (c.Case == "start" || c.Case == "absent") && c.LatencyMS.P50 > 0 {
 				if ratio := seq.FirstAnswerS * 1000 / c.LatencyMS.P50; ratio < worst {
 					worst, at = ratio, c.Case
 				}
 			}
 		}
-		r.Goals = append(r.Goals, Goal{Name: "cold start/absent verdict vs sequential baseline first answer (legacy)", Target: ">= 50x",
+		r.Goals = append(r.Goals, Goal{Name: "cold start/absent verdict vs sequential baseline first answer (" + fam.name + ")", Target: ">= 50x",
 			Achieved: worst, Met: worst >= 50, Note: "worst case " + at})
 	}
 	far, farAt, near, nearAt := 0.0, "", 0.0, ""
