@@ -1,7 +1,6 @@
 package icrc3
 
 import (
-	"crypto/sha256"
 	"math/big"
 	"unicode/utf8"
 )
@@ -68,7 +67,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		if len(b) == 32 && [32]byte(b) == [32]byte{} {
 			return zeroSubaccountHash, nil
 		}
-		return sha256.Sum256(b), nil
+		return sum256(b), nil
 	case idText:
 		b, err := d.blob()
 		if err != nil {
@@ -85,7 +84,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 			if !utf8.Valid(b) {
 				return Hash{}, d.errf("text is not valid UTF-8")
 			}
-			h = sha256.Sum256(b)
+			h = sum256(b)
 		}
 		d.appendBytes(KindText, b)
 		return h, nil
@@ -101,12 +100,12 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			return sha256.Sum256(raw), nil
+			return sum256(raw), nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
 		start := len(d.out)
 		d.out = natFromLEB(raw).AppendLEB128(d.out)
-		return sha256.Sum256(d.out[start:]), nil
+		return sum256(d.out[start:]), nil
 	case idNat64:
 		b, err := d.take(8)
 		if err != nil {
@@ -120,7 +119,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		}
 		start := len(d.out)
 		d.out = AppendUvarint(d.out, u)
-		return sha256.Sum256(d.out[start:]), nil
+		return sum256(d.out[start:]), nil
 	case idInt:
 		// No ledger writes Int into a block: the plain big.Int path will do.
 		var i *big.Int
@@ -136,7 +135,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		d.out = append(d.out, byte(KindInt))
 		start := len(d.out)
 		d.out = AppendSLEB128(d.out, i)
-		return sha256.Sum256(d.out[start:]), nil
+		return sum256(d.out[start:]), nil
 	case idArray:
 		inner := d.types[f.typ].inner
 		n, err := d.count(2)
@@ -154,7 +153,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 			s = append(s, h[:]...)
 		}
 		d.scratch[depth] = s
-		return sha256.Sum256(s), nil
+		return sum256(s), nil
 	case idMap:
 		rec := &d.types[d.types[f.typ].inner]
 		n, err := d.count(3)
@@ -191,7 +190,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		}
 		sortPairs(s)
 		d.scratch[depth] = s
-		return sha256.Sum256(s), nil
+		return sum256(s), nil
 	}
 	return Hash{}, d.errf("Value: unknown variant tag %d", f.id)
 }
