@@ -31,10 +31,13 @@ func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 // for a version byte per block and Nat64s of 2^56 and above (up to two bytes
 // more each), so a page almost never outgrows the first allocation. If it
 // does, append moves on to a new array and the blocks already read keep the
-// old one.
+// old one. The parsed blocks' parts come from one slab of a page's size.
 func (d *decoder) reserveOut(n int) {
 	if d.out == nil {
 		d.out = make([]byte, 0, d.remaining()+4*n+64)
+	}
+	if d.parts == nil && n > 0 {
+		d.parts = make([]blockParts, min(n, 2048))
 	}
 }
 

@@ -18,17 +18,18 @@ var sha256IV = [8]uint32{
 }
 
 // sum256 is sha256.Sum256.
-func sum256(b []byte) Hash {
+func sum256(b []byte) (out Hash) {
 	if !haveSHANI {
 		return sha256.Sum256(b)
 	}
 	h := sha256IV
-	return sha256Finish(&h, b, uint64(len(b)))
+	sha256Finish(&h, b, uint64(len(b)), &out)
+	return out
 }
 
-// sha256Finish hashes the rest of a message whose state after its whole
-// blocks before tail is h; total is the message's length in bytes.
-func sha256Finish(h *[8]uint32, tail []byte, total uint64) Hash {
+// sha256Finish hashes into out the rest of a message whose state after
+// the whole blocks before tail is h; total is the message's length in bytes.
+func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
 	n := len(tail) &^ 63
 	if n > 0 {
 		sha256Blocks(h, tail[:n])
@@ -42,9 +43,7 @@ func sha256Finish(h *[8]uint32, tail []byte, total uint64) Hash {
 	}
 	binary.BigEndian.PutUint64(pad[end-8:end], total<<3)
 	sha256Blocks(h, pad[:end])
-	var out Hash
 	for i, v := range h {
 		binary.BigEndian.PutUint32(out[4*i:], v)
 	}
-	return out
 }

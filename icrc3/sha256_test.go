@@ -1,8 +1,10 @@
 package icrc3
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -56,4 +58,43 @@ func FuzzSum256(f *testing.F) {
 			t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", len(b), got, want)
 		}
 	})
+}
+
+// TestSortPairsMatchesBytesOrder holds the map hash's pair sort to plain
+// byte order, for both of its algorithms (up to 16 pairs and above), with
+// pairs that tie on the first eight bytes, on the whole key hash (a
+// repeated key) and on everything.
+func TestSortPairsMatchesBytesOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 4000 {
+		n := r.IntN(40)
+		pairs := make([][64]byte, n)
+		for i := range pairs {
+			switch j := r.IntN(max(i, 1)); {
+			case i > 0 && r.IntN(4) == 0: // shares the first eight bytes
+				copy(pairs[i][:8], pairs[j][:8])
+				pairs[i][8+r.IntN(56)] = byte(r.Uint32())
+			case i > 0 && r.IntN(4) == 0: // the same key
+				copy(pairs[i][:32], pairs[j][:32])
+				pairs[i][32+r.IntN(32)] = byte(r.Uint32())
+			case i > 0 && r.IntN(6) == 0: // the same pair
+				pairs[i] = pairs[j]
+			default:
+				for k := range pairs[i] {
+					pairs[i][k] = byte(r.Uint32())
+				}
+			}
+		}
+		flat := make([]byte, 0, 64*n)
+		for i := range pairs {
+			flat = append(flat, pairs[i][:]...)
+		}
+		slices.SortFunc(pairs, func(a, b [64]byte) int { return bytes.Compare(a[:], b[:]) })
+		sortPairs(flat)
+		for i := range pairs {
+			if !bytes.Equal(flat[i*64:(i+1)*64], pairs[i][:]) {
+				t.Fatalf("round %d, %d pairs: pair %d out of order", round, n, i)
+			}
+		}
+	}
 }
