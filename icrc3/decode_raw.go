@@ -127,7 +127,7 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		// No ledger writes Int into a block: the plain big.Int path will do.
 		var i *big.Int
 		if f.typ == opNat {
-			n, _, err := d.nat()
+			n, err := d.natOnly()
 			if err != nil {
 				return Hash{}, err
 			}

@@ -385,8 +385,18 @@ func natFromLEB(raw []byte) Nat {
 	return Nat{big: b}
 }
 
+// natOnly reads a Candid nat that is no Value (a block id, a length): its
+// hash is never wanted.
+func (d *decoder) natOnly() (Nat, error) {
+	raw, err := d.leb()
+	if err != nil {
+		return Nat{}, err
+	}
+	return natFromLEB(raw), nil
+}
+
 func (d *decoder) natU64(what string) (uint64, error) {
-	n, _, err := d.nat()
+	n, err := d.natOnly()
 	if err != nil {
 		return 0, err
 	}
