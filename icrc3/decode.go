@@ -117,6 +117,7 @@ type decoder struct {
 	out   []byte       // the blocks' encodings (rawValue), shared by a page
 	parts []blockParts // slab carved into parsed blocks
 	rp    rawParser
+	mid   [2]mapMidstate // per depth: the block map and the tx map
 
 	// tree selects the tree-building block reader (value and parseTree),
 	// kept as the oracle of the differential tests; it leaves Raw unset and

@@ -193,9 +193,39 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 		}
 		sortPairs(s)
 		d.scratch[depth] = s
-		return sum256(s), nil
+		return d.mapHash(depth, s), nil
 	}
 	return Hash{}, d.errf("Value: unknown variant tag %d", f.id)
+}
+
+// mapMidstate is the SHA-256 state after the first 64-byte block of the
+// last map hashed at one depth.
+type mapMidstate struct {
+	first [64]byte
+	state [8]uint32
+	ok    bool
+}
+
+// mapHash is sum256 of a map's sorted pairs. A page's maps at one depth
+// often begin with the same pair: tx.op sorts first among a DFINITY
+// transfer's keys and btype first among an ICRC-3 block's, and both repeat
+// block after block. The state after that pair is kept per depth and
+// reused while the pair repeats, saving one of the block's compressions.
+func (d *decoder) mapHash(depth int, s []byte) Hash {
+	if !haveSHANI || len(s) < 128 || depth >= len(d.mid) {
+		return sum256(s)
+	}
+	m := &d.mid[depth]
+	if !m.ok || [64]byte(s[:64]) != m.first {
+		m.first = [64]byte(s[:64])
+		m.state = sha256IV
+		sha256Blocks(&m.state, s[:64])
+		m.ok = true
+	}
+	h := m.state
+	var out Hash
+	sha256Finish(&h, s[64:], uint64(len(s)), &out)
+	return out
 }
 
 func (d *decoder) appendBytes(k Kind, b []byte) {

@@ -34,15 +34,19 @@ func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
 	if n > 0 {
 		sha256Blocks(h, tail[:n])
 	}
-	var pad [128]byte
-	r := copy(pad[:], tail[n:])
-	pad[r] = 0x80
-	end := 64
-	if r >= 56 {
-		end = 128
+	if rest := tail[n:]; len(rest) < 56 {
+		var pad [64]byte
+		copy(pad[:], rest)
+		pad[len(rest)] = 0x80
+		binary.BigEndian.PutUint64(pad[56:], total<<3)
+		sha256Blocks(h, pad[:])
+	} else {
+		var pad [128]byte
+		copy(pad[:], rest)
+		pad[len(rest)] = 0x80
+		binary.BigEndian.PutUint64(pad[120:], total<<3)
+		sha256Blocks(h, pad[:])
 	}
-	binary.BigEndian.PutUint64(pad[end-8:end], total<<3)
-	sha256Blocks(h, pad[:end])
 	for i, v := range h {
 		binary.BigEndian.PutUint32(out[4*i:], v)
 	}

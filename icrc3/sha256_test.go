@@ -98,3 +98,36 @@ func TestSortPairsMatchesBytesOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestMapHashMidstate drives the map hash's kept state through repeats and
+// changes of the first pair, at every depth it keeps and beyond, against
+// crypto/sha256: a stale state would be a wrong block hash.
+func TestMapHashMidstate(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	d := newDecoder(nil)
+	firsts := make([][]byte, 3)
+	for i := range firsts {
+		firsts[i] = make([]byte, 64)
+		for j := range firsts[i] {
+			firsts[i][j] = byte(r.Uint32())
+		}
+	}
+	for round := range 5000 {
+		n := 1 + r.IntN(9)
+		s := make([]byte, 64*n)
+		for j := range s {
+			s[j] = byte(r.Uint32())
+		}
+		switch r.IntN(4) {
+		case 0, 1: // one of a few first pairs, as the blocks of a page have
+			copy(s, firsts[r.IntN(len(firsts))])
+		case 2: // a first pair that differs from a kept one in one bit
+			copy(s, firsts[r.IntN(len(firsts))])
+			s[r.IntN(64)] ^= 1 << r.IntN(8)
+		}
+		depth := r.IntN(len(d.mid) + 1)
+		if got, want := d.mapHash(depth, s), Hash(sha256.Sum256(s)); got != want {
+			t.Fatalf("round %d, depth %d, %d pairs: %s, want %s", round, depth, n, got, want)
+		}
+	}
+}
