@@ -119,6 +119,9 @@ type decoder struct {
 	rp    rawParser
 	mid   [2]mapMidstate // per depth: the block map and the tx map
 
+	keysRepeat bool   // rawBlock's last block repeats a key at depth 0 or 1
+	distinct   []bool // blockVec: per block, !keysRepeat, for parseNumbered
+
 	// tree selects the tree-building block reader (value and parseTree),
 	// kept as the oracle of the differential tests; it leaves Raw unset and
 	// the blocks' Values in trees.

@@ -16,7 +16,11 @@ import (
 // rawBlock reads one block Value of a checked variant type into d.out as a
 // complete encoding (version byte included) and returns it with its hash.
 // The returned slice is capped, so later appends never write into it.
+//
+// d.keysRepeat tells afterwards whether the block's map, or a Map directly
+// in it, has two equal key hashes (a repeated key).
 func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
+	d.keysRepeat = false
 	start := len(d.out)
 	d.out = append(d.out, valueCodecV1)
 	h, err := d.rawValue(ref, 0)
@@ -192,6 +196,15 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 			s = append(s, vh[:]...)
 		}
 		sortPairs(s)
+		if depth <= 1 && !d.keysRepeat {
+			// Sorted, equal keys are neighbours.
+			for i := 64; i < len(s); i += 64 {
+				if [32]byte(s[i:i+32]) == [32]byte(s[i-64:i-32]) {
+					d.keysRepeat = true
+					break
+				}
+			}
+		}
 		d.scratch[depth] = s
 		return d.mapHash(depth, s), nil
 	}
