@@ -19,12 +19,18 @@ var sha256IV = [8]uint32{
 
 // sum256 is sha256.Sum256.
 func sum256(b []byte) (out Hash) {
+	sum256To(&out, b)
+	return out
+}
+
+// sum256To writes sha256.Sum256(b) to dst.
+func sum256To(dst *Hash, b []byte) {
 	if !haveSHANI {
-		return sha256.Sum256(b)
+		*dst = sha256.Sum256(b)
+		return
 	}
 	h := sha256IV
-	sha256Finish(&h, b, uint64(len(b)), &out)
-	return out
+	sha256Finish(&h, b, uint64(len(b)), dst)
 }
 
 // sha256Finish hashes into out the rest of a message whose state after
