@@ -512,7 +512,7 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	}
 	blocks := make([]Block, 0, min(n, 2048))
 	d.reserveOut(n)
-	d.distinct = d.distinct[:0]
+	d.distinct = make([]bool, 0, min(n, 2048))
 	for range n {
 		blocks = append(blocks, Block{})
 		b := &blocks[len(blocks)-1]

@@ -53,7 +53,12 @@ func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
 		binary.BigEndian.PutUint64(pad[120:], total<<3)
 		sha256Blocks(h, pad[:])
 	}
-	for i, v := range h {
-		binary.BigEndian.PutUint32(out[4*i:], v)
-	}
+	binary.BigEndian.PutUint32(out[0:], h[0])
+	binary.BigEndian.PutUint32(out[4:], h[1])
+	binary.BigEndian.PutUint32(out[8:], h[2])
+	binary.BigEndian.PutUint32(out[12:], h[3])
+	binary.BigEndian.PutUint32(out[16:], h[4])
+	binary.BigEndian.PutUint32(out[20:], h[5])
+	binary.BigEndian.PutUint32(out[24:], h[6])
+	binary.BigEndian.PutUint32(out[28:], h[7])
 }
