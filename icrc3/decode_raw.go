@@ -40,7 +40,7 @@ func (d *decoder) reserveOut(n int) {
 	if d.out == nil {
 		d.out = make([]byte, 0, d.remaining()+4*n+64)
 	}
-	if d.parts == nil && n > 0 {
+	if d.parts == nil && n > 0 && !d.tree {
 		d.parts = make([]blockParts, min(n, 2048))
 	}
 }
