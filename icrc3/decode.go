@@ -117,6 +117,10 @@ type decoder struct {
 	out   []byte       // the blocks' encodings (rawValue), shared by a page
 	parts []blockParts // slab carved into parsed blocks
 	rp    rawParser
+	mid   [2]mapMidstate // per depth: the block map and the tx map
+
+	keysRepeat bool   // rawBlock's last block repeats a key at depth 0 or 1
+	distinct   []bool // blockVec: per block, !keysRepeat, for parseNumbered
 
 	// tree selects the tree-building block reader (value and parseTree),
 	// kept as the oracle of the differential tests; it leaves Raw unset and
@@ -172,6 +176,11 @@ func (d *decoder) take(n uint64) ([]byte, error) {
 
 // uleb reads an unsigned LEB128 that must fit in 64 bits.
 func (d *decoder) uleb() (uint64, error) {
+	// Variant tags and most lengths are a single byte.
+	if d.pos < len(d.buf) && d.buf[d.pos] < 0x80 {
+		d.pos++
+		return uint64(d.buf[d.pos-1]), nil
+	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		c, err := d.byte1()
@@ -239,15 +248,15 @@ func (d *decoder) count(minSize int) (int, error) {
 // leb returns the raw bytes of one unsigned or signed LEB128 number.
 func (d *decoder) leb() ([]byte, error) {
 	start := d.pos
-	for {
-		c, err := d.byte1()
-		if err != nil {
-			return nil, err
-		}
-		if c < 0x80 {
+	for i := start; i < len(d.buf); i++ {
+		if d.buf[i] < 0x80 {
+			d.pos = i + 1
 			return d.buf[start:d.pos], nil
 		}
 	}
+	d.pos = len(d.buf)
+	_, err := d.byte1() // the end-of-input error, at the end
+	return nil, err
 }
 
 func (d *decoder) readHeader() (int64, error) {

@@ -264,7 +264,7 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 		}
 	}
 	if !d.tree {
-		return d.rp.parse(dst, id, raw, h, d.part())
+		return d.rp.parse(dst, id, raw, h, d.part(), !d.keysRepeat)
 	}
 	d.trees = append(d.trees, v)
 	blk, err := parseTree(id, v, h)
@@ -512,6 +512,7 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	}
 	blocks := make([]Block, 0, min(n, 2048))
 	d.reserveOut(n)
+	d.distinct = make([]bool, 0, min(n, 2048))
 	for range n {
 		blocks = append(blocks, Block{})
 		b := &blocks[len(blocks)-1]
@@ -520,6 +521,7 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 			b.Hash, err = d.value(valueRef, 0, &d.trees[len(d.trees)-1])
 		} else {
 			b.Raw, b.Hash, err = d.rawBlock(valueRef)
+			d.distinct = append(d.distinct, !d.keysRepeat)
 		}
 		if err != nil {
 			return nil, err
@@ -535,7 +537,9 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 	}
 	for i := range blocks {
 		if !d.tree {
-			if err := d.rp.parse(&blocks[i], first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part()); err != nil {
+			// The flags are blockVec's for these very blocks, or none.
+			distinct := len(d.distinct) == len(blocks) && d.distinct[i]
+			if err := d.rp.parse(&blocks[i], first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part(), distinct); err != nil {
 				return err
 			}
 			continue

@@ -335,3 +335,47 @@ func FuzzParseRawBlock(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkParseRaw(t, 3, data) })
 }
+
+// TestRawReaderRepeatedKeysAmongBlocks puts blocks with repeated keys
+// (refused, or unknown and kept) among well-formed ones, before and after
+// them, through both readers: the page decoders skip the duplicate checks
+// of a block whose keys they saw to be distinct, and a flag carried to the
+// wrong block would let a repeated key through.
+func TestRawReaderRepeatedKeysAmongBlocks(t *testing.T) {
+	clear(seen)
+	defer seen.require(t, "decoded", "block error")
+	r := rand.New(rand.NewPCG(39, 40))
+	acct := ArrayValue(Blob([]byte{1, 2}))
+	xfer := func(extra ...Field) Value {
+		return MapValue(F("ts", Uint(1)), F("tx", MapValue(append([]Field{F("op", Text("xfer")), F("amt", Uint(1)), F("from", acct), F("to", acct)}, extra...)...)))
+	}
+	repeats := []Value{
+		MapValue(F("ts", Uint(1)), F("ts", Uint(2)), F("tx", xfer().Map[1].Value)),
+		xfer(F("to", acct)),
+		xfer(F("op", Text("mint"))),
+		xfer(F("spender", acct), F("spender", acct)),
+		xfer(F("memo", Blob(nil)), F("memo", Blob([]byte{1}))),
+		MapValue(F("btype", Text("9x")), F("a", Uint(1)), F("a", Uint(2))),
+		MapValue(F("btype", Text("9x")), F("tx", MapValue(F("op", Text("odd")), F("k", Uint(1)), F("k", Uint(1))))),
+		// Repeats deeper down, or in another Map, are no duplicate.
+		MapValue(F("ts", Uint(1)), F("extra", MapValue(F("k", Uint(1)), F("k", Uint(2)))), F("tx", xfer().Map[1].Value)),
+		MapValue(F("ts", Uint(1)), F("tx", MapValue(append(xfer().Map[1].Value.Map, F("memo", Blob(nil)), F("deep", MapValue(F("k", Uint(1)), F("k", Uint(1)))))...))),
+	}
+	for _, rep := range repeats {
+		good := randChain(r, 0, 3)
+		for _, vals := range [][]Value{
+			{good[0], good[1], rep},
+			{rep, good[2]},
+			{good[0], rep, good[1], rep},
+		} {
+			p := page{logLength: NatFromUint64(100), values: vals}
+			for i := range vals {
+				p.ids = append(p.ids, 10+uint64(i))
+			}
+			checkGetBlocksReaders(t, encodeGetBlocks(t, p))
+			p.first, p.chainLen = 10, 10+uint64(len(vals))
+			checkLegacyReaders(t, encodeLegacy(t, p, false))
+			checkLegacyReaders(t, encodeLegacy(t, p, true))
+		}
+	}
+}

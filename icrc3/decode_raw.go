@@ -1,7 +1,6 @@
 package icrc3
 
 import (
-	"crypto/sha256"
 	"math/big"
 	"unicode/utf8"
 )
@@ -17,11 +16,15 @@ import (
 // rawBlock reads one block Value of a checked variant type into d.out as a
 // complete encoding (version byte included) and returns it with its hash.
 // The returned slice is capped, so later appends never write into it.
+//
+// d.keysRepeat tells afterwards whether the block's map, or a Map directly
+// in it, has two equal key hashes (a repeated key).
 func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
+	d.keysRepeat = false
 	start := len(d.out)
 	d.out = append(d.out, valueCodecV1)
-	h, err := d.rawValue(ref, 0)
-	if err != nil {
+	var h Hash
+	if err := d.rawValue(ref, 0, &h); err != nil {
 		return nil, Hash{}, err
 	}
 	return d.out[start:len(d.out):len(d.out)], h, nil
@@ -32,134 +35,146 @@ func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 // for a version byte per block and Nat64s of 2^56 and above (up to two bytes
 // more each), so a page almost never outgrows the first allocation. If it
 // does, append moves on to a new array and the blocks already read keep the
-// old one.
+// old one. The parsed blocks' parts come from one slab of a page's size.
 func (d *decoder) reserveOut(n int) {
 	if d.out == nil {
 		d.out = make([]byte, 0, d.remaining()+4*n+64)
 	}
+	if d.parts == nil && n > 0 && !d.tree {
+		d.parts = make([]blockParts, min(n, 2048))
+	}
 }
 
 // rawValue appends the encoding of one Value of a checked variant type to
-// d.out and returns its representation-independent hash. It accepts and
-// rejects exactly what value does, with the same errors, in the same order.
-func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
+// d.out and writes its representation-independent hash to dst (the slot in
+// the parent's pairs, so hashes are not copied up the recursion). It
+// accepts and rejects exactly what value does, with the same errors, in
+// the same order.
+func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 	if depth >= MaxValueDepth {
-		return Hash{}, d.errf("Value nested deeper than %d", MaxValueDepth)
+		return d.errf("Value nested deeper than %d", MaxValueDepth)
 	}
 	if err := d.spend(); err != nil {
-		return Hash{}, err
+		return err
 	}
 	t := &d.types[ref]
 	tag, err := d.uleb()
 	if err != nil {
-		return Hash{}, err
+		return err
 	}
 	if tag >= uint64(len(t.fields)) {
-		return Hash{}, d.errf("variant index %d out of range", tag)
+		return d.errf("variant index %d out of range", tag)
 	}
 	f := t.fields[tag]
 	switch f.id {
 	case idBlob:
 		b, err := d.blob()
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
 		d.appendBytes(KindBlob, b)
 		if len(b) == 32 && [32]byte(b) == [32]byte{} {
-			return zeroSubaccountHash, nil
+			*dst = zeroSubaccountHash
+			return nil
 		}
-		return sha256.Sum256(b), nil
+		sum256To(dst, b)
+		return nil
 	case idText:
 		b, err := d.blob()
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
-		var h Hash
 		if len(b) <= 16 {
 			e, err := d.intern(b)
 			if err != nil {
-				return Hash{}, err
+				return err
 			}
-			h = e.hash
+			*dst = e.hash
 		} else {
 			if !utf8.Valid(b) {
-				return Hash{}, d.errf("text is not valid UTF-8")
+				return d.errf("text is not valid UTF-8")
 			}
-			h = sha256.Sum256(b)
+			sum256To(dst, b)
 		}
 		d.appendBytes(KindText, b)
-		return h, nil
+		return nil
 	case idNat:
 		raw, err := d.leb()
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
 		d.out = append(d.out, byte(KindNat))
 		if len(raw) == 1 {
 			d.out = append(d.out, raw[0])
-			return smallNatHash(raw[0]), nil
+			*dst = smallNatHash(raw[0])
+			return nil
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			return sha256.Sum256(raw), nil
+			sum256To(dst, raw)
+			return nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
 		start := len(d.out)
 		d.out = natFromLEB(raw).AppendLEB128(d.out)
-		return sha256.Sum256(d.out[start:]), nil
+		sum256To(dst, d.out[start:])
+		return nil
 	case idNat64:
 		b, err := d.take(8)
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
 		u := le64(b)
 		d.out = append(d.out, byte(KindNat))
 		if u < 0x80 {
 			d.out = append(d.out, byte(u))
-			return smallNatHash(byte(u)), nil
+			*dst = smallNatHash(byte(u))
+			return nil
 		}
 		start := len(d.out)
 		d.out = AppendUvarint(d.out, u)
-		return sha256.Sum256(d.out[start:]), nil
+		sum256To(dst, d.out[start:])
+		return nil
 	case idInt:
 		// No ledger writes Int into a block: the plain big.Int path will do.
 		var i *big.Int
 		if f.typ == opNat {
-			n, _, err := d.nat()
+			n, err := d.natOnly()
 			if err != nil {
-				return Hash{}, err
+				return err
 			}
 			i = n.Big()
 		} else if i, err = d.int(); err != nil {
-			return Hash{}, err
+			return err
 		}
 		d.out = append(d.out, byte(KindInt))
 		start := len(d.out)
 		d.out = AppendSLEB128(d.out, i)
-		return sha256.Sum256(d.out[start:]), nil
+		sum256To(dst, d.out[start:])
+		return nil
 	case idArray:
 		inner := d.types[f.typ].inner
 		n, err := d.count(2)
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
 		d.out = append(d.out, byte(KindArray))
 		d.out = AppendUvarint(d.out, uint64(n))
 		s := d.scratchAt(depth)
 		for range n {
-			h, err := d.rawValue(inner, depth+1)
-			if err != nil {
-				return Hash{}, err
+			s = append(s, zeroHash[:]...)
+			if err := d.rawValue(inner, depth+1, (*Hash)(s[len(s)-32:])); err != nil {
+				return err
 			}
-			s = append(s, h[:]...)
 		}
 		d.scratch[depth] = s
-		return sha256.Sum256(s), nil
+		sum256To(dst, s)
+		return nil
 	case idMap:
 		rec := &d.types[d.types[f.typ].inner]
 		n, err := d.count(3)
 		if err != nil {
-			return Hash{}, err
+			return err
 		}
 		d.out = append(d.out, byte(KindMap))
 		d.out = AppendUvarint(d.out, uint64(n))
@@ -168,33 +183,76 @@ func (d *decoder) rawValue(ref int64, depth int) (Hash, error) {
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
 			// the encoding wants it.
-			var kh, vh Hash
+			s = append(s, zeroPair[:]...)
+			pair := s[len(s)-64:]
 			for _, rf := range rec.fields {
 				switch rf.id {
 				case idTupleKey:
 					var e keyEntry
 					if e, err = d.keyEntry(); err == nil {
-						kh = e.hash
+						copy(pair[:32], e.hash[:])
 						d.appendString(e.key)
 					}
 				case idTupleValue:
-					vh, err = d.rawValue(rf.typ, depth+1)
+					err = d.rawValue(rf.typ, depth+1, (*Hash)(pair[32:]))
 				default:
 					err = d.skip(rf.typ, depth+1)
 				}
 				if err != nil {
-					return Hash{}, err
+					return err
 				}
 			}
-			s = append(s, kh[:]...)
-			s = append(s, vh[:]...)
 		}
 		sortPairs(s)
+		if depth <= 1 && !d.keysRepeat {
+			// Sorted, equal keys are neighbours.
+			for i := 64; i < len(s); i += 64 {
+				if [32]byte(s[i:i+32]) == [32]byte(s[i-64:i-32]) {
+					d.keysRepeat = true
+					break
+				}
+			}
+		}
 		d.scratch[depth] = s
-		return sha256.Sum256(s), nil
+		d.mapHash(depth, s, dst)
+		return nil
 	}
-	return Hash{}, d.errf("Value: unknown variant tag %d", f.id)
+	return d.errf("Value: unknown variant tag %d", f.id)
 }
+
+// mapMidstate is the SHA-256 state after the first 64-byte block of the
+// last map hashed at one depth.
+type mapMidstate struct {
+	first [64]byte
+	state [8]uint32
+	ok    bool
+}
+
+// mapHash is sum256 of a map's sorted pairs. A page's maps at one depth
+// often begin with the same pair: tx.op sorts first among a DFINITY
+// transfer's keys and btype first among an ICRC-3 block's, and both repeat
+// block after block. The state after that pair is kept per depth and
+// reused while the pair repeats, saving one of the block's compressions.
+func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
+	if !haveSHANI || len(s) < 128 || depth >= len(d.mid) {
+		sum256To(dst, s)
+		return
+	}
+	m := &d.mid[depth]
+	if !m.ok || [64]byte(s[:64]) != m.first {
+		m.first = [64]byte(s[:64])
+		m.state = sha256IV
+		sha256Blocks(&m.state, s[:64])
+		m.ok = true
+	}
+	h := m.state
+	sha256Finish(&h, s[64:], uint64(len(s)), dst)
+}
+
+var (
+	zeroHash [32]byte
+	zeroPair [64]byte
+)
 
 func (d *decoder) appendBytes(k Kind, b []byte) {
 	d.out = append(d.out, byte(k))

@@ -312,13 +312,19 @@ func sortPairs(s []byte) {
 		return
 	}
 	if n <= 16 {
-		var tmp [64]byte
+		// Insertion sort that moves each pair out once and shifts the
+		// larger ones up, rather than swapping it down step by step.
 		for i := 1; i < n; i++ {
-			for j := i; j > 0 && pairLess(s[j*64:(j+1)*64], s[(j-1)*64:j*64]); j-- {
-				copy(tmp[:], s[j*64:(j+1)*64])
-				copy(s[j*64:(j+1)*64], s[(j-1)*64:j*64])
-				copy(s[(j-1)*64:j*64], tmp[:])
+			if !pairLess(s[i*64:(i+1)*64], s[(i-1)*64:i*64]) {
+				continue
 			}
+			tmp := [64]byte(s[i*64 : (i+1)*64])
+			j := i
+			for j > 0 && pairLess(tmp[:], s[(j-1)*64:j*64]) {
+				j--
+			}
+			copy(s[(j+1)*64:(i+1)*64], s[j*64:i*64])
+			copy(s[j*64:(j+1)*64], tmp[:])
 		}
 		return
 	}
@@ -379,8 +385,18 @@ func natFromLEB(raw []byte) Nat {
 	return Nat{big: b}
 }
 
+// natOnly reads a Candid nat that is no Value (a block id, a length): its
+// hash is never wanted.
+func (d *decoder) natOnly() (Nat, error) {
+	raw, err := d.leb()
+	if err != nil {
+		return Nat{}, err
+	}
+	return natFromLEB(raw), nil
+}
+
 func (d *decoder) natU64(what string) (uint64, error) {
-	n, _, err := d.nat()
+	n, err := d.natOnly()
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,64 @@
+package icrc3
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// A block's hash is a dozen SHA-256 sums of messages of 8 to 400 bytes.
+// crypto/sha256 spends about as long per call setting up, copying and
+// padding its state as it spends compressing a 64-byte block, so on CPUs
+// with the SHA extensions the hot path pads on the stack and runs the
+// same block function as crypto/sha256 itself. Elsewhere it is
+// crypto/sha256; the tests hold the two equal for every length.
+
+var sha256IV = [8]uint32{
+	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+}
+
+// sum256 is sha256.Sum256.
+func sum256(b []byte) (out Hash) {
+	sum256To(&out, b)
+	return out
+}
+
+// sum256To writes sha256.Sum256(b) to dst.
+func sum256To(dst *Hash, b []byte) {
+	if !haveSHANI {
+		*dst = sha256.Sum256(b)
+		return
+	}
+	h := sha256IV
+	sha256Finish(&h, b, uint64(len(b)), dst)
+}
+
+// sha256Finish hashes into out the rest of a message whose state after
+// the whole blocks before tail is h; total is the message's length in bytes.
+func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
+	n := len(tail) &^ 63
+	if n > 0 {
+		sha256Blocks(h, tail[:n])
+	}
+	if rest := tail[n:]; len(rest) < 56 {
+		var pad [64]byte
+		copy(pad[:], rest)
+		pad[len(rest)] = 0x80
+		binary.BigEndian.PutUint64(pad[56:], total<<3)
+		sha256Blocks(h, pad[:])
+	} else {
+		var pad [128]byte
+		copy(pad[:], rest)
+		pad[len(rest)] = 0x80
+		binary.BigEndian.PutUint64(pad[120:], total<<3)
+		sha256Blocks(h, pad[:])
+	}
+	binary.BigEndian.PutUint32(out[0:], h[0])
+	binary.BigEndian.PutUint32(out[4:], h[1])
+	binary.BigEndian.PutUint32(out[8:], h[2])
+	binary.BigEndian.PutUint32(out[12:], h[3])
+	binary.BigEndian.PutUint32(out[16:], h[4])
+	binary.BigEndian.PutUint32(out[20:], h[5])
+	binary.BigEndian.PutUint32(out[24:], h[6])
+	binary.BigEndian.PutUint32(out[28:], h[7])
+}

@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package icrc3
+
+const haveSHANI = false
+
+func sha256Blocks(*[8]uint32, []byte) { panic("icrc3: no SHA-256 block function on this platform") }
