@@ -219,9 +219,15 @@ func (in *Intake) pull() {
 		case <-in.pullCtx.Done():
 			return
 		}
-		msg, err := in.fetch(log)
-		if err != nil {
+		// One pull request asks for as many intents as there are free
+		// handlers: in a burst the queue is drained in requests of many
+		// messages, not one request (a round trip) per intent.
+		n := 1 + in.takeFreeSlots()
+		got, err := in.fetch(n, log)
+		for range n - got {
 			<-in.slots
+		}
+		if err != nil {
 			if in.pullCtx.Err() != nil {
 				return
 			}
@@ -239,46 +245,58 @@ func (in *Intake) pull() {
 			continue
 		}
 		retry.reset()
-		if msg == nil {
-			<-in.slots
-			continue // the pull request expired empty: ask again
-		}
-		in.handlers.Add(1)
-		go func() {
-			defer in.handlers.Done()
-			defer func() { <-in.slots }()
-			in.deliver(msg, log)
-		}()
 	}
 }
 
-// fetch asks for one message and waits up to PullWait. It returns (nil, nil)
-// when none came. When the intake stops meanwhile, the open pull request can
-// still bring a message (the server only learns of the stop later); a
-// watcher gives such a message back at once instead of leaving it to its
-// ack timeout, and Wait waits for the watcher.
-func (in *Intake) fetch(log *zap.Logger) (jetstream.Msg, error) {
-	batch, err := in.cons.Fetch(1, jetstream.FetchMaxWait(in.cfg.PullWait))
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case msg, ok := <-batch.Messages():
-		if !ok {
-			return nil, batch.Error()
+// takeFreeSlots takes every handler slot that is free right now, without
+// waiting, and returns how many it took.
+func (in *Intake) takeFreeSlots() int {
+	for n := 0; ; n++ {
+		select {
+		case in.slots <- struct{}{}:
+		default:
+			return n
 		}
-		return msg, nil
-	case <-in.pullCtx.Done():
-		in.handlers.Add(1)
-		go func() {
-			defer in.handlers.Done()
-			for msg := range batch.Messages() {
-				if err := msg.Nak(); err != nil {
-					log.Warn("give back intent on stop", zap.Error(err))
-				}
+	}
+}
+
+// fetch asks for up to n messages and waits up to PullWait, starting a
+// handler (on one of the n slots taken) for each message as it arrives; it
+// returns how many came. When the intake stops meanwhile, the open pull
+// request can still bring messages (the server only learns of the stop
+// later); a watcher gives such messages back at once instead of leaving
+// them to their ack timeout, and Wait waits for the watcher.
+func (in *Intake) fetch(n int, log *zap.Logger) (int, error) {
+	batch, err := in.cons.Fetch(n, jetstream.FetchMaxWait(in.cfg.PullWait))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for {
+		select {
+		case msg, ok := <-batch.Messages():
+			if !ok {
+				return got, batch.Error()
 			}
-		}()
-		return nil, in.pullCtx.Err()
+			got++
+			in.handlers.Add(1)
+			go func() {
+				defer in.handlers.Done()
+				defer func() { <-in.slots }()
+				in.deliver(msg, log)
+			}()
+		case <-in.pullCtx.Done():
+			in.handlers.Add(1)
+			go func() {
+				defer in.handlers.Done()
+				for msg := range batch.Messages() {
+					if err := msg.Nak(); err != nil {
+						log.Warn("give back intent on stop", zap.Error(err))
+					}
+				}
+			}()
+			return got, in.pullCtx.Err()
+		}
 	}
 }
 

@@ -199,7 +199,12 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 	}
 	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
 
-	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	// An intent row just created holds no verdicts (a verdict's row comes
+	// with its intent's, and every writer of this id holds its lock).
+	latest, err := Verdict{}, ErrNotFound
+	if res != PutCreated {
+		latest, err = s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// New, or stored by an instance that stopped before deciding.

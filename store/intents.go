@@ -100,7 +100,9 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 		return 0, err
 	}
 	var res PutResult
-	err = s.tx(ctx, "put intent "+rec.IntentID, func(t *sqlx.Tx) error {
+	// A burst stores many intents at once: they share one commit (and one
+	// fsync) with each other and with the verdicts being appended.
+	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *sqlx.Tx) error {
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
