@@ -213,17 +213,34 @@ func (in *Intake) pull() {
 	defer in.pulling.Done()
 	log := in.conn.log.With(zap.String("consumer", in.cfg.Durable))
 	retry := newRetryDelay(100*time.Millisecond, 5*time.Second)
+	busy := false
 	for {
 		select {
 		case in.slots <- struct{}{}:
 		case <-in.pullCtx.Done():
 			return
 		}
-		// One pull request asks for as many intents as there are free
-		// handlers: in a burst the queue is drained in requests of many
-		// messages, not one request (a round trip) per intent.
-		n := 1 + in.takeFreeSlots()
-		got, err := in.fetch(n, log)
+		// While intents are coming, one request asks for as many as there
+		// are free handlers and takes only those already waiting: a burst
+		// is drained in requests of many messages, not a round trip per
+		// intent, and no request is left open on the server for more
+		// (after a stop it would take the very intents the stop gives
+		// back). When none is waiting, a single-message request waits for
+		// the next.
+		n, got := 1, 0
+		var err error
+		if busy {
+			n += in.takeFreeSlots()
+			got, err = in.fetch(n, false, log)
+		}
+		if err == nil && got == 0 {
+			for range n - 1 {
+				<-in.slots
+			}
+			n = 1
+			got, err = in.fetch(1, true, log)
+		}
+		busy = got > 0
 		for range n - got {
 			<-in.slots
 		}
@@ -260,14 +277,21 @@ func (in *Intake) takeFreeSlots() int {
 	}
 }
 
-// fetch asks for up to n messages and waits up to PullWait, starting a
+// fetch asks for up to n messages, waiting up to PullWait for them when
+// wait is set and taking only those already waiting otherwise, and starts a
 // handler (on one of the n slots taken) for each message as it arrives; it
 // returns how many came. When the intake stops meanwhile, the open pull
 // request can still bring messages (the server only learns of the stop
 // later); a watcher gives such messages back at once instead of leaving
 // them to their ack timeout, and Wait waits for the watcher.
-func (in *Intake) fetch(n int, log *zap.Logger) (int, error) {
-	batch, err := in.cons.Fetch(n, jetstream.FetchMaxWait(in.cfg.PullWait))
+func (in *Intake) fetch(n int, wait bool, log *zap.Logger) (int, error) {
+	var batch jetstream.MessageBatch
+	var err error
+	if wait {
+		batch, err = in.cons.Fetch(n, jetstream.FetchMaxWait(in.cfg.PullWait))
+	} else {
+		batch, err = in.cons.FetchNoWait(n)
+	}
 	if err != nil {
 		return 0, err
 	}
