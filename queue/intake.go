@@ -232,6 +232,12 @@ func (in *Intake) pull() {
 		if busy {
 			n += in.takeFreeSlots()
 			got, err = in.fetch(n, false, log)
+			if got == 0 && in.pullCtx.Err() == nil {
+				// E.g. the consumer's ack-pending limit, which a waiting
+				// request waits out: the request below reports whatever
+				// persists.
+				err = nil
+			}
 		}
 		if err == nil && got == 0 {
 			for range n - 1 {
