@@ -213,15 +213,44 @@ func (in *Intake) pull() {
 	defer in.pulling.Done()
 	log := in.conn.log.With(zap.String("consumer", in.cfg.Durable))
 	retry := newRetryDelay(100*time.Millisecond, 5*time.Second)
+	busy := false
 	for {
 		select {
 		case in.slots <- struct{}{}:
 		case <-in.pullCtx.Done():
 			return
 		}
-		msg, err := in.fetch(log)
-		if err != nil {
+		// While intents are coming, one request asks for as many as there
+		// are free handlers and takes only those already waiting: a burst
+		// is drained in requests of many messages, not a round trip per
+		// intent, and no request is left open on the server for more
+		// (after a stop it would take the very intents the stop gives
+		// back). When none is waiting, a single-message request waits for
+		// the next.
+		n, got := 1, 0
+		var err error
+		if busy {
+			n += in.takeFreeSlots()
+			got, err = in.fetch(n, false, log)
+			if got == 0 && in.pullCtx.Err() == nil {
+				// E.g. the consumer's ack-pending limit, which a waiting
+				// request waits out: the request below reports whatever
+				// persists.
+				err = nil
+			}
+		}
+		if err == nil && got == 0 {
+			for range n - 1 {
+				<-in.slots
+			}
+			n = 1
+			got, err = in.fetch(1, true, log)
+		}
+		busy = got > 0
+		for range n - got {
 			<-in.slots
+		}
+		if err != nil {
 			if in.pullCtx.Err() != nil {
 				return
 			}
@@ -239,46 +268,65 @@ func (in *Intake) pull() {
 			continue
 		}
 		retry.reset()
-		if msg == nil {
-			<-in.slots
-			continue // the pull request expired empty: ask again
-		}
-		in.handlers.Add(1)
-		go func() {
-			defer in.handlers.Done()
-			defer func() { <-in.slots }()
-			in.deliver(msg, log)
-		}()
 	}
 }
 
-// fetch asks for one message and waits up to PullWait. It returns (nil, nil)
-// when none came. When the intake stops meanwhile, the open pull request can
-// still bring a message (the server only learns of the stop later); a
-// watcher gives such a message back at once instead of leaving it to its
-// ack timeout, and Wait waits for the watcher.
-func (in *Intake) fetch(log *zap.Logger) (jetstream.Msg, error) {
-	batch, err := in.cons.Fetch(1, jetstream.FetchMaxWait(in.cfg.PullWait))
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case msg, ok := <-batch.Messages():
-		if !ok {
-			return nil, batch.Error()
+// takeFreeSlots takes every handler slot that is free right now, without
+// waiting, and returns how many it took.
+func (in *Intake) takeFreeSlots() int {
+	for n := 0; ; n++ {
+		select {
+		case in.slots <- struct{}{}:
+		default:
+			return n
 		}
-		return msg, nil
-	case <-in.pullCtx.Done():
-		in.handlers.Add(1)
-		go func() {
-			defer in.handlers.Done()
-			for msg := range batch.Messages() {
-				if err := msg.Nak(); err != nil {
-					log.Warn("give back intent on stop", zap.Error(err))
-				}
+	}
+}
+
+// fetch asks for up to n messages, waiting up to PullWait for them when
+// wait is set and taking only those already waiting otherwise, and starts a
+// handler (on one of the n slots taken) for each message as it arrives; it
+// returns how many came. When the intake stops meanwhile, the open pull
+// request can still bring messages (the server only learns of the stop
+// later); a watcher gives such messages back at once instead of leaving
+// them to their ack timeout, and Wait waits for the watcher.
+func (in *Intake) fetch(n int, wait bool, log *zap.Logger) (int, error) {
+	var batch jetstream.MessageBatch
+	var err error
+	if wait {
+		batch, err = in.cons.Fetch(n, jetstream.FetchMaxWait(in.cfg.PullWait))
+	} else {
+		batch, err = in.cons.FetchNoWait(n)
+	}
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for {
+		select {
+		case msg, ok := <-batch.Messages():
+			if !ok {
+				return got, batch.Error()
 			}
-		}()
-		return nil, in.pullCtx.Err()
+			got++
+			in.handlers.Add(1)
+			go func() {
+				defer in.handlers.Done()
+				defer func() { <-in.slots }()
+				in.deliver(msg, log)
+			}()
+		case <-in.pullCtx.Done():
+			in.handlers.Add(1)
+			go func() {
+				defer in.handlers.Done()
+				for msg := range batch.Messages() {
+					if err := msg.Nak(); err != nil {
+						log.Warn("give back intent on stop", zap.Error(err))
+					}
+				}
+			}()
+			return got, in.pullCtx.Err()
+		}
 	}
 }
 

@@ -97,6 +97,23 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 	if err != nil {
 		return err
 	}
+	if v.Seq == 1 {
+		// A first verdict is almost always new to the stream: it is offered
+		// on the condition that the subject holds no message, which the
+		// server checks atomically, saving the read. Anything else (the
+		// subject holds a verdict, or the message id is a duplicate whose
+		// decision must be compared) is judged by the loop below.
+		ack, err := c.js.PublishMsg(ctx, verdictMsg(subject, body, hdr),
+			jetstream.WithMsgID(id),
+			jetstream.WithExpectStream(VerdictsStream),
+			jetstream.WithExpectLastSequencePerSubject(0))
+		switch {
+		case err == nil && !ack.Duplicate:
+			return nil
+		case err != nil && !wrongLastSequence(err):
+			return fmt.Errorf("queue: publish verdict %s: %w", id, err)
+		}
+	}
 	const attempts = 8
 	for range attempts {
 		last, lastSeq, err := lastVerdict(ctx, st, subject)
@@ -115,25 +132,35 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 				return fmt.Errorf("%w: %s after final seq %d (%s)", ErrAfterFinal, id, last.Seq, last.Status)
 			}
 		}
-		msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
-		for k, vs := range hdr {
-			msg.Header[k] = append([]string(nil), vs...)
-		}
-		_, err = c.js.PublishMsg(ctx, msg,
+		_, err = c.js.PublishMsg(ctx, verdictMsg(subject, body, hdr),
 			jetstream.WithMsgID(id),
 			jetstream.WithExpectStream(VerdictsStream),
 			jetstream.WithExpectLastSequencePerSubject(lastSeq))
 		if err == nil {
 			return nil
 		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if wrongLastSequence(err) {
 			continue // another verdict of this intent landed first: judge again
 		}
 		return fmt.Errorf("queue: publish verdict %s: %w", id, err)
 	}
 	return fmt.Errorf("queue: publish verdict %s: history kept changing over %d attempts", id, attempts)
+}
+
+func verdictMsg(subject string, body []byte, hdr nats.Header) *nats.Msg {
+	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+	for k, vs := range hdr {
+		msg.Header[k] = append([]string(nil), vs...)
+	}
+	return msg
+}
+
+// wrongLastSequence: the stream refused a publish because the subject's
+// last message was not the one expected.
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Reject is the message on <prefix>.rejects.<intent_id> (core NATS).

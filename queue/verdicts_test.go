@@ -128,6 +128,33 @@ func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 	}
 }
 
+// A first verdict is offered without reading the subject first; another
+// decision at seq 1 (the same message id, so within the stream's duplicate
+// window) must still be refused, not taken for a re-publication.
+func TestFirstVerdictOtherDecisionRefused(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	first := verdict("f-1", 1, reconcile.StatusNotYet)
+	if err := c.PublishVerdict(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	found := verdict("f-1", 1, reconcile.StatusFound)
+	found.Block = &reconcile.BlockRef{Index: 3, Hash: "cc"}
+	if err := c.PublishVerdict(ctx, found); !errors.Is(err, ErrVerdictConflict) {
+		t.Fatalf("seq 1, other decision: %v", err)
+	}
+	if err := c.PublishVerdict(ctx, first); err != nil {
+		t.Fatalf("seq 1 re-published: %v", err)
+	}
+	v, err := c.LastVerdict(ctx, "f-1")
+	if err != nil || v.Seq != 1 || v.Status != reconcile.StatusNotYet {
+		t.Fatalf("last verdict %+v %v", v, err)
+	}
+	if n := streamInfo(t, c, VerdictsStream, jetstream.WithSubjectFilter("reconcile.verdicts.f-1")).State.Msgs; n != 1 {
+		t.Fatalf("stream holds %d verdicts of f-1, want 1", n)
+	}
+}
+
 // Readers take the last message of an intent as its verdict, so the stream
 // must never end on an older seq, a contradicting decision, or anything
 // after a final verdict.

@@ -67,7 +67,7 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 	if err := svc.FollowUp(ctx); err != nil {
 		b.Fatal(err)
 	}
-	var queries uint64
+	var queries, tips uint64
 	var cpu time.Duration
 	rounds := 0
 	for b.Loop() {
@@ -78,13 +78,15 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		q0, c0 := e.client.Stats().Total, cpuTime(b)
+		s0, c0 := e.client.Stats(), cpuTime(b)
 		b.StartTimer()
 		if err := svc.FollowUp(ctx); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		queries += e.client.Stats().Total - q0
+		s1 := e.client.Stats()
+		queries += s1.Total - s0.Total
+		tips += tipQueries(s1) - tipQueries(s0)
 		cpu += cpuTime(b) - c0
 		rounds++
 		b.StartTimer()
@@ -93,6 +95,12 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 		b.Fatalf("%d watches (%v), want %d still open", len(ws), err, open)
 	}
 	b.ReportMetric(float64(queries)/float64(rounds), "queries/round")
+	b.ReportMetric(float64(tips)/float64(rounds), "tip-queries/round")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(rounds), "cpu-ms/round")
 	b.ReportMetric(open, "open-intents")
+}
+
+// tipQueries counts the certified-tip reads among a client's queries.
+func tipQueries(s icrc3.Stats) uint64 {
+	return s.Queries["ledger:icrc3_get_tip_certificate"] + s.Queries["ledger:get_data_certificate"]
 }

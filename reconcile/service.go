@@ -181,10 +181,14 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		if err != nil {
 			return s.retry(ctx, log, "read the stream's verdict", err)
 		}
-		if last != nil {
-			if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
-				return s.retry(ctx, log, "import the stream's verdicts", err)
-			}
+		if last == nil {
+			// Neither the store nor the stream holds a verdict, and every
+			// writer of this id in this instance holds its lock: the intent
+			// is decided, then stored with its verdict in one transaction.
+			return s.admitNew(ctx, log, rec, in, invalid)
+		}
+		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+			return s.retry(ctx, log, "import the stream's verdicts", err)
 		}
 	} else if err != nil {
 		return s.retry(ctx, log, "read latest verdict", err)
@@ -195,7 +199,7 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return s.retry(ctx, log, "store intent", err)
 	}
 	if res == PutConflict {
-		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID))
+		return s.refuseStoredConflict(ctx, log, rec)
 	}
 	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
 
@@ -232,17 +236,48 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		return Outcome{Kind: Ack}
 	}
 
+	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
+	if err != nil {
+		return s.retry(ctx, log, "decide", err)
+	}
+	if err := s.cfg.Store.AppendDecided(ctx, v, w); err != nil {
+		return s.storeFailed(ctx, log, err)
+	}
+	return s.publishDecided(ctx, log, rec, v)
+}
+
+// admitNew settles an intent that neither the store nor the stream knows:
+// it is decided first, and the intent, its verdict and the verdict's outbox
+// row are then stored in one transaction (shared with the rest of a burst).
+func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
+	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
+	if err != nil {
+		return s.retry(ctx, log, "decide", err)
+	}
+	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, w)
+	if err != nil {
+		return s.storeFailed(ctx, log, err)
+	}
+	if res == PutConflict {
+		return s.refuseStoredConflict(ctx, log, rec)
+	}
+	return s.publishDecided(ctx, log, rec, v)
+}
+
+// firstVerdict decides rec (or takes its invalid verdict) as its seq 1, with
+// the watch entry a verdict that is not final needs.
+func (s *Service) firstVerdict(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) (Verdict, *Watch, error) {
 	var v Verdict
 	if invalid != nil {
 		v = *invalid
 	} else {
 		var err error
 		if v, err = s.decide(ctx, in); err != nil {
-			return s.retry(ctx, log, "decide", err)
+			return v, nil, err
 		}
 	}
 	v.Seq = 1
-	// The verdict answers the body just stored, whatever the decider set.
+	// The verdict answers the body stored with it, whatever the decider set.
 	v.IntentHash = hex.EncodeToString(rec.Hash[:])
 	var w *Watch
 	if !v.Final {
@@ -252,15 +287,29 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 		}
 		w = &Watch{IntentID: rec.ID, Canister: rec.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
 	}
-	if err := s.cfg.Store.AppendDecided(ctx, v, w); err != nil {
-		if errors.Is(err, ErrInvalidRecord) {
-			// The store can never hold this verdict: redelivery would
-			// repeat the same refusal until the server gives up.
-			log.Error("verdict refused by the store; intent terminated", zap.Error(err))
-			return Outcome{Kind: Term, Reason: "verdict not storable: " + err.Error()}
-		}
-		return s.retry(ctx, log, "store verdict", err)
+	return v, w, nil
+}
+
+// storeFailed answers a failure to store a decided verdict.
+func (s *Service) storeFailed(ctx context.Context, log *zap.Logger, err error) Outcome {
+	if errors.Is(err, ErrInvalidRecord) {
+		// The store can never hold this verdict: redelivery would
+		// repeat the same refusal until the server gives up.
+		log.Error("verdict refused by the store; intent terminated", zap.Error(err))
+		return Outcome{Kind: Term, Reason: "verdict not storable: " + err.Error()}
 	}
+	return s.retry(ctx, log, "store verdict", err)
+}
+
+// refuseStoredConflict answers a body under an id this store holds for
+// another body.
+func (s *Service) refuseStoredConflict(ctx context.Context, log *zap.Logger, rec IntentRecord) Outcome {
+	return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID))
+}
+
+// publishDecided publishes a verdict decided here and just stored.
+func (s *Service) publishDecided(ctx context.Context, log *zap.Logger, rec IntentRecord, v Verdict) Outcome {
+	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil && s.streamHoldsOtherBody(ctx, rec) {

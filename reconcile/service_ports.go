@@ -71,6 +71,10 @@ type Store interface {
 	// transaction records it in the outbox, where it stays until
 	// MarkPublished, so a crash between store and publish cannot lose it.
 	AppendDecided(ctx context.Context, v Verdict, w *Watch) error
+	// PutIntentDecided is PutIntent and then, unless the id is taken by
+	// another body (PutConflict: nothing is written), AppendDecided, in one
+	// transaction.
+	PutIntentDecided(ctx context.Context, rec IntentRecord, v Verdict, w *Watch) (PutResult, error)
 	// MarkPublished records that the stream holds the intent's verdict seq
 	// (and so every earlier one): its outbox entries up to seq go.
 	MarkPublished(ctx context.Context, id string, seq uint64) error

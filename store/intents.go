@@ -88,8 +88,29 @@ func (rec *IntentRecord) validate() error {
 // PutIntent stores an intent unless its id is already taken: the first
 // writer wins, and a later record is compared by canonical hash only.
 func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, error) {
-	if err := rec.validate(); err != nil {
+	put, err := s.putIntentWrite(rec)
+	if err != nil {
 		return 0, err
+	}
+	var res PutResult
+	// A burst stores many intents at once: they share one commit (and one
+	// fsync) with each other and with the verdicts being appended.
+	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *sqlx.Tx) error {
+		var err error
+		res, err = put(ctx, t)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res, nil
+}
+
+// putIntentWrite checks rec and returns the write that stores it inside a
+// writer transaction, so that other writes can share that transaction.
+func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *sqlx.Tx) (PutResult, error), error) {
+	if err := rec.validate(); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	if rec.FirstSeen.IsZero() {
@@ -97,10 +118,10 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 	}
 	seen, err := nanos("first_seen", rec.FirstSeen)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var res PutResult
-	err = s.tx(ctx, "put intent "+rec.IntentID, func(t *sqlx.Tx) error {
+	return func(ctx context.Context, t *sqlx.Tx) (PutResult, error) {
+		var res PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
@@ -115,7 +136,7 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 			}
 			res = Created
 		case err != nil:
-			return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		case stored == nil:
 			// first_seen stays: it is the listing key, and moving it would
 			// let a paging cursor see the row twice.
@@ -133,14 +154,10 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 			res = Conflict
 		}
 		if err != nil {
-			return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return res, nil
+		return res, nil
+	}, nil
 }
 
 const intentCols = `intent_id, canister_id, caller, method, body, canonical_hash,

@@ -35,6 +35,43 @@ func (s *Store) AppendDecided(ctx context.Context, v reconcile.Verdict, w *Watch
 	return s.appendVerdict(ctx, v, w, true)
 }
 
+// PutIntentDecided stores an intent and the first verdict decided here for
+// it in one transaction: PutIntent, then, unless the id is taken by another
+// body (Conflict, and nothing is written), AppendDecided. An intent met for
+// the first time thus costs one commit, shared with the rest of its burst.
+func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconcile.Verdict, w *WatchEntry) (PutResult, error) {
+	if rec.IntentID != v.IntentID {
+		return 0, fmt.Errorf("%w: intent %q with verdict for %q", ErrInvalid, rec.IntentID, v.IntentID)
+	}
+	if w != nil && w.IntentID != v.IntentID {
+		return 0, fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
+	}
+	if w != nil {
+		c := *w // appendVerdictWrite fills in status and window end
+		w = &c
+	}
+	put, err := s.putIntentWrite(rec)
+	if err != nil {
+		return 0, err
+	}
+	what, appendV, err := s.appendVerdictWrite(v, w, true)
+	if err != nil {
+		return 0, err
+	}
+	var res PutResult
+	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+what, func(ctx context.Context, t *sqlx.Tx) error {
+		var err error
+		if res, err = put(ctx, t); err != nil || res == Conflict {
+			return err
+		}
+		return appendV(ctx, t)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res, nil
+}
+
 func addOutbox(ctx context.Context, t *sqlx.Tx, id string, seq int64) error {
 	if _, err := t.ExecContext(ctx, `INSERT INTO outbox (intent_id, seq) VALUES (?, ?)
 		ON CONFLICT (intent_id, seq) DO NOTHING`, id, seq); err != nil {

@@ -202,3 +202,60 @@ func BenchmarkAppendDecidedAndMark(b *testing.B) {
 		}
 	}
 }
+
+// An intent met for the first time is stored with its first verdict and
+// the verdict's outbox row in one commit; another body under a stored id
+// writes nothing, and a refused verdict leaves no intent behind either.
+func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
+	before := s.group.commits
+	res, err := s.PutIntentDecided(ctx, intent("d1", 1), verdict("d1", 1, reconcile.StatusNotYet),
+		&WatchEntry{IntentID: "d1", CanisterID: ledgerA, NextCheck: due})
+	if err != nil || res != Created {
+		t.Fatalf("first: %v %v", res, err)
+	}
+	if n := s.group.commits - before; n != 1 {
+		t.Fatalf("%d commits, want 1", n)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"d1", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox %+v, want %+v", got, want)
+	}
+	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 || v.Status != reconcile.StatusNotYet {
+		t.Fatalf("latest %+v %v", v, err)
+	}
+	if ws, err := s.Watches(ctx); err != nil || len(ws) != 1 || ws[0].IntentID != "d1" {
+		t.Fatalf("watches %+v %v", ws, err)
+	}
+
+	// Another body: nothing changes.
+	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 2, reconcile.StatusAbsent), nil)
+	if err != nil || res != Conflict {
+		t.Fatalf("other body: %v %v, want conflict", res, err)
+	}
+	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 {
+		t.Fatalf("latest after conflict %+v %v", v, err)
+	}
+	if got, want := outboxOf(t, s), []OutboxEntry{{"d1", 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("outbox after conflict %+v, want %+v", got, want)
+	}
+
+	// The same body stored before, without verdicts (an instance that
+	// stopped before deciding): the verdict is appended.
+	mustPut(t, s, intent("d2", 1))
+	if res, err := s.PutIntentDecided(ctx, intent("d2", 1), verdict("d2", 1, reconcile.StatusAbsent), nil); err != nil || res != Existing {
+		t.Fatalf("stored before: %v %v", res, err)
+	}
+
+	// A verdict the history refuses rolls the intent back with it.
+	if _, err := s.PutIntentDecided(ctx, intent("d3", 1), verdict("d3", 2, reconcile.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
+		t.Fatalf("gap: %v", err)
+	}
+	if _, err := s.Intent(ctx, "d3"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("intent of a refused verdict: %v", err)
+	}
+	if _, err := s.PutIntentDecided(ctx, intent("d4", 1), verdict("d5", 1, reconcile.StatusAbsent), nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("verdict of another intent: %v", err)
+	}
+}

@@ -31,10 +31,29 @@ func mapErr(err error) error {
 }
 
 func (a ServiceStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
-	res, err := a.S.PutIntent(ctx, IntentRecord{
-		IntentID: rec.ID, CanisterID: rec.Canister, Caller: rec.Caller, Method: rec.Method,
-		Body: rec.Body, CanonicalHash: rec.Hash,
-	})
+	res, err := a.S.PutIntent(ctx, intentRecord(rec))
+	return putResult(rec.ID, res, err)
+}
+
+func (a ServiceStore) PutIntentDecided(ctx context.Context, rec reconcile.IntentRecord, v reconcile.Verdict, w *reconcile.Watch) (reconcile.PutResult, error) {
+	res, err := a.S.PutIntentDecided(ctx, intentRecord(rec), v, watchEntry(w))
+	return putResult(rec.ID, res, err)
+}
+
+func intentRecord(rec reconcile.IntentRecord) IntentRecord {
+	return IntentRecord{IntentID: rec.ID, CanisterID: rec.Canister, Caller: rec.Caller, Method: rec.Method,
+		Body: rec.Body, CanonicalHash: rec.Hash}
+}
+
+func watchEntry(w *reconcile.Watch) *WatchEntry {
+	if w == nil {
+		return nil
+	}
+	return &WatchEntry{IntentID: w.IntentID, CanisterID: w.Canister, NextCheck: w.NextCheck, Attempts: w.Attempts}
+}
+
+// putResult translates what PutIntent and PutIntentDecided return.
+func putResult(id string, res PutResult, err error) (reconcile.PutResult, error) {
 	if err != nil {
 		return 0, mapErr(err)
 	}
@@ -48,7 +67,7 @@ func (a ServiceStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord)
 	case Adopted:
 		return reconcile.PutAdopted, nil
 	}
-	return 0, fmt.Errorf("store: put intent %s: unexpected result %v", rec.ID, res)
+	return 0, fmt.Errorf("store: put intent %s: unexpected result %v", id, res)
 }
 
 func (a ServiceStore) Intent(ctx context.Context, id string) (reconcile.IntentRecord, error) {
@@ -70,11 +89,7 @@ func (a ServiceStore) AppendVerdict(ctx context.Context, v reconcile.Verdict, w 
 }
 
 func (a ServiceStore) AppendDecided(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
-	var e *WatchEntry
-	if w != nil {
-		e = &WatchEntry{IntentID: w.IntentID, CanisterID: w.Canister, NextCheck: w.NextCheck, Attempts: w.Attempts}
-	}
-	return mapErr(a.S.AppendDecided(ctx, v, e))
+	return mapErr(a.S.AppendDecided(ctx, v, watchEntry(w)))
 }
 
 func (a ServiceStore) MarkPublished(ctx context.Context, id string, seq uint64) error {

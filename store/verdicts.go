@@ -45,17 +45,28 @@ func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w W
 // toOutbox: the verdict was decided here, so the same transaction records it
 // in the outbox (see AppendDecided).
 func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry, toOutbox bool) error {
+	what, write, err := s.appendVerdictWrite(v, w, toOutbox)
+	if err != nil {
+		return err
+	}
+	return s.groupTx(ctx, what, write)
+}
+
+// appendVerdictWrite checks and encodes v (and w) and returns the write that
+// appends it inside a writer transaction, so that other writes can share
+// that transaction.
+func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (string, func(context.Context, *sqlx.Tx) error, error) {
 	v = normalise(v)
 	if err := validateVerdict(&v); err != nil {
-		return err
+		return "", nil, err
 	}
 	doc, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("store: encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
+		return "", nil, fmt.Errorf("store: encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
 	}
 	decided, err := nanos("decided_at", v.DecidedAt)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	var wr *watchRow
 	if w != nil && !v.Final {
@@ -65,12 +76,12 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 		}
 		r, err := w.row()
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		wr = &r
 	}
 	what := fmt.Sprintf("append verdict %s/%d", v.IntentID, v.Seq)
-	return s.groupTx(ctx, what, func(ctx context.Context, t *sqlx.Tx) error {
+	return what, func(ctx context.Context, t *sqlx.Tx) error {
 		now := s.now().UnixNano()
 		var head struct {
 			Seq   int64 `db:"latest_seq"`
@@ -143,7 +154,7 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 			return fmt.Errorf("store: %s: update watch: %w", what, err)
 		}
 		return nil
-	})
+	}, nil
 }
 
 // sameVerdict compares a stored verdict with a normalised encoded one. The

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type ManyResult struct {
 	PeakRSSRise     uint64            `json:"peak_rss_rise_bytes"`
 }
 
+// publishers is how many callers publish a burst's intents side by side.
+const publishers = 16
+
 type latencyMS struct {
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
@@ -48,6 +52,11 @@ type latencyMS struct {
 // verdict (final, or not_yet while its window is open).
 func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int) (ManyResult, error) {
 	res := ManyResult{Intents: n, Statuses: map[string]int{}}
+	// Every goroutine of the burst (the daemon's, NATS's, the publisher's)
+	// carries this label, so a CPU profile of the run (-cpuprofile) can be
+	// narrowed to the burst with -tagfocus phase=burst.
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "burst")))
+	defer pprof.SetGoroutineLabels(ctx)
 	ids, bodies := sc.manyIntents(n)
 	ins := make([]*matcher.Intent, len(bodies))
 	for i, b := range bodies {
@@ -122,14 +131,29 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	phase := startMemPhase()
 	cpu0 := cpuTime()
 
+	// A burst comes from many callers at once: publishers run side by side,
+	// so the figures measure the daemon rather than one client's serial
+	// publish round trips.
 	start := time.Now()
-	for i, id := range ids {
-		mu.Lock()
-		sent[id] = time.Now()
-		mu.Unlock()
-		if _, err := tool.PublishIntent(ctx, sc.Ledger, id, bodies[i]); err != nil {
-			return res, fmt.Errorf("many: publish %s: %w", id, err)
-		}
+	var pub sync.WaitGroup
+	pubErr := make(chan error, publishers)
+	for p := range publishers {
+		pub.Go(func() {
+			for i := p; i < len(ids); i += publishers {
+				mu.Lock()
+				sent[ids[i]] = time.Now()
+				mu.Unlock()
+				if _, err := tool.PublishIntent(ctx, sc.Ledger, ids[i], bodies[i]); err != nil {
+					pubErr <- fmt.Errorf("many: publish %s: %w", ids[i], err)
+					return
+				}
+			}
+		})
+	}
+	pub.Wait()
+	close(pubErr)
+	if err := <-pubErr; err != nil {
+		return res, err
 	}
 	select {
 	case <-done:
