@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
@@ -101,6 +102,6 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 }
 
 // tipQueries counts the certified-tip reads among a client's queries.
-func tipQueries(s icrc3.Stats) uint64 {
+func tipQueries(s icagent.Stats) uint64 {
 	return s.Queries["ledger:icrc3_get_tip_certificate"] + s.Queries["ledger:get_data_certificate"]
 }
