@@ -1,5 +1,3 @@
-// Package reconcile decides what happened to an intent: it drives the
-// matcher over verified ICRC-3 history and produces verdicts.
 package reconcile
 
 import (

@@ -1,12 +1,3 @@
-// Package store keeps the daemon's durable state in SQLite: intents, their
-// verdict histories, the watch list of undecided intents, and the verified
-// block cache with each ledger's verified tip.
-//
-// All writes go through one connection opened with BEGIN IMMEDIATE
-// transactions, so every read-check-write sequence (verdict seq rules,
-// first-writer-wins intents, block immutability) runs serialised and cannot
-// be interleaved by another writer. Reads use a separate bounded pool of
-// query-only connections that see WAL snapshots and never block the writer.
 package store
 
 import (

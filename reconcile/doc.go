@@ -1,0 +1,19 @@
+// Package reconcile decides what happened to an intent and keeps the fleet's
+// answer.
+//
+// The Engine drives the matcher over verified history: it reads a ledger
+// through the History interface defined here (implemented by the ICRC
+// family, package icrc3history, and the ICP family, package icphistory),
+// keeps one verified chain per ledger (network, canister and verify mode)
+// in a BlockCache, and settles each intent by DESIGN §2's table: found only
+// on a verified match, absent only when the window has closed in certified
+// time with every block of it verified, not_yet while it is open,
+// unreadable on any failure.
+//
+// The Service takes intents from the queue, stores them and their verdicts
+// through the Store port, publishes verdicts through the Sink port with the
+// stream's per-subject sequence as the guard against a second writer, and
+// follows up open intents of the ledgers whose lease this instance holds.
+// The ports are interfaces of this package, implemented by packages store
+// and queue.
+package reconcile
