@@ -76,18 +76,22 @@ func TestBlockRepliesByteIdentical(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		style  BlockStyle
+		budget int
 		faults func(l *Ledger) Faults
 		want   string
 	}{
-		{"dfinity", StyleDFINITY, nil, "68a8720c9c0a8565f4c2d237e6aeb36e5ecc8d2e00f56cbe1fbdc0a9862cbfce"},
-		{"spec", StyleSpec, nil, "96e303322530fd25217c26b95ff2ba4bec3444a434ca84ab001cac4c481dccee"},
-		{"faults", StyleDFINITY, func(l *Ledger) Faults {
+		{"dfinity", StyleDFINITY, 0, nil, "68a8720c9c0a8565f4c2d237e6aeb36e5ecc8d2e00f56cbe1fbdc0a9862cbfce"},
+		{"spec", StyleSpec, 0, nil, "96e303322530fd25217c26b95ff2ba4bec3444a434ca84ab001cac4c481dccee"},
+		{"faults", StyleDFINITY, 0, func(l *Ledger) Faults {
 			return Faults{AlterBlock: l.Len() - 1, OmitBlock: 5, LieProbes: true}
 		}, "3d0bfad57cfc577db5c0039cf2ab2e65b13c00e270bb6594f083d56efd465a40"},
+		// A cache smaller than a page starts over on nearly every reply.
+		{"churn", StyleDFINITY, 4096, nil, "68a8720c9c0a8565f4c2d237e6aeb36e5ecc8d2e00f56cbe1fbdc0a9862cbfce"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newFakeHost()
 			l, _, _ := newTestLedger(t, h, LedgerConfig{BlockStyle: tc.style, ArchiveThreshold: 400, ArchiveBatch: 300, ArchiveCapacity: 1000})
+			l.enc.budget = tc.budget
 			if err := l.GenerateHistory(3000, 7, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -105,5 +109,32 @@ func TestBlockRepliesByteIdentical(t *testing.T) {
 				t.Errorf("block replies digest %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCachedEncodingsAreFresh: once a page has been served from fresh
+// encodings, serving it again from the cache gives every block's encoding
+// as its Value tree gives it now, under its own index, on both families.
+func TestCachedEncodingsAreFresh(t *testing.T) {
+	h := newFakeHost()
+	l, _, _ := newTestLedger(t, h, LedgerConfig{ArchiveThreshold: 400, ArchiveBatch: 300, ArchiveCapacity: 1000})
+	if err := l.GenerateHistory(2500, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := l.Len()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, legacy := range []bool{false, true} {
+		l.encodedBlocks(nil, n/3, n, Faults{}, legacy)
+		if got := uint64(len(l.enc.fam[famOf(legacy)])); got != n-n/3 {
+			t.Fatalf("legacy %v: %d blocks cached, want %d", legacy, got, n-n/3)
+		}
+		page := l.encodedBlocks(nil, 0, n, Faults{}, legacy) // a third fresh, the rest cached
+		for k, b := range page {
+			v := l.blockValueLocked(uint64(k))
+			if want := encodeValue(&v, legacy); b.id != uint64(k) || !bytes.Equal(b.enc, want) {
+				t.Fatalf("legacy %v: block %d served as %d %x, fresh %x", legacy, k, b.id, b.enc, want)
+			}
+		}
 	}
 }
