@@ -80,11 +80,14 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// At most Concurrency fetches are in flight, and at most twice that
-	// many pages are fetched or in flight but not yet delivered: a page
-	// that arrives before the one the consumer waits on (replies come back
-	// in any order) frees its fetch slot at once instead of holding it
-	// until its turn, and memory stays bounded by 2·Concurrency pages.
+	// At most Concurrency queries are in flight, and at most twice that
+	// many pages are fetched, decoding or in flight but not yet delivered:
+	// a reply frees its slot as soon as it arrives, before it is decoded
+	// and whether or not the consumer waits on it yet (replies come back
+	// in any order), so the next request goes out during the decoding
+	// instead of after it; memory stays bounded by 2·Concurrency pages.
+	// Pages are decoded on the goroutines that fetched them, side by side
+	// on as many cores as there are; only verification is in page order.
 	conc := c.concurrency(f.Endpoint)
 	inflight := make(chan struct{}, conc)
 	undelivered := make(chan struct{}, 2*conc)
@@ -133,11 +136,12 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 			fut := make(chan chunkResult, 1)
 			futures <- fut // never blocks: undelivered bounds it
 			issued++
+			s := &slot{ch: inflight, held: true}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				bl, err := c.fetchChunk(ctx, f, a, b)
-				<-inflight
+				bl, err := c.fetchChunk(ctx, s, f, a, b)
+				s.give()
 				fut <- chunkResult{bl, err}
 			}()
 		}
@@ -235,12 +239,56 @@ func (ch *chunk) firstMissing() uint64 {
 	return ch.b
 }
 
-func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) ([]icrc3.Block, error) {
+// slot is one page fetch's claim on the requests in flight of a walk: held
+// while one of its queries is out, given back while a reply is decoded.
+type slot struct {
+	ch   chan struct{}
+	held bool
+}
+
+func (s *slot) take(ctx context.Context) error {
+	if s == nil || s.held {
+		return nil
+	}
+	select {
+	case s.ch <- struct{}{}:
+		s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slot) give() {
+	if s != nil && s.held {
+		<-s.ch
+		s.held = false
+	}
+}
+
+// pageQuery is a block query that holds s only while it is out.
+func (c *Client) pageQuery(ctx context.Context, s *slot, canister principal.Principal, method string, arg []byte) ([]byte, error) {
+	if err := s.take(ctx); err != nil {
+		return nil, icagent.Classify(err, canister, method)
+	}
+	raw, err := c.Query(ctx, canister, method, arg, c.verify == icrc3.VerifyQueries)
+	s.give()
+	if afterPageReply != nil {
+		afterPageReply()
+	}
+	return raw, err
+}
+
+// afterPageReply, when set (by tests), runs between a page's reply and its
+// decoding.
+var afterPageReply func()
+
+func (c *Client) fetchChunk(ctx context.Context, s *slot, f icrc3.Features, a, b uint64) ([]icrc3.Block, error) {
 	ch := newChunk(a, b)
 	if ar, ok := c.archiveFor(a, b); ok {
 		// A direct archive read saves the ledger round trip; if it fails
 		// (the range may have moved), the ledger says where blocks are now.
-		if err := c.fetchArchive(ctx, ar, a, b, ch); err == nil && ch.missing == 0 {
+		if err := c.fetchArchive(ctx, s, ar, a, b, ch); err == nil && ch.missing == 0 {
 			return ch.blocks, nil
 		} else if ctx.Err() != nil {
 			return nil, icagent.Classify(ctx.Err(), ar.cb.Canister, ar.cb.Method)
@@ -252,9 +300,9 @@ func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) 
 		var chainLen uint64
 		var err error
 		if f.Endpoint == icrc3.EndpointLegacy {
-			chainLen, err = c.ledgerLegacy(ctx, g, b, ch)
+			chainLen, err = c.ledgerLegacy(ctx, s, g, b, ch)
 		} else {
-			chainLen, err = c.ledgerICRC3(ctx, g, b, ch)
+			chainLen, err = c.ledgerICRC3(ctx, s, g, b, ch)
 		}
 		if err != nil {
 			return nil, err
@@ -278,9 +326,9 @@ func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) 
 
 // ledgerICRC3 asks the ledger for [g, b) with icrc3_get_blocks and follows
 // the archive callbacks of its reply. It returns the reply's log_length.
-func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+func (c *Client) ledgerICRC3(ctx context.Context, s *slot, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "icrc3_get_blocks"
-	raw, err := c.Query(ctx, c.ledger, method, encodeGetBlocksArgs(icrc3.BlockRange{Start: g, Length: b - g}), c.verify == icrc3.VerifyQueries)
+	raw, err := c.pageQuery(ctx, s, c.ledger, method, encodeGetBlocksArgs(icrc3.BlockRange{Start: g, Length: b - g}))
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
@@ -309,7 +357,7 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 			c.learn(ar)
 			lo, hi := max(ar.start, g), min(ar.end, b)
 			if lo < hi {
-				if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+				if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
 					return 0, err
 				}
 			}
@@ -320,9 +368,9 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 
 // ledgerLegacy is ledgerICRC3 for the legacy get_blocks endpoint, whose
 // blocks are numbered from first_index.
-func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+func (c *Client) ledgerLegacy(ctx context.Context, s *slot, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "get_blocks"
-	raw, err := c.Query(ctx, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g), c.verify == icrc3.VerifyQueries)
+	raw, err := c.pageQuery(ctx, s, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g))
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
@@ -347,7 +395,7 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 		c.learn(ar)
 		lo, hi := max(ar.start, g), min(ar.end, b)
 		if lo < hi {
-			if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+			if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
 				return 0, err
 			}
 		}
@@ -358,7 +406,7 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 // fetchArchive reads [lo, hi) from an archive, re-asking for the rest of
 // each prefix reply. Failing to reach the archive is E_ARCHIVE_UNREACHABLE;
 // an archive that answers without the block asked for is E_CHAIN.
-func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint64, ch *chunk) error {
+func (c *Client) fetchArchive(ctx context.Context, s *slot, ar archiveRange, lo, hi uint64, ch *chunk) error {
 	cb := ar.cb
 	for lo < hi {
 		var bl []icrc3.Block
@@ -368,7 +416,7 @@ func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint6
 		} else {
 			arg = encodeLegacyGetBlocksArgs(lo, hi-lo)
 		}
-		raw, err := c.Query(ctx, cb.Canister, cb.Method, arg, c.verify == icrc3.VerifyQueries)
+		raw, err := c.pageQuery(ctx, s, cb.Canister, cb.Method, arg)
 		if err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && (e.Kind == icrc3.KindTransport || e.Kind == icrc3.KindReject) && ctx.Err() == nil {
