@@ -208,32 +208,58 @@ func cutAbove(cuts []uint64, a, b uint64) uint64 {
 }
 
 // chunk collects the blocks of [a, b) from however many replies it takes.
+// The usual reply is the whole chunk: its decoded slice becomes the chunk
+// as it is (blocks set, have nil), without copying a page of blocks into
+// another.
 type chunk struct {
 	a, b    uint64
-	blocks  []icrc3.Block
-	have    []bool
+	blocks  []icrc3.Block // nil until a block arrives
+	have    []bool        // which of blocks are in; nil while blocks is one whole reply
 	missing uint64
 }
 
 func newChunk(a, b uint64) *chunk {
-	return &chunk{a: a, b: b, blocks: make([]icrc3.Block, b-a), have: make([]bool, b-a), missing: b - a}
+	return &chunk{a: a, b: b, missing: b - a}
+}
+
+// putAll takes a reply's blocks, which the caller checked are numbered
+// contiguously.
+func (ch *chunk) putAll(bl []icrc3.Block) {
+	if ch.blocks == nil && len(bl) > 0 && bl[0].Index == ch.a && uint64(len(bl)) == ch.b-ch.a {
+		ch.blocks, ch.missing = bl, 0
+		return
+	}
+	for i := range bl {
+		ch.put(&bl[i])
+	}
 }
 
 // put keeps the first copy of each index: ledger and archive ranges may
 // overlap while archiving, and the chain decides whether a copy is genuine.
 func (ch *chunk) put(bl *icrc3.Block) {
-	if bl.Index < ch.a || bl.Index >= ch.b || ch.have[bl.Index-ch.a] {
+	if bl.Index < ch.a || bl.Index >= ch.b || ch.has(bl.Index) {
 		return
+	}
+	if ch.have == nil {
+		ch.blocks, ch.have = make([]icrc3.Block, ch.b-ch.a), make([]bool, ch.b-ch.a)
 	}
 	ch.blocks[bl.Index-ch.a] = *bl
 	ch.have[bl.Index-ch.a] = true
 	ch.missing--
 }
 
+// has reports whether block i (inside the chunk) is in.
+func (ch *chunk) has(i uint64) bool {
+	if ch.have == nil {
+		return ch.blocks != nil
+	}
+	return ch.have[i-ch.a]
+}
+
 func (ch *chunk) firstMissing() uint64 {
-	for i, h := range ch.have {
-		if !h {
-			return ch.a + uint64(i)
+	for i := ch.a; i < ch.b; i++ {
+		if !ch.has(i) {
+			return i
 		}
 	}
 	return ch.b
@@ -307,7 +333,7 @@ func (c *Client) fetchChunk(ctx context.Context, s *slot, f icrc3.Features, a, b
 		if err != nil {
 			return nil, err
 		}
-		if ch.have[g-a] {
+		if ch.has(g) {
 			continue // progress; ask for the rest of a prefix reply
 		}
 		if known := c.known.Load(); chainLen <= g || chainLen < known {
@@ -345,9 +371,7 @@ func (c *Client) ledgerICRC3(ctx context.Context, s *slot, g, b uint64, ch *chun
 	if err := contiguous(r.Blocks, c.ledger, method); err != nil {
 		return 0, err
 	}
-	for i := range r.Blocks {
-		ch.put(&r.Blocks[i])
-	}
+	ch.putAll(r.Blocks)
 	for _, ab := range r.Archived {
 		for _, rg := range ab.Args {
 			ar := archiveRange{cb: ab.Callback, start: rg.Start, end: rg.Start + rg.Length, icrc3: true}
@@ -385,8 +409,8 @@ func (c *Client) ledgerLegacy(ctx context.Context, s *slot, g, b uint64, ch *chu
 			return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method,
 				Msg: fmt.Sprintf("block %d of the reply is numbered %d, first_index is %d", i, r.Blocks[i].Index, r.FirstIndex)}
 		}
-		ch.put(&r.Blocks[i])
 	}
+	ch.putAll(r.Blocks)
 	for _, lr := range r.Archived {
 		ar := archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length}
 		if ar.end < ar.start {
@@ -449,9 +473,7 @@ func (c *Client) fetchArchive(ctx context.Context, s *slot, ar archiveRange, lo,
 			return &icrc3.Error{Kind: icrc3.KindDecode, Canister: cb.Canister, Method: cb.Method,
 				Msg: fmt.Sprintf("archive reply for %d..%d holds block %d", lo, hi, last)}
 		}
-		for i := range bl {
-			ch.put(&bl[i])
-		}
+		ch.putAll(bl)
 		lo += uint64(len(bl))
 	}
 	return nil
