@@ -2,7 +2,7 @@
 // full-sync baseline, all over loopback against the test replica of
 // ledgertest with signed-query verification as in production.
 //
-//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-json FILE]
+//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-endpoint legacy2000] [-json FILE]
 //
 // It builds one archived ledger whose 24 h intent window holds
 // blocks·24h/span blocks, then reports: cold verdict latency and reads for
