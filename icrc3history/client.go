@@ -47,9 +47,10 @@ type ClientConfig struct {
 	// legacy 2000-block pages and 16 on 100-block icrc3 pages, at most
 	// MaxConcurrency. Measured at a 100 ms round trip on a 1M-block ledger
 	// (2 vCPUs shared with the test replica): a 100k-block walk on legacy
-	// pages took 1.8 s at 4, 1.2 s at 8 and 1.0 s at 12, 16 or 32, where
-	// decoding bounds it (and 32 pages in flight held 210-280 MiB); icrc3
-	// pages are round-trip-bound (27 s at 4, 15 s at 8, 7-11 s at 16).
+	// pages took 1.8 s at 4, 1.1-1.2 s at 8 and 0.9-1.25 s at 12 or 16,
+	// where the client's CPU bounds it (16 reads more pages past a match,
+	// and 32 in flight held 210-280 MiB); icrc3 pages are
+	// round-trip-bound (27 s at 4, 15 s at 8, 7-11 s at 16).
 	Concurrency int
 	// Verify: VerifyChain (default) or VerifyQueries.
 	Verify icrc3.VerifyMode
