@@ -18,7 +18,7 @@ import (
 // client sends at once however configured: more only queues at one
 // boundary node.
 const (
-	ConcurrencyLegacy = 4
+	ConcurrencyLegacy = 12
 	ConcurrencyICRC3  = 16
 	MaxConcurrency    = 32
 )
@@ -43,12 +43,14 @@ type ClientConfig struct {
 	RootKey []byte
 	// MaxCertAge bounds the age of a tip certificate's /time (default 5 min).
 	MaxCertAge time.Duration
-	// Concurrency bounds the page requests in flight: by default 4 on
+	// Concurrency bounds the page requests in flight: by default 12 on
 	// legacy 2000-block pages and 16 on 100-block icrc3 pages, at most
 	// MaxConcurrency. Measured at a 100 ms round trip on a 1M-block ledger
-	// (2 vCPUs): legacy pages are decode-bound past 4 (a 100k-block walk
-	// took no less at 8 or 16), icrc3 pages are round-trip-bound (the same
-	// walk took 27 s at 4, 15 s at 8, 11 s at 16).
+	// (2 vCPUs shared with the test replica): a 100k-block walk on legacy
+	// pages took 1.8 s at 4, 1.1-1.2 s at 8 and 0.9-1.25 s at 12 or 16,
+	// where the client's CPU bounds it (16 reads more pages past a match,
+	// and 32 in flight held 210-280 MiB); icrc3 pages are
+	// round-trip-bound (27 s at 4, 15 s at 8, 7-11 s at 16).
 	Concurrency int
 	// Verify: VerifyChain (default) or VerifyQueries.
 	Verify icrc3.VerifyMode

@@ -80,11 +80,14 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// At most Concurrency fetches are in flight, and at most twice that
-	// many pages are fetched or in flight but not yet delivered: a page
-	// that arrives before the one the consumer waits on (replies come back
-	// in any order) frees its fetch slot at once instead of holding it
-	// until its turn, and memory stays bounded by 2·Concurrency pages.
+	// At most Concurrency queries are in flight, and at most twice that
+	// many pages are fetched, decoding or in flight but not yet delivered:
+	// a reply frees its slot as soon as it arrives, before it is decoded
+	// and whether or not the consumer waits on it yet (replies come back
+	// in any order), so the next request goes out during the decoding
+	// instead of after it; memory stays bounded by 2·Concurrency pages.
+	// Pages are decoded on the goroutines that fetched them, side by side
+	// on as many cores as there are; only verification is in page order.
 	conc := c.concurrency(f.Endpoint)
 	inflight := make(chan struct{}, conc)
 	undelivered := make(chan struct{}, 2*conc)
@@ -133,11 +136,12 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 			fut := make(chan chunkResult, 1)
 			futures <- fut // never blocks: undelivered bounds it
 			issued++
+			s := &slot{ch: inflight, held: true}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				bl, err := c.fetchChunk(ctx, f, a, b)
-				<-inflight
+				bl, err := c.fetchChunk(ctx, s, f, a, b)
+				s.give()
 				fut <- chunkResult{bl, err}
 			}()
 		}
@@ -204,43 +208,113 @@ func cutAbove(cuts []uint64, a, b uint64) uint64 {
 }
 
 // chunk collects the blocks of [a, b) from however many replies it takes.
+// The usual reply is the whole chunk: its decoded slice becomes the chunk
+// as it is (blocks set, have nil), without copying a page of blocks into
+// another.
 type chunk struct {
 	a, b    uint64
-	blocks  []icrc3.Block
-	have    []bool
+	blocks  []icrc3.Block // nil until a block arrives
+	have    []bool        // which of blocks are in; nil while blocks is one whole reply
 	missing uint64
 }
 
 func newChunk(a, b uint64) *chunk {
-	return &chunk{a: a, b: b, blocks: make([]icrc3.Block, b-a), have: make([]bool, b-a), missing: b - a}
+	return &chunk{a: a, b: b, missing: b - a}
+}
+
+// putAll takes a reply's blocks, which the caller checked are numbered
+// contiguously.
+func (ch *chunk) putAll(bl []icrc3.Block) {
+	if ch.blocks == nil && len(bl) > 0 && bl[0].Index == ch.a && uint64(len(bl)) == ch.b-ch.a {
+		ch.blocks, ch.missing = bl, 0
+		return
+	}
+	for i := range bl {
+		ch.put(&bl[i])
+	}
 }
 
 // put keeps the first copy of each index: ledger and archive ranges may
 // overlap while archiving, and the chain decides whether a copy is genuine.
 func (ch *chunk) put(bl *icrc3.Block) {
-	if bl.Index < ch.a || bl.Index >= ch.b || ch.have[bl.Index-ch.a] {
+	if bl.Index < ch.a || bl.Index >= ch.b || ch.has(bl.Index) {
 		return
+	}
+	if ch.have == nil {
+		ch.blocks, ch.have = make([]icrc3.Block, ch.b-ch.a), make([]bool, ch.b-ch.a)
 	}
 	ch.blocks[bl.Index-ch.a] = *bl
 	ch.have[bl.Index-ch.a] = true
 	ch.missing--
 }
 
+// has reports whether block i (inside the chunk) is in.
+func (ch *chunk) has(i uint64) bool {
+	if ch.have == nil {
+		return ch.blocks != nil
+	}
+	return ch.have[i-ch.a]
+}
+
 func (ch *chunk) firstMissing() uint64 {
-	for i, h := range ch.have {
-		if !h {
-			return ch.a + uint64(i)
+	for i := ch.a; i < ch.b; i++ {
+		if !ch.has(i) {
+			return i
 		}
 	}
 	return ch.b
 }
 
-func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) ([]icrc3.Block, error) {
+// slot is one page fetch's claim on the requests in flight of a walk: held
+// while one of its queries is out, given back while a reply is decoded.
+type slot struct {
+	ch   chan struct{}
+	held bool
+}
+
+func (s *slot) take(ctx context.Context) error {
+	if s == nil || s.held {
+		return nil
+	}
+	select {
+	case s.ch <- struct{}{}:
+		s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slot) give() {
+	if s != nil && s.held {
+		<-s.ch
+		s.held = false
+	}
+}
+
+// pageQuery is a block query that holds s only while it is out.
+func (c *Client) pageQuery(ctx context.Context, s *slot, canister principal.Principal, method string, arg []byte) ([]byte, error) {
+	if err := s.take(ctx); err != nil {
+		return nil, icagent.Classify(err, canister, method)
+	}
+	raw, err := c.Query(ctx, canister, method, arg, c.verify == icrc3.VerifyQueries)
+	s.give()
+	if afterPageReply != nil {
+		afterPageReply()
+	}
+	return raw, err
+}
+
+// afterPageReply, when set (by tests), runs between a page's reply and its
+// decoding.
+var afterPageReply func()
+
+func (c *Client) fetchChunk(ctx context.Context, s *slot, f icrc3.Features, a, b uint64) ([]icrc3.Block, error) {
 	ch := newChunk(a, b)
 	if ar, ok := c.archiveFor(a, b); ok {
 		// A direct archive read saves the ledger round trip; if it fails
 		// (the range may have moved), the ledger says where blocks are now.
-		if err := c.fetchArchive(ctx, ar, a, b, ch); err == nil && ch.missing == 0 {
+		if err := c.fetchArchive(ctx, s, ar, a, b, ch); err == nil && ch.missing == 0 {
 			return ch.blocks, nil
 		} else if ctx.Err() != nil {
 			return nil, icagent.Classify(ctx.Err(), ar.cb.Canister, ar.cb.Method)
@@ -252,14 +326,14 @@ func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) 
 		var chainLen uint64
 		var err error
 		if f.Endpoint == icrc3.EndpointLegacy {
-			chainLen, err = c.ledgerLegacy(ctx, g, b, ch)
+			chainLen, err = c.ledgerLegacy(ctx, s, g, b, ch)
 		} else {
-			chainLen, err = c.ledgerICRC3(ctx, g, b, ch)
+			chainLen, err = c.ledgerICRC3(ctx, s, g, b, ch)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if ch.have[g-a] {
+		if ch.has(g) {
 			continue // progress; ask for the rest of a prefix reply
 		}
 		if known := c.known.Load(); chainLen <= g || chainLen < known {
@@ -278,9 +352,9 @@ func (c *Client) fetchChunk(ctx context.Context, f icrc3.Features, a, b uint64) 
 
 // ledgerICRC3 asks the ledger for [g, b) with icrc3_get_blocks and follows
 // the archive callbacks of its reply. It returns the reply's log_length.
-func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+func (c *Client) ledgerICRC3(ctx context.Context, s *slot, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "icrc3_get_blocks"
-	raw, err := c.Query(ctx, c.ledger, method, encodeGetBlocksArgs(icrc3.BlockRange{Start: g, Length: b - g}), c.verify == icrc3.VerifyQueries)
+	raw, err := c.pageQuery(ctx, s, c.ledger, method, encodeGetBlocksArgs(icrc3.BlockRange{Start: g, Length: b - g}))
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
@@ -297,9 +371,7 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 	if err := contiguous(r.Blocks, c.ledger, method); err != nil {
 		return 0, err
 	}
-	for i := range r.Blocks {
-		ch.put(&r.Blocks[i])
-	}
+	ch.putAll(r.Blocks)
 	for _, ab := range r.Archived {
 		for _, rg := range ab.Args {
 			ar := archiveRange{cb: ab.Callback, start: rg.Start, end: rg.Start + rg.Length, icrc3: true}
@@ -309,7 +381,7 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 			c.learn(ar)
 			lo, hi := max(ar.start, g), min(ar.end, b)
 			if lo < hi {
-				if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+				if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
 					return 0, err
 				}
 			}
@@ -320,9 +392,9 @@ func (c *Client) ledgerICRC3(ctx context.Context, g, b uint64, ch *chunk) (uint6
 
 // ledgerLegacy is ledgerICRC3 for the legacy get_blocks endpoint, whose
 // blocks are numbered from first_index.
-func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint64, error) {
+func (c *Client) ledgerLegacy(ctx context.Context, s *slot, g, b uint64, ch *chunk) (uint64, error) {
 	const method = "get_blocks"
-	raw, err := c.Query(ctx, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g), c.verify == icrc3.VerifyQueries)
+	raw, err := c.pageQuery(ctx, s, c.ledger, method, encodeLegacyGetBlocksArgs(g, b-g))
 	if err != nil {
 		return 0, fmt.Errorf("icrc3: get blocks %d..%d: %w", g, b, err)
 	}
@@ -337,8 +409,8 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 			return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method,
 				Msg: fmt.Sprintf("block %d of the reply is numbered %d, first_index is %d", i, r.Blocks[i].Index, r.FirstIndex)}
 		}
-		ch.put(&r.Blocks[i])
 	}
+	ch.putAll(r.Blocks)
 	for _, lr := range r.Archived {
 		ar := archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length}
 		if ar.end < ar.start {
@@ -347,7 +419,7 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 		c.learn(ar)
 		lo, hi := max(ar.start, g), min(ar.end, b)
 		if lo < hi {
-			if err := c.fetchArchive(ctx, ar, lo, hi, ch); err != nil {
+			if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
 				return 0, err
 			}
 		}
@@ -358,7 +430,7 @@ func (c *Client) ledgerLegacy(ctx context.Context, g, b uint64, ch *chunk) (uint
 // fetchArchive reads [lo, hi) from an archive, re-asking for the rest of
 // each prefix reply. Failing to reach the archive is E_ARCHIVE_UNREACHABLE;
 // an archive that answers without the block asked for is E_CHAIN.
-func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint64, ch *chunk) error {
+func (c *Client) fetchArchive(ctx context.Context, s *slot, ar archiveRange, lo, hi uint64, ch *chunk) error {
 	cb := ar.cb
 	for lo < hi {
 		var bl []icrc3.Block
@@ -368,7 +440,7 @@ func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint6
 		} else {
 			arg = encodeLegacyGetBlocksArgs(lo, hi-lo)
 		}
-		raw, err := c.Query(ctx, cb.Canister, cb.Method, arg, c.verify == icrc3.VerifyQueries)
+		raw, err := c.pageQuery(ctx, s, cb.Canister, cb.Method, arg)
 		if err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && (e.Kind == icrc3.KindTransport || e.Kind == icrc3.KindReject) && ctx.Err() == nil {
@@ -401,9 +473,7 @@ func (c *Client) fetchArchive(ctx context.Context, ar archiveRange, lo, hi uint6
 			return &icrc3.Error{Kind: icrc3.KindDecode, Canister: cb.Canister, Method: cb.Method,
 				Msg: fmt.Sprintf("archive reply for %d..%d holds block %d", lo, hi, last)}
 		}
-		for i := range bl {
-			ch.put(&bl[i])
-		}
+		ch.putAll(bl)
 		lo += uint64(len(bl))
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -514,5 +515,50 @@ func TestClientBoundedConcurrencyAndCancel(t *testing.T) {
 	stop := errors.New("enough")
 	if err := c.Blocks(ctx, 0, tip.Len(), func([]icrc3.Block) error { return stop }); err != stop {
 		t.Fatalf("callback error not returned as is: %v", err)
+	}
+}
+
+// TestPageRequestGoesOutWhileDecoding: a reply gives its request slot back
+// before it is decoded, so with one request in flight the next page is
+// asked for while the previous reply still waits to be decoded, instead of
+// every decoding adding to the round trips in series.
+func TestPageRequestGoesOutWhileDecoding(t *testing.T) {
+	e := newEnv(t, archived(), 7000)
+	c := e.client(t, icrc3history.ClientConfig{Concurrency: 1, Endpoint: icrc3.EndpointLegacy})
+	ctx := context.Background()
+	tip, err := c.Tip(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func() (n uint64) {
+		for _, k := range e.ledger.Counters().Calls {
+			n += k
+		}
+		return n
+	}
+	var once sync.Once
+	waited := false
+	defer icrc3history.SetAfterPageReply(func() {
+		once.Do(func() {
+			// Hold the first reply back from decoding until the replica has
+			// seen another request, or give up.
+			n0 := calls()
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if calls() > n0 {
+					waited = true
+					return
+				}
+			}
+		})
+	})()
+	pages := 0
+	if err := c.BlocksDesc(ctx, 0, tip.Len(), func([]icrc3.Block) error { pages++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !waited {
+		t.Fatal("no further page was requested while a reply waited to be decoded")
+	}
+	if pages < 4 {
+		t.Fatalf("%d pages, want the whole chain's", pages)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/aviate-labs/agent-go/principal"
-	"github.com/reconciled/reconciled/icrc3"
 )
 
 // Archive is an archive canister of a Ledger. Blocks are immutable once
@@ -89,15 +88,11 @@ func (a *Archive) Query(ctx CallContext, method string, arg []byte) (out []byte,
 		if r := decodeArg(arg, &ga); r != nil {
 			return nil, r
 		}
-		blocks, rej := a.blocks([]getBlocksArg{ga}, maxLegacyBlocksPerReq)
+		blocks, rej := a.blocks([]getBlocksArg{ga}, maxLegacyBlocksPerReq, true)
 		if rej != nil {
 			return nil, rej
 		}
-		vs := make([]icrc3.Value, len(blocks))
-		for i := range blocks {
-			vs[i] = blocks[i].value
-		}
-		return encodeBlockRange(vs), nil
+		return encodeBlockRange(blocks), nil
 	case "icrc3_get_tip_certificate":
 		return reply((*dataCertificate)(nil))
 	case "icrc3_get_archives":
@@ -111,7 +106,7 @@ func (a *Archive) Query(ctx CallContext, method string, arg []byte) (out []byte,
 // getBlocks answers icrc3_get_blocks: a prefix of at most 100 blocks summed
 // over args, log_length = the archive's own block count, no archived ranges.
 func (a *Archive) getBlocks(args []getBlocksArg) ([]byte, *Reject) {
-	blocks, rej := a.blocks(args, maxBlocksPerResponse)
+	blocks, rej := a.blocks(args, maxBlocksPerResponse, false)
 	if rej != nil {
 		return nil, rej
 	}
@@ -123,7 +118,7 @@ func (a *Archive) getBlocks(args []getBlocksArg) ([]byte, *Reject) {
 
 // blocks collects up to limit blocks over args, each range also capped at
 // 2000, trapping when a range starts below the archive's offset.
-func (a *Archive) blocks(args []getBlocksArg, limit uint64) ([]indexedBlock, *Reject) {
+func (a *Archive) blocks(args []getBlocksArg, limit uint64, legacy bool) ([]indexedBlock, *Reject) {
 	f := a.l.h.Faults(a.id)
 	a.l.mu.RLock()
 	defer a.l.mu.RUnlock()
@@ -136,18 +131,16 @@ func (a *Archive) blocks(args []getBlocksArg, limit uint64) ([]indexedBlock, *Re
 		}
 		length = min(length, maxLegacyBlocksPerReq, remaining)
 		end := min(satAdd(start, length), a.end)
-		for i := start; i < end; i++ {
-			if v, ok := a.l.served(i, f); ok {
-				out = append(out, indexedBlock{id: i, value: v})
-			}
-			remaining--
+		if start < end {
+			out = a.l.encodedBlocks(out, start, end, f, legacy)
+			remaining -= end - start
 		}
 		if remaining == 0 {
 			break
 		}
 	}
 	if len(args) == 1 && u64Clip(args[0].Length) == 1 && len(out) == 1 {
-		out[0].value = lieProbe(f, out[0].value)
+		out[0] = a.l.probed(out[0], f, legacy)
 	}
 	a.l.blocksSent.Add(uint64(len(out)))
 	return out, nil

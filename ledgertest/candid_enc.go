@@ -193,21 +193,45 @@ type archivedGroup struct {
 	ranges  []blockRange
 }
 
-// indexedBlock is a block and its id.
+// indexedBlock is a block's id and its encoding as a Value of the reply's
+// family (encodeValue).
 type indexedBlock struct {
-	id    uint64
-	value icrc3.Value
+	id  uint64
+	enc []byte
+}
+
+// encodeValue is v's encoding as a Value of the legacy or the ICRC-3 family.
+func encodeValue(v *icrc3.Value, legacy bool) []byte {
+	e := encoder{legacy: legacy}
+	e.value(v)
+	return e.b
+}
+
+func (e *encoder) blocks(blocks []indexedBlock) {
+	e.u(uint64(len(blocks)))
+	for i := range blocks {
+		e.b = append(e.b, blocks[i].enc...)
+	}
+}
+
+// pageCap is a page's encoded size, for one allocation.
+func pageCap(blocks []indexedBlock) int {
+	n := 0
+	for i := range blocks {
+		n += len(blocks[i].enc)
+	}
+	return n + 16*len(blocks)
 }
 
 // encodeGetBlocksResult encodes an ICRC-3 GetBlocksResult.
 func encodeGetBlocksResult(logLength uint64, blocks []indexedBlock, archived []archivedGroup) []byte {
-	e := encoder{b: make([]byte, 0, len(hdrGetBlocks)+64+len(blocks)*400)}
+	e := encoder{b: make([]byte, 0, len(hdrGetBlocks)+64+pageCap(blocks))}
 	e.b = append(e.b, hdrGetBlocks...)
 	e.u(logLength)
 	e.u(uint64(len(blocks)))
 	for i := range blocks {
 		e.u(blocks[i].id)
-		e.value(&blocks[i].value)
+		e.b = append(e.b, blocks[i].enc...)
 	}
 	e.u(uint64(len(archived)))
 	for _, g := range archived {
@@ -228,8 +252,8 @@ type legacyArchived struct {
 }
 
 // encodeLegacyResponse encodes the legacy GetBlocksResponse.
-func encodeLegacyResponse(firstIndex, chainLength uint64, certificate []byte, blocks []icrc3.Value, archived []legacyArchived) []byte {
-	e := encoder{b: make([]byte, 0, len(hdrLegacyResponse)+len(certificate)+64+len(blocks)*400), legacy: true}
+func encodeLegacyResponse(firstIndex, chainLength uint64, certificate []byte, blocks []indexedBlock, archived []legacyArchived) []byte {
+	e := encoder{b: make([]byte, 0, len(hdrLegacyResponse)+len(certificate)+64+pageCap(blocks)), legacy: true}
 	e.b = append(e.b, hdrLegacyResponse...)
 	if certificate != nil {
 		e.b = append(e.b, 1)
@@ -238,10 +262,7 @@ func encodeLegacyResponse(firstIndex, chainLength uint64, certificate []byte, bl
 		e.b = append(e.b, 0)
 	}
 	e.u(firstIndex)
-	e.u(uint64(len(blocks)))
-	for i := range blocks {
-		e.value(&blocks[i])
-	}
+	e.blocks(blocks)
 	e.nat64(chainLength)
 	e.u(uint64(len(archived)))
 	for _, a := range archived {
@@ -253,12 +274,9 @@ func encodeLegacyResponse(firstIndex, chainLength uint64, certificate []byte, bl
 }
 
 // encodeBlockRange encodes the legacy archive reply BlockRange.
-func encodeBlockRange(blocks []icrc3.Value) []byte {
-	e := encoder{b: make([]byte, 0, len(hdrBlockRange)+16+len(blocks)*400), legacy: true}
+func encodeBlockRange(blocks []indexedBlock) []byte {
+	e := encoder{b: make([]byte, 0, len(hdrBlockRange)+16+pageCap(blocks)), legacy: true}
 	e.b = append(e.b, hdrBlockRange...)
-	e.u(uint64(len(blocks)))
-	for i := range blocks {
-		e.value(&blocks[i])
-	}
+	e.blocks(blocks)
 	return e.b
 }

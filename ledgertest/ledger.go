@@ -124,6 +124,7 @@ type Ledger struct {
 	execs       []Execution
 	bulk        bool // GenerateHistory certifies once at the end instead of per block
 	rh          *riHasher
+	enc         encCache
 }
 
 func newLedger(h host, cfg LedgerConfig) (*Ledger, error) {

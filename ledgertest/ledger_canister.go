@@ -494,15 +494,13 @@ func (l *Ledger) getBlocks(args []getBlocksArg) []byte {
 				}
 			}
 		}
-		for i := max(start, local); i < end; i++ {
-			if v, ok := l.served(i, f); ok {
-				blocks = append(blocks, indexedBlock{id: i, value: v})
-			}
-			remaining--
+		if lo := max(start, local); lo < end {
+			blocks = l.encodedBlocks(blocks, lo, end, f, false)
+			remaining -= end - lo
 		}
 	}
 	if len(args) == 1 && u64Clip(args[0].Length) == 1 && len(blocks) == 1 {
-		blocks[0].value = lieProbe(f, blocks[0].value)
+		blocks[0] = l.probed(blocks[0], f, false)
 	}
 	var archived []archivedGroup
 	for _, g := range groups {
@@ -542,14 +540,12 @@ func (l *Ledger) legacyGetBlocks(ctx CallContext, a getBlocksArg) []byte {
 	}
 	first := max(start, local)
 	end := min(reqEnd, satAdd(first, maxLegacyBlocksPerReq))
-	var blocks []icrc3.Value
-	for i := first; i < end; i++ {
-		if v, ok := l.served(i, f); ok {
-			blocks = append(blocks, v)
-		}
+	var blocks []indexedBlock
+	if first < end {
+		blocks = l.encodedBlocks(nil, first, end, f, true)
 	}
 	if length == 1 && len(blocks) == 1 {
-		blocks[0] = lieProbe(f, blocks[0])
+		blocks[0] = l.probed(blocks[0], f, true)
 	}
 	data := l.certifiedAt(n)
 	at := l.stateTimeBound(n)

@@ -2,7 +2,7 @@
 // full-sync baseline, all over loopback against the test replica of
 // ledgertest with signed-query verification as in production.
 //
-//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-json FILE]
+//	go run ./cmd/reconbench [-blocks 1000000] [-span 240h] [-runs 5] [-intents 1000] [-rtt 0] [-endpoint legacy2000] [-json FILE]
 //
 // It builds one archived ledger whose 24 h intent window holds
 // blocks·24h/span blocks, then reports: cold verdict latency and reads for
@@ -60,6 +60,9 @@ type config struct {
 	// ICP adds the single-intent cases on an ICP-style ledger of the same
 	// shape (built in this process), read as the ICP ledger's family.
 	ICP bool `json:"icp"`
+	// Endpoint names the one endpoint family measured (legacy2000 or
+	// icrc3_100); empty measures both.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 func defaultConfig() config {
@@ -90,6 +93,7 @@ func parseFlags(args []string) (config, options, error) {
 	fs.BoolVar(&cfg.SkipBaseline, "skip-baseline", false, "leave out the full-sync baseline")
 	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "where the test ledger runs: child (a child process) or inproc")
 	fs.BoolVar(&cfg.ICP, "icp", cfg.ICP, "also measure the cases on an ICP-style ledger (in process)")
+	fs.StringVar(&cfg.Endpoint, "endpoint", "", "measure only this endpoint family (legacy2000 or icrc3_100); empty: both")
 	fs.BoolVar(&o.serve, "serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -154,6 +158,10 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	if cfg.Concurrency < 0 || cfg.RTT < 0 {
 		return nil, fmt.Errorf("-concurrency %d, -rtt %s: want neither negative", cfg.Concurrency, cfg.RTT)
 	}
+	eps, err := selectEndpoints(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
 	// The ledger child's stderr is copied into logw from another goroutine.
 	logw = &lockedWriter{w: logw}
 	logf := func(format string, args ...any) {
@@ -204,7 +212,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	for _, ep := range endpoints {
+	for _, ep := range eps {
 		raw, err := sc.capturePage(ctx, ag, ep.ep, ep.page)
 		if err != nil {
 			return nil, err
@@ -218,7 +226,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	}
 
 	ours := startMemPhase()
-	for _, ep := range endpoints {
+	for _, ep := range eps {
 		for _, name := range caseNames {
 			r, err := sc.runCase(ctx, ag, ep.ep, ep.name, ep.page, name, cfg.Runs)
 			if err != nil {
@@ -258,7 +266,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 	}
 
 	if !cfg.SkipBaseline {
-		for _, ep := range endpoints {
+		for _, ep := range eps {
 			styles := []string{styleConcurrent}
 			if ep.ep == icrc3.EndpointLegacy {
 				// One page at a time, the ICRC-3 family would take twenty

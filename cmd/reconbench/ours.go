@@ -17,14 +17,29 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// endpoints are the two block endpoint families a DFINITY ledger serves.
-var endpoints = []struct {
+type endpoint struct {
 	name string
 	ep   icrc3.Endpoint
 	page uint64
-}{
+}
+
+// endpoints are the two block endpoint families a DFINITY ledger serves.
+var endpoints = []endpoint{
 	{"legacy2000", icrc3.EndpointLegacy, icrc3.PageLegacy},
 	{"icrc3_100", icrc3.EndpointICRC3, icrc3.PageICRC3},
+}
+
+// selectEndpoints is the endpoint family named, or all of them for "".
+func selectEndpoints(name string) ([]endpoint, error) {
+	if name == "" {
+		return endpoints, nil
+	}
+	for _, ep := range endpoints {
+		if ep.name == name {
+			return []endpoint{ep}, nil
+		}
+	}
+	return nil, fmt.Errorf("-endpoint %q: want legacy2000 or icrc3_100", name)
 }
 
 // CaseResult is one single-intent case on one endpoint family, over runs

@@ -328,3 +328,33 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 }
+
+// TestEndpointSelectsOneFamily: -endpoint measures the cases and baselines
+// of one endpoint family only, and refuses a name it does not know.
+func TestEndpointSelectsOneFamily(t *testing.T) {
+	if _, err := selectEndpoints("get_blocks"); err == nil {
+		t.Fatal("-endpoint get_blocks accepted")
+	}
+	cfg := smokeConfig()
+	cfg.Blocks, cfg.Runs, cfg.Intents, cfg.Ledger, cfg.ICP = 5_000, 1, 0, "inproc", false
+	cfg.DecodeTime = 20 * time.Millisecond
+	cfg.Endpoint = "legacy2000"
+	var log bytes.Buffer
+	rep, err := run(context.Background(), cfg, &log)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if len(rep.Cases) != len(caseNames) || len(rep.Decode) != 1 || len(rep.Baseline) != 2 {
+		t.Fatalf("%d cases, %d decode figures, %d baselines: want one family's", len(rep.Cases), len(rep.Decode), len(rep.Baseline))
+	}
+	for _, c := range rep.Cases {
+		if c.Endpoint != "legacy2000" {
+			t.Errorf("case %s measured on %s", c.Case, c.Endpoint)
+		}
+	}
+	for _, b := range rep.Baseline {
+		if b.Endpoint != "legacy2000" {
+			t.Errorf("baseline %s on %s", b.Style, b.Endpoint)
+		}
+	}
+}
