@@ -389,10 +389,14 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 		}
 		aim := func() uint64 {
 			if c.r.Empty() {
-				// Nothing read yet: one page's worth of blocks (two pages
-				// when an archive bound cuts it), whose density then aims
-				// the rest.
-				return c.r.Lo - min(c.r.Lo, page)
+				// Nothing read yet, so no density to aim by: as many pages
+				// as the client keeps in flight go out at once (it bounds
+				// them, at most coldPages), and the density of the first
+				// verified one aims the rest. Asking for one page first
+				// would cost a serial round trip on every far window; this
+				// costs at most C−1 unused pages on a near one, once per
+				// ledger.
+				return c.r.Lo - min(c.r.Lo, coldPages*page)
 			}
 			return c.walkTarget(w.From, page)
 		}
@@ -415,6 +419,10 @@ func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3
 	}
 	return e.settle(v, d, w.ClosedAt(tip.Time)), nil
 }
+
+// coldPages bounds the pages a walk from an empty verified range asks for
+// before any density is known: the most any client keeps in flight.
+const coldPages = 32
 
 // decision accumulates what one intent's scan saw.
 type decision struct {

@@ -35,6 +35,8 @@ type envOpt struct {
 	page     uint64
 	verify   icrc3.VerifyMode
 	cfg      reconcile.LedgerConfig
+	// wrap, when set, is what the engine reads instead of the client.
+	wrap func(*icrc3history.Client) reconcile.History
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -57,11 +59,15 @@ func newEnv(t testing.TB, o envOpt) *env {
 		t.Fatal(err)
 	}
 	cache := reconcile.NewMemCache()
+	var h reconcile.History = c
+	if o.wrap != nil {
+		h = o.wrap(c)
+	}
 	eng := reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != l.ID().Encode() {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
-		return c, o.cfg, nil
+		return h, o.cfg, nil
 	}, cache, nil)
 	return &env{t: t, srv: srv, ledger: l, client: c, engine: eng, cache: cache}
 }

@@ -1,11 +1,14 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -67,5 +70,48 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 				t.Fatalf("an intent with no new blocks cost %d queries, want 1 (the tip)", n)
 			}
 		})
+	}
+}
+
+// floorRecorder is the client, noting how far down each aimed walk may
+// request pages when it starts.
+type floorRecorder struct {
+	*icrc3history.Client
+	mu     sync.Mutex
+	starts [][2]uint64 // {end, floor()} at each walk's start
+}
+
+func (f *floorRecorder) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+	f.mu.Lock()
+	f.starts = append(f.starts, [2]uint64{end, floor()})
+	f.mu.Unlock()
+	return f.Client.BlocksDescAbove(ctx, start, end, floor, fn)
+}
+
+// TestColdWalkAsksForPagesAtOnce: a walk from an empty verified range has
+// no density to aim by, yet asking for one page first would put a serial
+// round trip before every far window's pages; it asks for as many as the
+// client keeps in flight.
+func TestColdWalkAsksForPagesAtOnce(t *testing.T) {
+	const page = 100
+	var rec *floorRecorder
+	e := newEnv(t, envOpt{endpoint: icrc3.EndpointLegacy, page: page,
+		wrap: func(c *icrc3history.Client) reconcile.History { rec = &floorRecorder{Client: c}; return rec }})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000_000)
+	if err := e.ledger.GenerateHistory(3000, 5, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	far := transferIntent{id: "far", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now() - uint64(time.Hour)}
+	if v := e.decide(e.intent(far.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet || v.Evidence == nil || v.Evidence.BlocksRead < 2*page {
+		t.Fatalf("far intent: %s %+v %+v", v.Status, v.Reason, v.Evidence)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.starts) == 0 {
+		t.Fatal("the cold walk never asked for pages")
+	}
+	if end, floor := rec.starts[0][0], rec.starts[0][1]; end-floor < 2*page {
+		t.Fatalf("the cold walk started asking for blocks %d..%d: one page, though nothing aims it yet", floor, end)
 	}
 }
