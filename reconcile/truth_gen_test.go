@@ -33,7 +33,7 @@ var (
 	truthSeed  = flag.Int64("truth.seed", 20261129, "seed of TestTruth's scenario generator")
 	truthN     = flag.Int("truth.n", 2000, "number of TestTruth scenarios")
 	truthWorld = flag.Int("truth.world", -1, "run only this world of TestTruth (to replay a failure)")
-	truthICPN  = flag.Int("truth.icpn", 500, "number of TestTruthICP scenarios")
+	truthICPN  = flag.Int("truth.icpn", 2000, "number of TestTruthICP scenarios")
 )
 
 // perWorld scenarios share one ledger: DecideMany then settles them with one
