@@ -42,13 +42,20 @@ var (
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldArchiving(t, 6, 4, 8)
+}
+
+// newWorldArchiving is newWorld with the archiving threshold, batch and
+// capacity given.
+func newWorldArchiving(t *testing.T, threshold, batch, capacity uint64) *world {
+	t.Helper()
 	srv, err := ledgertest.NewServer(ledgertest.WithSeed(15))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
 	l, err := srv.NewICPLedger(ledgertest.LedgerConfig{
-		ArchiveThreshold: 6, ArchiveBatch: 4, ArchiveCapacity: 8,
+		ArchiveThreshold: threshold, ArchiveBatch: batch, ArchiveCapacity: capacity,
 		InitialBalances: []ledgertest.Balance{
 			{Account: icrc3.Account{Owner: alice}, Amount: icrc3.NatFromUint64(1_000_000_000)},
 			{Account: icrc3.Account{Owner: bob}, Amount: icrc3.NatFromUint64(1_000_000_000)},
@@ -406,5 +413,35 @@ func TestLaggingICPReplicaIsAnOlderPrefix(t *testing.T) {
 	v = decide(t, warm, last.intent)
 	if v.Status != reconcile.StatusFound || v.Evidence.HistoryChanged != nil {
 		t.Fatalf("warm engine under a lagging replica: %s %+v, history change %+v; want found, no change", v.Status, v.Reason, v.Evidence.HistoryChanged)
+	}
+}
+
+// A walk down through an archive asks the archive for each page straight
+// away once it has seen the archive hold the blocks above: the ledger names
+// an archive only for the blocks a query asked about, so asking it first
+// would put a serial round trip before every archived page.
+func TestWalkThroughArchiveAsksTheArchiveDirectly(t *testing.T) {
+	w := newWorldArchiving(t, 4_000, 3_000, 30_000)
+	first := w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, nil)
+	if err := w.l.Inner().GenerateHistory(40_000, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	arch := w.l.Archives()
+	if len(arch) < 2 {
+		t.Fatalf("want at least two archives, got %+v", arch)
+	}
+	before := w.client.Stats()
+	w.wantFound(w.engine(), first, icrc3.BlockTransfer)
+	after := w.client.Stats()
+	ledgerQ := after.Queries["ledger:query_encoded_blocks"] - before.Queries["ledger:query_encoded_blocks"]
+	archiveQ := after.Queries["archive:get_encoded_blocks"] - before.Queries["archive:get_encoded_blocks"]
+	pages := (w.l.Len() + icphistory.Page - 1) / icphistory.Page
+	// The tip and family probe, the first batch (2 pages in flight), and
+	// at most one ledger query where the walk crosses into each archive.
+	if limit := uint64(2 + 2 + len(arch)); ledgerQ > limit {
+		t.Fatalf("%d ledger and %d archive page queries for %d pages through %d archives; want at most %d of the ledger", ledgerQ, archiveQ, pages, len(arch), limit)
 	}
 }

@@ -222,9 +222,12 @@ func (h *History) blocksDesc(ctx context.Context, start, end uint64, floor func(
 // from the archives it names, decoding each block strictly.
 func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, error) {
 	if cb, ok := h.archiveFor(lo, hi); ok {
-		// Straight to the archive a reply named for these blocks; a short
-		// or failed answer falls back to asking the ledger.
+		// Straight to the archive a reply named for these blocks, or the
+		// one holding the blocks just above them; a short or failed answer
+		// falls back to asking the ledger. Whichever canister answers, the
+		// blocks must chain to the verified ones above.
 		if bs, err := h.archive(ctx, cb, lo, hi-lo); err == nil && uint64(len(bs)) == hi-lo {
+			h.learnArchives([]icrc3.EncodedArchivedRange{{Start: lo, Length: hi - lo, Callback: cb}})
 			got := make(map[uint64][]byte, len(bs))
 			for i, b := range bs {
 				got[lo+uint64(i)] = b
@@ -319,13 +322,27 @@ func (h *History) learnArchives(rs []icrc3.EncodedArchivedRange) {
 	}
 }
 
+// archiveFor names the archive to ask for [lo, hi): one seen to hold
+// those blocks, else the one seen nearest above them. The ledger names an
+// archive only for the blocks a query asked about, and a walk goes down
+// through an archive's blocks page by page: without the guess every page
+// would cost a ledger query first, a serial round trip each. A wrong guess
+// costs one (the archive refuses the range, the ledger is asked).
 func (h *History) archiveFor(lo, hi uint64) (icrc3.Callback, bool) {
 	h.archMu.Lock()
 	defer h.archMu.Unlock()
-	for _, a := range h.archives {
+	var above *archiveRange
+	for i := range h.archives {
+		a := &h.archives[i]
 		if a.start <= lo && hi <= a.end {
 			return a.cb, true
 		}
+		if a.start >= hi && (above == nil || a.start < above.start) {
+			above = a
+		}
+	}
+	if above != nil {
+		return above.cb, true
 	}
 	return icrc3.Callback{}, false
 }
