@@ -377,3 +377,37 @@ func TestEndpointSelectsOneFamily(t *testing.T) {
 		}
 	}
 }
+
+// TestRTTReachesEveryArchive: -rtt holds every request concerning the
+// ledger or one of its archives, on the ICP-style ledger too, whose archives
+// are its own rather than its inner ledger's.
+func TestRTTReachesEveryArchive(t *testing.T) {
+	for _, icp := range []bool{false, true} {
+		sc, err := buildScenarioOn(20_000, 240*time.Hour, 1, icp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.injectRTT(7 * time.Millisecond)
+		ids := []principal.Principal{sc.ledger.ID()}
+		if icp {
+			for _, a := range sc.icp.Archives() {
+				ids = append(ids, a.ID)
+			}
+		} else {
+			for _, a := range sc.ledger.Archives() {
+				ids = append(ids, a.ID)
+			}
+		}
+		if len(ids) < 2 {
+			t.Fatalf("icp=%v: no archives to check", icp)
+		}
+		for _, id := range ids {
+			if f := sc.srv.Faults(id); f.Latency != 7*time.Millisecond {
+				t.Errorf("icp=%v: canister %s has latency %s, want 7ms", icp, id, f.Latency)
+			}
+		}
+		if err := sc.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

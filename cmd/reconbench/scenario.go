@@ -84,7 +84,13 @@ func (sc *scenario) injectRTT(rtt time.Duration) {
 		return
 	}
 	sc.srv.SetFaults(sc.ledger.ID(), ledgertest.Faults{Latency: rtt})
-	for _, a := range sc.ledger.Archives() {
+	archives := sc.ledger.Archives()
+	if sc.icp != nil {
+		// An ICP-style ledger's archives are its own, not its inner
+		// ledger's (which archives nothing).
+		archives = sc.icp.Archives()
+	}
+	for _, a := range archives {
 		sc.srv.SetFaults(a.ID, ledgertest.Faults{Latency: rtt})
 	}
 }
