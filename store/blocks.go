@@ -133,10 +133,25 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 					ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
 			}
 		}
+		// Parsing a 200-row statement costs as much as binding it: one
+		// prepared statement serves every full chunk of the batch.
+		var full *sqlx.Stmt
+		if len(blocks) >= insertRows {
+			if full, err = t.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
+			}
+			defer full.Close()
+		}
 		for len(blocks) > 0 {
 			chunk := blocks[:min(len(blocks), insertRows)]
 			blocks = blocks[len(chunk):]
-			if err := insertBlocks(ctx, t, canister, chunk); err != nil {
+			exec := func(ctx context.Context, args ...any) (sql.Result, error) {
+				return t.ExecContext(ctx, insertSQL(len(chunk)), args...)
+			}
+			if len(chunk) == insertRows {
+				exec = full.ExecContext
+			}
+			if err := insertBlocks(ctx, t, exec, canister, chunk); err != nil {
 				return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
 			}
 		}
@@ -149,27 +164,35 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 // 6 parameters a row stays far below SQLite's parameter limit.
 const insertRows = 200
 
-// insertBlocks inserts blocks in one statement. A row already cached is
-// left alone; when any was (fewer rows inserted than given), every block
-// is compared with the row now stored at its index, so a cached block with
-// another hash or ts, or two blocks of the batch at one index that
-// disagree, is ErrBlockConflict.
-func insertBlocks(ctx context.Context, t *sqlx.Tx, canister string, blocks []CachedBlock) error {
+// insertSQL is the statement inserting n blocks.
+func insertSQL(n int) string {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO blocks (history, idx, ts, hash, raw, stamp) VALUES `)
-	args := make([]any, 0, 6*len(blocks))
-	lo, hi := blocks[0].Index, blocks[0].Index
-	for i := range blocks {
-		b := &blocks[i]
+	for i := range n {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?)")
+	}
+	q.WriteString(` ON CONFLICT (history, idx) DO NOTHING`)
+	return q.String()
+}
+
+// insertBlocks inserts blocks in one statement (exec runs it). A row already cached is
+// left alone; when any was (fewer rows inserted than given), every block
+// is compared with the row now stored at its index, so a cached block with
+// another hash or ts, or two blocks of the batch at one index that
+// disagree, is ErrBlockConflict.
+func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ...any) (sql.Result, error),
+	canister string, blocks []CachedBlock) error {
+	args := make([]any, 0, 6*len(blocks))
+	lo, hi := blocks[0].Index, blocks[0].Index
+	for i := range blocks {
+		b := &blocks[i]
 		args = append(args, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
 		lo, hi = min(lo, b.Index), max(hi, b.Index)
 	}
-	q.WriteString(` ON CONFLICT (history, idx) DO NOTHING`)
-	res, err := t.ExecContext(ctx, q.String(), args...)
+	res, err := exec(ctx, args...)
 	if err != nil {
 		return err
 	}
