@@ -186,11 +186,9 @@ func insertSQL(n int) string {
 func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ...any) (sql.Result, error),
 	canister string, blocks []CachedBlock) error {
 	args := make([]any, 0, 6*len(blocks))
-	lo, hi := blocks[0].Index, blocks[0].Index
 	for i := range blocks {
 		b := &blocks[i]
 		args = append(args, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
-		lo, hi = min(lo, b.Index), max(hi, b.Index)
 	}
 	res, err := exec(ctx, args...)
 	if err != nil {
@@ -203,13 +201,19 @@ func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ..
 	if n == int64(len(blocks)) {
 		return nil
 	}
+	// The batch's own indexes, not the span between its lowest and highest:
+	// a sparse batch must not read every cached block in between.
+	q := `SELECT idx, ts, hash FROM blocks WHERE history = ? AND idx IN (?` + strings.Repeat(", ?", len(blocks)-1) + `)`
+	args = append(args[:0], canister)
+	for i := range blocks {
+		args = append(args, int64(blocks[i].Index))
+	}
 	var rows []struct {
 		Index int64  `db:"idx"`
 		TS    int64  `db:"ts"`
 		Hash  []byte `db:"hash"`
 	}
-	if err := t.SelectContext(ctx, &rows, `SELECT idx, ts, hash FROM blocks WHERE history = ? AND idx >= ? AND idx <= ?`,
-		canister, int64(lo), int64(hi)); err != nil {
+	if err := t.SelectContext(ctx, &rows, q, args...); err != nil {
 		return err
 	}
 	type stored struct {
