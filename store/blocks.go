@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -125,41 +126,116 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
-		ins, err := t.PreparexContext(ctx, `INSERT INTO blocks (history, idx, ts, hash, raw, stamp)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (history, idx) DO NOTHING`)
-		if err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-		defer ins.Close()
 		for i := range blocks {
 			b := &blocks[i]
 			if hasTip && b.Index == tip.Index && b.Hash != tip.Hash {
 				return fmt.Errorf("%w: %s: block %d hash %s, verified tip has %s",
 					ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
 			}
-			res, err := ins.ExecContext(ctx, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
-			if err != nil {
-				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
+		}
+		// Parsing a 200-row statement costs as much as binding it: one
+		// prepared statement serves every full chunk of the batch.
+		var full *sqlx.Stmt
+		if len(blocks) >= insertRows {
+			if full, err = t.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
+			defer full.Close()
+		}
+		for len(blocks) > 0 {
+			chunk := blocks[:min(len(blocks), insertRows)]
+			blocks = blocks[len(chunk):]
+			exec := func(ctx context.Context, args ...any) (sql.Result, error) {
+				return t.ExecContext(ctx, insertSQL(len(chunk)), args...)
 			}
-			if n == 1 {
-				continue
+			if len(chunk) == insertRows {
+				exec = full.ExecContext
 			}
-			var old blockRow
-			if err := t.GetContext(ctx, &old, `SELECT `+blockCols+` FROM blocks WHERE history = ? AND idx = ?`,
-				canister, int64(b.Index)); err != nil {
-				return fmt.Errorf("store: %s: block %d: %w", what, b.Index, err)
-			}
-			if !bytes.Equal(old.Hash, b.Hash[:]) || old.TS != int64(b.TS) {
-				return fmt.Errorf("%w: %s: block %d cached with hash %x ts %d, now hash %s ts %d",
-					ErrBlockConflict, canister, b.Index, old.Hash, old.TS, b.Hash, b.TS)
+			if err := insertBlocks(ctx, t, exec, canister, chunk); err != nil {
+				return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
 			}
 		}
 		return nil
 	})
+}
+
+// insertRows is how many blocks one INSERT statement carries: one
+// statement per row spent most of a cache write in statement overhead, and
+// 6 parameters a row stays far below SQLite's parameter limit.
+const insertRows = 200
+
+// insertSQL is the statement inserting n blocks.
+func insertSQL(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO blocks (history, idx, ts, hash, raw, stamp) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?)")
+	}
+	q.WriteString(` ON CONFLICT (history, idx) DO NOTHING`)
+	return q.String()
+}
+
+// insertBlocks inserts blocks in one statement (exec runs it). A row already cached is
+// left alone; when any was (fewer rows inserted than given), every block
+// is compared with the row now stored at its index, so a cached block with
+// another hash or ts, or two blocks of the batch at one index that
+// disagree, is ErrBlockConflict.
+func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ...any) (sql.Result, error),
+	canister string, blocks []CachedBlock) error {
+	args := make([]any, 0, 6*len(blocks))
+	for i := range blocks {
+		b := &blocks[i]
+		args = append(args, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
+	}
+	res, err := exec(ctx, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == int64(len(blocks)) {
+		return nil
+	}
+	// The batch's own indexes, not the span between its lowest and highest:
+	// a sparse batch must not read every cached block in between.
+	q := `SELECT idx, ts, hash FROM blocks WHERE history = ? AND idx IN (?` + strings.Repeat(", ?", len(blocks)-1) + `)`
+	args = append(args[:0], canister)
+	for i := range blocks {
+		args = append(args, int64(blocks[i].Index))
+	}
+	var rows []struct {
+		Index int64  `db:"idx"`
+		TS    int64  `db:"ts"`
+		Hash  []byte `db:"hash"`
+	}
+	if err := t.SelectContext(ctx, &rows, q, args...); err != nil {
+		return err
+	}
+	type stored struct {
+		ts   int64
+		hash []byte
+	}
+	have := make(map[uint64]stored, len(rows))
+	for _, r := range rows {
+		have[uint64(r.Index)] = stored{r.TS, r.Hash}
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		old, ok := have[b.Index]
+		if !ok {
+			return fmt.Errorf("block %d: neither inserted nor cached", b.Index)
+		}
+		if !bytes.Equal(old.hash, b.Hash[:]) || old.ts != int64(b.TS) {
+			return fmt.Errorf("%w: %s: block %d cached with hash %x ts %d, now hash %s ts %d",
+				ErrBlockConflict, canister, b.Index, old.hash, old.ts, b.Hash, b.TS)
+		}
+	}
+	return nil
 }
 
 // CachedBlocks returns the cached blocks of canister with start ≤ index <

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3"
@@ -210,4 +211,40 @@ func indexes(bs []CachedBlock) []uint64 {
 		out = append(out, b.Index)
 	}
 	return out
+}
+
+// Batches span several INSERT statements: a conflict in any of them, with
+// a cached row or within the batch itself, stores nothing of the batch.
+func TestPutBlocksConflictsAcrossStatements(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	n := uint64(3*insertRows + 7)
+	if err := s.PutBlocks(ctx, ledgerA, blocks(0, n)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBlocks(ctx, ledgerA, blocks(0, n)); err != nil {
+		t.Fatalf("identical batch again: %v", err)
+	}
+	bad := blocks(n, 2*n)
+	alt := block(insertRows + 3)
+	alt.Hash[0] ^= 1
+	bad = slices.Insert(bad, 2*insertRows+1, alt)
+	if err := s.PutBlocks(ctx, ledgerA, bad); !errors.Is(err, ErrBlockConflict) {
+		t.Fatalf("batch contradicting a cached block: %v, want ErrBlockConflict", err)
+	}
+	twice := blocks(2*n, 2*n+5)
+	other := block(2*n + 2)
+	other.Hash[1] ^= 1
+	if err := s.PutBlocks(ctx, ledgerA, append(twice, other)); !errors.Is(err, ErrBlockConflict) {
+		t.Fatalf("batch contradicting itself: %v, want ErrBlockConflict", err)
+	}
+	if got, _ := s.CachedBlocks(ctx, ledgerA, n, 3*n); len(got) != 0 {
+		t.Fatalf("failed batches left blocks %v", indexes(got))
+	}
+	if err := s.PutBlocks(ctx, ledgerA, append(twice, block(2*n+2))); err != nil {
+		t.Fatalf("batch repeating a block: %v", err)
+	}
+	if got, _ := s.CachedBlocks(ctx, ledgerA, 0, 3*n); len(got) != int(n)+5 {
+		t.Fatalf("%d blocks cached, want %d", len(got), n+5)
+	}
 }
