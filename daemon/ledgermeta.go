@@ -12,7 +12,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/icrc1"
 )
 
 // ledgerDisplay is how a ledger's amounts are shown to people.
@@ -162,7 +162,7 @@ func agentQuery(ctx context.Context, ag *agent.Agent, ledger principal.Principal
 	if err := req.QueryWithContext(ctx, &raw, false); err != nil {
 		return fmt.Errorf("ledger %s: %s: %w", ledger, method, err)
 	}
-	if err := icrc3history.UnmarshalReply(raw, out); err != nil {
+	if err := icrc1.UnmarshalReply(raw, out); err != nil {
 		return fmt.Errorf("ledger %s: %s: %w", ledger, method, err)
 	}
 	return nil

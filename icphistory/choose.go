@@ -43,12 +43,12 @@ func (f *Family) source(ctx context.Context) (historySource, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.set {
-		ok, err := IsICP(ctx, f.c)
+		ok, err := IsICP(ctx, f.c.Conn)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			f.icp = New(f.c)
+			f.icp = New(f.c.Conn, f.c.Concurrency())
 			f.icp.probed = true
 		}
 		f.set = true

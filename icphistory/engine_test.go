@@ -308,7 +308,7 @@ func TestICPLedgerFaultsAreUnreadable(t *testing.T) {
 
 func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 	w := newWorld(t)
-	ok, err := icphistory.IsICP(context.Background(), w.client)
+	ok, err := icphistory.IsICP(context.Background(), w.client.Conn)
 	if err != nil || !ok {
 		t.Fatalf("ICP ledger: %v %v", ok, err)
 	}
@@ -321,7 +321,7 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := icphistory.IsICP(context.Background(), c); err != nil || ok {
+	if ok, err := icphistory.IsICP(context.Background(), c.Conn); err != nil || ok {
 		t.Fatalf("ICRC ledger read as ICP: %v %v", ok, err)
 	}
 	fam := icphistory.Choose(w.client)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icp"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 )
@@ -19,8 +20,9 @@ const Page = 2000
 
 // History is one ICP ledger's history. It is safe for concurrent use.
 type History struct {
-	c      *icrc3history.Client
+	c      *icagent.Conn
 	ledger principal.Principal
+	conc   int
 
 	mu   sync.Mutex
 	feat *icrc3.Features
@@ -39,8 +41,11 @@ type archiveRange struct {
 	start, end uint64
 }
 
-// New reads the ledger c names through c.
-func New(c *icrc3history.Client) *History { return &History{c: c, ledger: c.Ledger()} }
+// New reads the ledger conn names through conn, concurrency pages at once
+// (0: as many as legacy ICRC pages, which are as large).
+func New(conn *icagent.Conn, concurrency int) *History {
+	return &History{c: conn, ledger: conn.Ledger(), conc: concurrency}
+}
 
 // NetworkKey and Mode identify the chain with the canister id.
 func (h *History) NetworkKey() string     { return h.c.NetworkKey() }
@@ -72,7 +77,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 			return icrc3.Features{}, err
 		}
 	}
-	m, certified, err := h.c.MintingAccount(ctx)
+	m, certified, err := icrc1.MintingAccount(ctx, h.c)
 	if err != nil {
 		return icrc3.Features{}, err
 	}
@@ -82,7 +87,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 
 // IsICP reports whether the ledger answers query_encoded_blocks: the ICP
 // ledger's own endpoint, which ICRC-3 ledgers do not serve.
-func IsICP(ctx context.Context, c *icrc3history.Client) (bool, error) {
+func IsICP(ctx context.Context, c *icagent.Conn) (bool, error) {
 	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
 	var e *icrc3.Error
 	switch {
@@ -161,8 +166,8 @@ func (h *History) BlocksDescAbove(ctx context.Context, start, end uint64, floor 
 // concurrency is the pages read at once: the client's bound, or by
 // default the legacy endpoint's, whose pages are as large as these.
 func (h *History) concurrency() int {
-	if c := h.c.Concurrency(); c > 0 {
-		return c
+	if h.conc > 0 {
+		return h.conc
 	}
 	return icrc3history.ConcurrencyLegacy
 }

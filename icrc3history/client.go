@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icagent"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -247,14 +248,14 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 	var legacy, icrc3b, tip, types probeResult
 	var mint icrc3.Features
 	var mintErr error
-	run(func() { tip = probe("icrc3_get_tip_certificate", candidNoArgs) })
+	run(func() { tip = probe("icrc3_get_tip_certificate", icrc1.NoArgs) })
 	run(func() { mintErr = c.readMinting(ctx, &mint) })
 	if c.want != icrc3.EndpointICRC3 {
 		run(func() { legacy = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)) })
 	} else {
 		run(func() { icrc3b = probe("icrc3_get_blocks", encodeGetBlocksArgs()) })
 	}
-	run(func() { types = probe("icrc3_supported_block_types", candidNoArgs) })
+	run(func() { types = probe("icrc3_supported_block_types", icrc1.NoArgs) })
 	// With the endpoint forced, or legacy preferred (a ledger without
 	// get_blocks then lists archives its icrc3 way later), the archive
 	// list's method is known now.
@@ -298,7 +299,7 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 	}
 	f.ICRC3Tip = tip.ok
 	if !f.ICRC3Tip {
-		if tip = probe("get_data_certificate", candidNoArgs); tip.err != nil {
+		if tip = probe("get_data_certificate", icrc1.NoArgs); tip.err != nil {
 			return icrc3.Features{}, tip.err
 		}
 		f.LegacyTip = tip.ok
@@ -314,7 +315,7 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 			BlockType string `ic:"block_type"`
 			URL       string `ic:"url"`
 		}
-		if err := unmarshalCandid(types.raw, &bt); err != nil {
+		if err := icrc1.UnmarshalReply(types.raw, &bt); err != nil {
 			return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: "icrc3_supported_block_types", Err: err}
 		}
 		f.BlockTypes = make([]string, 0, len(bt))
@@ -357,38 +358,11 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 // must not decide it. When the call fails, the signed query's answer is
 // kept as uncertain (f.MintingCertified false).
 func (c *Client) readMinting(ctx context.Context, f *icrc3.Features) error {
-	const method = "icrc1_minting_account"
-	raw, err := c.Call(ctx, method, candidNoArgs)
-	certified := err == nil
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("icrc3: detect %s: %w", method, err)
-	case err != nil && icagent.MethodMissing(err):
-		// No minting account is the cautious reading: the engine never
-		// lets a mint or burn with the intent's stamp end absent.
-		f.MintingAccount, f.MintingCertified = nil, true
-		return nil
-	case err != nil:
-		if raw, err = c.Query(ctx, c.ledger, method, candidNoArgs, true); err != nil {
-			if icagent.MethodMissing(err) {
-				f.MintingAccount, f.MintingCertified = nil, false
-				return nil
-			}
-			return fmt.Errorf("icrc3: detect %s: %w", method, err)
-		}
+	acc, certified, err := icrc1.MintingAccount(ctx, c.Conn)
+	if err != nil {
+		return err
 	}
-	var acc *icrc3.CandidAccount
-	if err := unmarshalCandid(raw, &acc); err != nil {
-		return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
-	}
-	f.MintingAccount, f.MintingCertified = nil, certified
-	if acc != nil {
-		a, err := acc.Account()
-		if err != nil {
-			return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
-		}
-		f.MintingAccount = &a
-	}
+	f.MintingAccount, f.MintingCertified = acc, certified
 	return nil
 }
 
@@ -412,7 +386,7 @@ func (c *Client) Tip(ctx context.Context) (icrc3.Tip, error) {
 			Certificate []byte `ic:"certificate"`
 			HashTree    []byte `ic:"hash_tree"`
 		}
-		if err := unmarshalCandid(raw, &out); err != nil {
+		if err := icrc1.UnmarshalReply(raw, &out); err != nil {
 			return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
 		}
 		if out != nil {
@@ -428,7 +402,7 @@ func (c *Client) Tip(ctx context.Context) (icrc3.Tip, error) {
 			Certificate *[]byte `ic:"certificate"`
 			HashTree    []byte  `ic:"hash_tree"`
 		}
-		if err := unmarshalCandid(raw, &out); err != nil {
+		if err := icrc1.UnmarshalReply(raw, &out); err != nil {
 			return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
 		}
 		if out.Certificate != nil {
@@ -466,7 +440,7 @@ func (c *Client) tipReply(ctx context.Context, method string) ([]byte, error) {
 	if raw != nil && c.now().Sub(at) < time.Second {
 		return raw, nil
 	}
-	return c.Query(ctx, c.ledger, method, candidNoArgs, true)
+	return c.Query(ctx, c.ledger, method, icrc1.NoArgs, true)
 }
 
 // queriesLag is how far behind the certified state a replica answering
@@ -526,3 +500,8 @@ func (c *Client) queriesTip(ctx context.Context, f icrc3.Features) (icrc3.Tip, e
 	}
 	return icrc3.Tip{Index: last.Index, Hash: last.Hash, Time: now, Format: icrc3.TipFormatQueries}, nil
 }
+
+// Concurrency is the configured bound on requests in flight (0: each
+// endpoint family's default), for a reader of another family on the same
+// connection.
+func (c *Client) Concurrency() int { return c.conc }

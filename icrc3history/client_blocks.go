@@ -13,6 +13,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icagent"
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -529,7 +530,7 @@ func (c *Client) learnArchives(ctx context.Context, f icrc3.Features, start, end
 		Start      idl.Nat             `ic:"start"`
 		End        idl.Nat             `ic:"end"`
 	}
-	if err := unmarshalCandid(raw, &archives); err != nil {
+	if err := icrc1.UnmarshalReply(raw, &archives); err != nil {
 		return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Err: err}
 	}
 	for _, a := range archives {
@@ -571,7 +572,7 @@ func (c *Client) listArchives(ctx context.Context, ep icrc3.Endpoint) error {
 		}
 		return nil
 	}
-	raw, err := c.Query(ctx, c.ledger, "archives", candidNoArgs, c.verify == icrc3.VerifyQueries)
+	raw, err := c.Query(ctx, c.ledger, "archives", icrc1.NoArgs, c.verify == icrc3.VerifyQueries)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -583,7 +584,7 @@ func (c *Client) listArchives(ctx context.Context, ep icrc3.Endpoint) error {
 		Start      idl.Nat             `ic:"block_range_start"`
 		End        idl.Nat             `ic:"block_range_end"`
 	}
-	if err := unmarshalCandid(raw, &archives); err != nil {
+	if err := icrc1.UnmarshalReply(raw, &archives); err != nil {
 		return nil // a hint we cannot read is no hint
 	}
 	for _, a := range archives {

@@ -1,18 +1,11 @@
 package icrc3history
 
-import (
-	"fmt"
-
-	"github.com/aviate-labs/agent-go/candid"
-
-	"github.com/reconciled/reconciled/icrc3"
-)
+import "github.com/reconciled/reconciled/icrc3"
 
 // Hand-encoded Candid arguments for the block endpoints: they are sent for
 // every page, and their shape never changes.
 
 var (
-	candidNoArgs = []byte("DIDL\x00\x00")
 	// icrc3_get_archives's record { from : opt principal } with from = null.
 	candidGetArchivesArgs = encodeGetArchivesArgs()
 	hashStart             = candidFieldHash("start")
@@ -77,23 +70,3 @@ func encodeLegacyGetBlocksArgs(start, length uint64) []byte {
 	b = append(b, 1, 0)
 	return appendRangeRecord(b, start, length)
 }
-
-// unmarshalCandid decodes a metadata reply with agent-go's reflection
-// decoder (these replies are small and rare), turning its panics on
-// hostile input into errors.
-func unmarshalCandid(raw []byte, out any) (err error) {
-	if err := icrc3.ScreenCandid(raw); err != nil {
-		return fmt.Errorf("candid reply refused before decoding: %w", err)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("candid decoder panicked: %v", p)
-		}
-	}()
-	return candid.Unmarshal(raw, []any{out})
-}
-
-// UnmarshalReply decodes a one-value Candid reply into out with agent-go's
-// reflection decoder, after screening it (see icrc3.ScreenCandid). For small
-// metadata replies only: block pages have their own decoders.
-func UnmarshalReply(raw []byte, out any) error { return unmarshalCandid(raw, out) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -20,7 +21,7 @@ func TestUnmarshalCandidRefusesHostileReplies(t *testing.T) {
 	} {
 		raw, _ := hex.DecodeString(h)
 		var out *icrc3.CandidAccount
-		if err := unmarshalCandid(raw, &out); err == nil {
+		if err := icrc1.UnmarshalReply(raw, &out); err == nil {
 			t.Fatalf("%s decoded", h)
 		}
 	}
@@ -39,7 +40,7 @@ func TestUnmarshalCandidRefusesHostileReplies(t *testing.T) {
 	if raw, err = candid.Marshal([]any{in}); err != nil {
 		t.Fatal(err)
 	}
-	if err := unmarshalCandid(raw, &types); err != nil || len(types) != 1 || types[0].BlockType != "1xfer" {
+	if err := icrc1.UnmarshalReply(raw, &types); err != nil || len(types) != 1 || types[0].BlockType != "1xfer" {
 		t.Fatalf("decode block types: %+v %v", types, err)
 	}
 }

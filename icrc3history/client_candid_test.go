@@ -8,6 +8,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -50,7 +51,7 @@ func TestCandidArgs(t *testing.T) {
 	if err := candid.Unmarshal(encodeGetBlocksArgs(), []any{&empty}); err != nil || len(empty) != 0 {
 		t.Fatalf("empty args: %v %v", empty, err)
 	}
-	if _, _, err := candid.Decode(candidNoArgs); err != nil {
+	if _, _, err := candid.Decode(icrc1.NoArgs); err != nil {
 		t.Fatal(err)
 	}
 	want, err = candid.Marshal([]any{struct {

@@ -157,7 +157,7 @@ func runICPCases(ctx context.Context, cfg config, dir string) ([]CaseResult, *Ba
 		return nil, nil, err
 	}
 	phase := startMemPhase()
-	b, err := sc.runBaselineOn(ctx, icphistory.New(c), c, dir, "icp", styleSequential)
+	b, err := sc.runBaselineOn(ctx, icphistory.New(c.Conn, c.Concurrency()), c, dir, "icp", styleSequential)
 	if err != nil {
 		return nil, nil, fmt.Errorf("baseline: %w", err)
 	}
