@@ -329,15 +329,8 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l *ledgertest.Ledger
-	if cfg.icp {
-		il, err := srv.NewICPLedger(cfg.ledger)
-		if err != nil {
-			srv.Close()
-			t.Fatal(err)
-		}
-		l = il.Inner()
-	} else if l, err = srv.NewLedger(cfg.ledger); err != nil {
+	l, err := installLedger(srv, cfg.ledger, cfg.icp)
+	if err != nil {
 		srv.Close()
 		t.Fatal(err)
 	}
@@ -363,6 +356,19 @@ func newWorld(t testing.TB, cfg worldCfg) *world {
 	}
 	w.eng = w.newEngineOn(w.cache, reconcile.LedgerConfig{})
 	return w
+}
+
+// installLedger installs the world's ledger on srv: an ICP-style one (read
+// through its inner ledger, which executes the calls) or an ICRC one.
+func installLedger(srv *ledgertest.Server, cfg ledgertest.LedgerConfig, icp bool) (*ledgertest.Ledger, error) {
+	if !icp {
+		return srv.NewLedger(cfg)
+	}
+	il, err := srv.NewICPLedger(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return il.Inner(), nil
 }
 
 // close releases the world's replica and store as soon as it has run.
@@ -550,18 +556,9 @@ func (w *world) changeHistory(g *gen) {
 			srv.Advance(time.Duration(target - srv.Now()))
 		}
 	}
-	var l *ledgertest.Ledger
-	if w.cfg.icp {
-		il, err := w.srv.NewICPLedger(cfg)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		l = il.Inner()
-	} else {
-		var err error
-		if l, err = w.srv.NewLedger(cfg); err != nil {
-			w.t.Fatal(err)
-		}
+	l, err := installLedger(w.srv, cfg, w.cfg.icp)
+	if err != nil {
+		w.t.Fatal(err)
 	}
 	if !l.ID().Equal(id) || !l.MintingAccount().Equal(w.mint) {
 		w.t.Fatalf("%s: the new history is not under the same canister and minting account", w.cfg)

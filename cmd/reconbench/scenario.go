@@ -84,15 +84,18 @@ func (sc *scenario) injectRTT(rtt time.Duration) {
 		return
 	}
 	sc.srv.SetFaults(sc.ledger.ID(), ledgertest.Faults{Latency: rtt})
-	archives := sc.ledger.Archives()
-	if sc.icp != nil {
-		// An ICP-style ledger's archives are its own, not its inner
-		// ledger's (which archives nothing).
-		archives = sc.icp.Archives()
-	}
-	for _, a := range archives {
+	for _, a := range sc.archives() {
 		sc.srv.SetFaults(a.ID, ledgertest.Faults{Latency: rtt})
 	}
+}
+
+// archives are the scenario ledger's archives: an ICP-style ledger's are
+// its own, not its inner ledger's (which archives nothing).
+func (sc *scenario) archives() []ledgertest.ArchiveInfo {
+	if sc.icp != nil {
+		return sc.icp.Archives()
+	}
+	return sc.ledger.Archives()
 }
 
 // principalN is a deterministic principal distinct from the generated
@@ -209,13 +212,12 @@ func buildScenarioOn(blocks int, span time.Duration, seed int64, icp bool) (*sce
 	}
 	w := sc.cases["absent"].Window(matcher.LedgerRules{})
 	sc.Window[0], sc.Window[1] = sc.blocksIn(w.From, w.To)
-	sc.Blocks, sc.Archives = l.Len(), len(l.Archives())
 	if sc.icp != nil {
 		if err := sc.icp.Sync(); err != nil {
 			return fail(err)
 		}
-		sc.Archives = len(sc.icp.Archives())
 	}
+	sc.Blocks, sc.Archives = l.Len(), len(sc.archives())
 	sc.BuildSeconds = time.Since(t0).Seconds()
 	return sc, nil
 }
