@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -167,7 +165,7 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
 	}
 	what := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.tx(ctx, what, func(t *Tx) error {
 		if r.Lo > 0 && r.Below != nil {
 			if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
 				return fmt.Errorf("store: %s: below: %w", what, err)
@@ -220,7 +218,7 @@ func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3
 func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
 	what := "discard chain " + ledger
 	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.tx(ctx, what, func(t *Tx) error {
 		for _, table := range []string{"blocks", "tips", "ranges"} {
 			if _, err := t.ExecContext(ctx, `DELETE FROM `+table+` WHERE history = ?`, ledger); err != nil {
 				return fmt.Errorf("store: %s: %s: %w", what, table, err)

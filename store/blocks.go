@@ -121,7 +121,7 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 		}
 	}
 	what := fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.tx(ctx, what, func(t *Tx) error {
 		tip, hasTip, err := getTip(ctx, t, canister)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
@@ -183,7 +183,7 @@ func insertSQL(n int) string {
 // is compared with the row now stored at its index, so a cached block with
 // another hash or ts, or two blocks of the batch at one index that
 // disagree, is ErrBlockConflict.
-func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ...any) (sql.Result, error),
+func insertBlocks(ctx context.Context, t *Tx, exec func(context.Context, ...any) (sql.Result, error),
 	canister string, blocks []CachedBlock) error {
 	args := make([]any, 0, 6*len(blocks))
 	for i := range blocks {
@@ -270,7 +270,7 @@ func (s *Store) PutTip(ctx context.Context, canister string, tip Tip) error {
 		return fmt.Errorf("%w: put tip: empty canister", ErrInvalid)
 	}
 	what := fmt.Sprintf("put tip %s %d", canister, tip.Index)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.tx(ctx, what, func(t *Tx) error {
 		if err := s.putTip(ctx, t, canister, tip); err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
@@ -278,7 +278,7 @@ func (s *Store) PutTip(ctx context.Context, canister string, tip Tip) error {
 	})
 }
 
-func (s *Store) putTip(ctx context.Context, t *sqlx.Tx, canister string, tip Tip) error {
+func (s *Store) putTip(ctx context.Context, t *Tx, canister string, tip Tip) error {
 	idx, err := u64("tip index", tip.Index)
 	if err != nil {
 		return err
@@ -311,7 +311,7 @@ func (s *Store) putTip(ctx context.Context, t *sqlx.Tx, canister string, tip Tip
 // checkCached fails with ErrBlockConflict when block index of canister is
 // cached with a hash other than h. An uncached (or unstorable) index
 // passes: there is nothing to contradict.
-func checkCached(ctx context.Context, t *sqlx.Tx, canister string, index uint64, h icrc3.Hash) error {
+func checkCached(ctx context.Context, t *Tx, canister string, index uint64, h icrc3.Hash) error {
 	if index > math.MaxInt64 {
 		return nil
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Group commit: verdict writes of concurrent callers share one transaction,
@@ -24,7 +22,7 @@ const maxGroup = 256
 type groupReq struct {
 	ctx  context.Context
 	what string
-	fn   func(context.Context, *sqlx.Tx) error
+	fn   func(context.Context, *Tx) error
 	err  error
 	// Set before done is closed: lead asks the request to commit the next
 	// group itself; otherwise err is its result.
@@ -45,7 +43,7 @@ type groupCommit struct {
 // context would make SQLite roll back the whole shared transaction. A
 // caller whose ctx is done before its turn gets ctx's error and fn does
 // not run.
-func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Context, *sqlx.Tx) error) error {
+func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Context, *Tx) error) error {
 	g := &s.group
 	r := &groupReq{ctx: ctx, what: what, fn: fn, done: make(chan struct{})}
 	g.mu.Lock()
@@ -67,6 +65,7 @@ func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Contex
 	g.mu.Unlock()
 
 	s.commitGroup(context.WithoutCancel(ctx), group)
+	s.wst.prepareSeen(ctx)
 	for _, q := range group {
 		if q != r {
 			close(q.done)
@@ -95,11 +94,12 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 			}
 		}
 	}
-	t, err := s.w.BeginTxx(ctx, nil)
+	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
 		fail("begin", err)
 		return
 	}
+	t := &Tx{Tx: st, c: s.wst}
 	wrote := false
 	for _, q := range group {
 		if err := q.ctx.Err(); err != nil {

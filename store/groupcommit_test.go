@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -21,8 +19,8 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if err := s.AppendDecided(ctx, verdict("g0", 1, reconcile.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
-	write := func(v reconcile.Verdict) func(context.Context, *sqlx.Tx) error {
-		return func(ctx context.Context, tx *sqlx.Tx) error {
+	write := func(v reconcile.Verdict) func(context.Context, *Tx) error {
+		return func(ctx context.Context, tx *Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (intent_id, seq) VALUES (?, ?)`, v.IntentID, int64(v.Seq)); err != nil {
 				return err
 			}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -95,7 +93,7 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 	var res PutResult
 	// A burst stores many intents at once: they share one commit (and one
 	// fsync) with each other and with the verdicts being appended.
-	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *sqlx.Tx) error {
+	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *Tx) error {
 		var err error
 		res, err = put(ctx, t)
 		return err
@@ -108,7 +106,7 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 
 // putIntentWrite checks rec and returns the write that stores it inside a
 // writer transaction, so that other writes can share that transaction.
-func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *sqlx.Tx) (PutResult, error), error) {
+func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (PutResult, error), error) {
 	if err := rec.validate(); err != nil {
 		return nil, err
 	}
@@ -120,7 +118,8 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *sqlx.Tx
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, t *sqlx.Tx) (PutResult, error) {
+	ix := indexOf(&rec)
+	return func(ctx context.Context, t *Tx) (PutResult, error) {
 		var res PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
@@ -132,7 +131,7 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *sqlx.Tx
 				rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
 				rec.CanonicalHash[:], seen, now.UnixNano())
 			if err == nil {
-				err = indexIntent(ctx, t, &rec)
+				err = indexIntent(ctx, t, rec.IntentID, ix)
 			}
 			res = Created
 		case err != nil:
@@ -145,7 +144,7 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *sqlx.Tx
 				rec.CanisterID, rec.Caller, rec.Method, string(rec.Body), rec.CanonicalHash[:],
 				now.UnixNano(), rec.IntentID)
 			if err == nil {
-				err = indexIntent(ctx, t, &rec)
+				err = indexIntent(ctx, t, rec.IntentID, ix)
 			}
 			res = Adopted
 		case bytes.Equal(stored, rec.CanonicalHash[:]):

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // migrations/NNNN_name.sql, applied in order; version N is the file
@@ -92,7 +90,7 @@ func (s *Store) applyMigrations(ctx context.Context, ms []migration) error {
 	}
 	newest := ms[len(ms)-1].version
 	for _, m := range ms {
-		err := s.tx(ctx, "migrate", func(t *sqlx.Tx) error {
+		err := s.tx(ctx, "migrate", func(t *Tx) error {
 			cur, err := schemaVersion(ctx, t)
 			if err != nil {
 				return err
@@ -124,7 +122,7 @@ func (s *Store) applyMigrations(ctx context.Context, ms []migration) error {
 	return nil
 }
 
-func schemaVersion(ctx context.Context, t *sqlx.Tx) (int, error) {
+func schemaVersion(ctx context.Context, t *Tx) (int, error) {
 	var cur int
 	if err := t.GetContext(ctx, &cur, `SELECT coalesce(max(version), 0) FROM schema_version`); err != nil {
 		return 0, fmt.Errorf("store: read schema version: %w", err)

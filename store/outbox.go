@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -59,7 +57,7 @@ func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconc
 		return 0, err
 	}
 	var res PutResult
-	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+what, func(ctx context.Context, t *sqlx.Tx) error {
+	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+what, func(ctx context.Context, t *Tx) error {
 		var err error
 		if res, err = put(ctx, t); err != nil || res == Conflict {
 			return err
@@ -72,7 +70,7 @@ func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconc
 	return res, nil
 }
 
-func addOutbox(ctx context.Context, t *sqlx.Tx, id string, seq int64) error {
+func addOutbox(ctx context.Context, t *Tx, id string, seq int64) error {
 	if _, err := t.ExecContext(ctx, `INSERT INTO outbox (intent_id, seq) VALUES (?, ?)
 		ON CONFLICT (intent_id, seq) DO NOTHING`, id, seq); err != nil {
 		return fmt.Errorf("record outbox %s/%d: %w", id, seq, err)
@@ -91,7 +89,7 @@ func (s *Store) MarkPublished(ctx context.Context, id string, seq uint64) error 
 		n = int64(seq)
 	}
 	what := fmt.Sprintf("mark %s/%d published", id, seq)
-	return s.groupTx(ctx, what, func(ctx context.Context, t *sqlx.Tx) error {
+	return s.groupTx(ctx, what, func(ctx context.Context, t *Tx) error {
 		if _, err := t.ExecContext(ctx, `DELETE FROM outbox WHERE intent_id = ? AND seq <= ?`, id, n); err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
@@ -128,7 +126,7 @@ func (s *Store) DiscardUnpublished(ctx context.Context, id string, seq uint64) e
 	}
 	from := int64(seq)
 	what := fmt.Sprintf("discard unpublished verdicts of %s from seq %d", id, seq)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.tx(ctx, what, func(t *Tx) error {
 		var published int
 		if err := t.GetContext(ctx, &published, `SELECT COUNT(*) FROM verdicts v WHERE v.intent_id = ? AND v.seq >= ?
 			AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.intent_id = v.intent_id AND o.seq = v.seq)`, id, from); err != nil {

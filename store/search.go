@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
@@ -111,32 +109,49 @@ func refusedTerms(rec *IntentRecord) []term {
 	return ts
 }
 
-func insertTerms(ctx context.Context, t *sqlx.Tx, id string, ts []term) error {
+func insertTerms(ctx context.Context, t *Tx, id string, ts []term) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	// One statement for the intent's terms (a dozen or so), not one each.
+	args := make([]any, 0, 3*len(ts))
 	for _, k := range ts {
-		if _, err := t.ExecContext(ctx, `INSERT OR IGNORE INTO intent_keys (term, intent_id, role) VALUES (?, ?, ?)`,
-			k.term, id, k.role); err != nil {
-			return fmt.Errorf("index %s: %w", id, err)
-		}
+		args = append(args, k.term, id, k.role)
+	}
+	q := `INSERT OR IGNORE INTO intent_keys (term, intent_id, role) VALUES (?, ?, ?)` + strings.Repeat(`, (?, ?, ?)`, len(ts)-1)
+	if _, err := t.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("index %s: %w", id, err)
 	}
 	return nil
 }
 
-// indexIntent writes the search keys of a stored body.
-func indexIntent(ctx context.Context, t *sqlx.Tx, rec *IntentRecord) error {
+// bodyIndex is the search keys of an intent body, derived outside the
+// writer transaction: parsing the body is a third of an intent's write.
+type bodyIndex struct {
+	terms []term
+	stamp *int64
+}
+
+func indexOf(rec *IntentRecord) bodyIndex {
 	ts, stamp := bodyTerms(rec)
-	if err := insertTerms(ctx, t, rec.IntentID, ts); err != nil {
+	return bodyIndex{ts, stamp}
+}
+
+// indexIntent writes the search keys of a stored body.
+func indexIntent(ctx context.Context, t *Tx, id string, ix bodyIndex) error {
+	if err := insertTerms(ctx, t, id, ix.terms); err != nil {
 		return err
 	}
 	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, stamp, indexed) VALUES (?, ?, 1)
-		ON CONFLICT (intent_id) DO UPDATE SET stamp = excluded.stamp, indexed = 1`, rec.IntentID, stamp); err != nil {
-		return fmt.Errorf("index %s: %w", rec.IntentID, err)
+		ON CONFLICT (intent_id) DO UPDATE SET stamp = excluded.stamp, indexed = 1`, id, ix.stamp); err != nil {
+		return fmt.Errorf("index %s: %w", id, err)
 	}
 	return nil
 }
 
 // indexVerdict records the latest decided time and the blocks a verdict
 // names.
-func indexVerdict(ctx context.Context, t *sqlx.Tx, v *reconcile.Verdict, decided int64) error {
+func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int64) error {
 	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, decided_at) VALUES (?, ?)
 		ON CONFLICT (intent_id) DO UPDATE SET decided_at = excluded.decided_at`, v.IntentID, decided); err != nil {
 		return fmt.Errorf("index %s: %w", v.IntentID, err)
@@ -170,10 +185,10 @@ func (s *Store) backfillIndex(ctx context.Context) error {
 		if len(rows) == 0 {
 			return nil
 		}
-		if err := s.tx(ctx, "backfill search index", func(t *sqlx.Tx) error {
+		if err := s.tx(ctx, "backfill search index", func(t *Tx) error {
 			for _, r := range rows {
 				rec := IntentRecord{IntentID: r.ID, CanisterID: r.Canister, Caller: r.Caller, Body: []byte(r.Body)}
-				if err := indexIntent(ctx, t, &rec); err != nil {
+				if err := indexIntent(ctx, t, rec.IntentID, indexOf(&rec)); err != nil {
 					return err
 				}
 			}

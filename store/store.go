@@ -51,7 +51,8 @@ var (
 // Store is the daemon's database. It is safe for concurrent use.
 type Store struct {
 	w    *sqlx.DB // exactly one connection: the writer
-	r    *sqlx.DB // query-only read pool
+	r    readDB   // query-only read pool
+	wst  *stmtCache
 	path string
 	now  func() time.Time
 
@@ -106,7 +107,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, path: abs, now: o.Now}
+	s := &Store{w: w, wst: newStmtCache(w), path: abs, now: o.Now}
 	// The writer connects first: it switches the file to WAL, which the
 	// read-only connections cannot do.
 	if err := w.PingContext(ctx); err != nil {
@@ -133,7 +134,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("store: open readers %s: %w", abs, err)
 	}
-	s.r = r
+	s.r = readDB{DB: r, c: newStmtCache(r)}
 	return s, nil
 }
 
@@ -150,6 +151,10 @@ func dsn(path string, busy time.Duration, writer bool) string {
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
+		// Each write of a group commit runs in a savepoint, whose
+		// statement journal would otherwise be a temporary file written
+		// with a system call per page; it never outlives the transaction.
+		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Add("_txlock", "immediate")
 	} else {
 		q.Add("_query_only", "1")
@@ -185,7 +190,9 @@ func (s *Store) Path() string { return s.path }
 // database/sql before the connections close.
 func (s *Store) Close() error {
 	var errs []error
-	if s.r != nil {
+	s.wst.close()
+	if s.r.DB != nil {
+		s.r.c.close()
 		if err := s.r.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: close readers: %w", err))
 		}
@@ -221,12 +228,13 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 
 // tx runs fn in a writer transaction (BEGIN IMMEDIATE: the write lock is
 // taken up front, so a read-then-write inside fn cannot fail on upgrade).
-func (s *Store) tx(ctx context.Context, what string, fn func(*sqlx.Tx) error) error {
+func (s *Store) tx(ctx context.Context, what string, fn func(*Tx) error) error {
 	t, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", what, err)
 	}
-	if err := fn(t); err != nil {
+	defer s.wst.prepareSeen(ctx)
+	if err := fn(&Tx{Tx: t, c: s.wst}); err != nil {
 		t.Rollback()
 		return err
 	}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -55,7 +53,7 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 // appendVerdictWrite checks and encodes v (and w) and returns the write that
 // appends it inside a writer transaction, so that other writes can share
 // that transaction.
-func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (string, func(context.Context, *sqlx.Tx) error, error) {
+func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (string, func(context.Context, *Tx) error, error) {
 	v = normalise(v)
 	if err := validateVerdict(&v); err != nil {
 		return "", nil, err
@@ -81,7 +79,7 @@ func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox 
 		wr = &r
 	}
 	what := fmt.Sprintf("append verdict %s/%d", v.IntentID, v.Seq)
-	return what, func(ctx context.Context, t *sqlx.Tx) error {
+	return what, func(ctx context.Context, t *Tx) error {
 		now := s.now().UnixNano()
 		var head struct {
 			Seq   int64 `db:"latest_seq"`

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -73,7 +71,7 @@ func (s *Store) Watch(ctx context.Context, w WatchEntry) error {
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, "watch "+w.IntentID, func(t *sqlx.Tx) error {
+	return s.tx(ctx, "watch "+w.IntentID, func(t *Tx) error {
 		var final bool
 		err := t.GetContext(ctx, &final, `SELECT final FROM intents WHERE intent_id = ?`, w.IntentID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -89,13 +87,14 @@ func (s *Store) Watch(ctx context.Context, w WatchEntry) error {
 	})
 }
 
-func upsertWatch(ctx context.Context, t *sqlx.Tx, r *watchRow) error {
-	_, err := t.NamedExecContext(ctx, `INSERT INTO watch
+func upsertWatch(ctx context.Context, t *Tx, r *watchRow) error {
+	_, err := t.ExecContext(ctx, `INSERT INTO watch
 		(intent_id, canister_id, next_check, attempts, window_to_ts, last_status)
-		VALUES (:intent_id, :canister_id, :next_check, :attempts, :window_to_ts, :last_status)
+		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (intent_id) DO UPDATE SET canister_id = excluded.canister_id,
 			next_check = excluded.next_check, attempts = excluded.attempts,
-			window_to_ts = excluded.window_to_ts, last_status = excluded.last_status`, r)
+			window_to_ts = excluded.window_to_ts, last_status = excluded.last_status`,
+		r.IntentID, r.CanisterID, r.NextCheck, r.Attempts, r.WindowToTS, r.LastStatus)
 	if err != nil {
 		return fmt.Errorf("store: watch %s: %w", r.IntentID, err)
 	}
