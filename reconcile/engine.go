@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -67,6 +66,7 @@ type Engine struct {
 	chains   map[string]*chain
 	hists    map[string]ledgerSource
 	tipReuse time.Duration
+	joinAge  time.Duration
 	metrics  *Metrics
 }
 
@@ -190,129 +190,14 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		byLedger[l] = append(byLedger[l], i)
 	}
 	for _, l := range order {
-		if err := decideAt(out, ins, byLedger[l], func(g []*matcher.Intent) ([]Verdict, error) { return e.decideLedger(ctx, l, g) }); err != nil {
+		idx := byLedger[l]
+		group := make([]*matcher.Intent, len(idx))
+		for k, i := range idx {
+			group[k] = ins[i]
+		}
+		if err := e.DecideJoining(ctx, l, group, nil, func(k int, v Verdict) { out[idx[k]] = v }); err != nil {
 			return nil, err
 		}
-	}
-	return out, nil
-}
-
-// decideAt decides the intents at positions idx of ins together and puts
-// their verdicts at the same positions of out.
-func decideAt(out []Verdict, ins []*matcher.Intent, idx []int, decide func([]*matcher.Intent) ([]Verdict, error)) error {
-	group := make([]*matcher.Intent, len(idx))
-	for k, i := range idx {
-		group[k] = ins[i]
-	}
-	vs, err := decide(group)
-	if err != nil {
-		return err
-	}
-	for k, i := range idx {
-		out[i] = vs[k]
-	}
-	return nil
-}
-
-// decideLedger answers the intents the ledger's rules refuse (an
-// ingress_expiry before S−D) as invalid, without scanning, and scans for
-// the rest.
-func (e *Engine) decideLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
-	s, _, err := e.source(ledger)
-	if err != nil || s.cfg.Validate() != nil {
-		return e.scanLedger(ctx, ledger, ins) // which reports the failure
-	}
-	r := matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift}
-	out := make([]Verdict, len(ins))
-	var scan []int
-	for i, in := range ins {
-		if me := in.CheckRules(r); me != nil {
-			w := in.Window(r)
-			out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex(), Status: StatusInvalid, Final: true,
-				Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy},
-				Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: e.now().UTC()}
-			continue
-		}
-		scan = append(scan, i)
-	}
-	if len(scan) == 0 {
-		return out, nil
-	}
-	if err := decideAt(out, ins, scan, func(g []*matcher.Intent) ([]Verdict, error) { return e.scanLedger(ctx, ledger, g) }); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (e *Engine) scanLedger(ctx context.Context, ledger string, ins []*matcher.Intent) ([]Verdict, error) {
-	out := make([]Verdict, len(ins))
-	for i, in := range ins {
-		out[i] = Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
-	}
-	all := func(err error) ([]Verdict, error) {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		for i := range out {
-			out[i] = e.unreadable(out[i], err)
-		}
-		return out, nil
-	}
-	s, c, err := e.source(ledger)
-	if err == nil {
-		err = s.cfg.Validate()
-	}
-	if err != nil {
-		return all(err)
-	}
-	// The window depends only on the configured TW and drift: every
-	// verdict carries it, unreadable ones included.
-	ws := make([]matcher.Window, len(ins))
-	for i, in := range ins {
-		ws[i] = in.Window(matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift})
-		out[i].Window = &Window{FromTS: U64(ws[i].From), ToTS: U64(ws[i].To), NarrowedBy: ws[i].NarrowedBy}
-	}
-	rules, page, mintCertain, err := e.rules(ctx, s)
-	if err != nil {
-		return all(err)
-	}
-	ds := make([]*decision, len(ins))
-	byStamp := map[uint64][]*decision{}
-	for i, in := range ins {
-		ds[i] = &decision{in: in, rules: rules, mintCertain: mintCertain, w: ws[i], seen: map[uint64]bool{}}
-		byStamp[in.Stamp()] = append(byStamp[in.Stamp()], ds[i])
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	tip, read, err := c.refresh(ctx, func(p []icrc3.Block) { scanAll(byStamp, p) })
-	if err != nil {
-		return all(err)
-	}
-	// A history that failed to read or verify below the range fails the
-	// same way for every intent that needs it: the first failure answers
-	// the rest instead of each re-reading down to the bad page.
-	var below error
-	// The earliest window first: its walk down covers the later windows,
-	// which then read nothing, where the other order would stop and
-	// restart the walk once per intent (each stop requests up to C−1
-	// pages past it that nobody verifies).
-	order := make([]int, len(ds))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ws[a].From, ws[b].From) })
-	for _, i := range order {
-		d := ds[i]
-		d.read = read
-		v, err := e.decideOne(ctx, c, page, tip, d, out[i], &below)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = v
-		out[i].Evidence = evidence(tip, d)
-		out[i].Evidence.HistoryChanged = c.changed
 	}
 	return out, nil
 }
@@ -333,91 +218,6 @@ func (e *Engine) Observe(m *Metrics) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.metrics = m
-}
-
-// scanAll offers a verified page to every pending decision whose stamp
-// appears in it.
-func scanAll(byStamp map[uint64][]*decision, page []icrc3.Block) {
-	for i := range page {
-		if page[i].CreatedAt == nil {
-			continue
-		}
-		for _, d := range byStamp[*page[i].CreatedAt] {
-			d.scan(page[i : i+1])
-		}
-	}
-}
-
-// decideOne finishes one decision on a refreshed chain (c.mu held).
-func (e *Engine) decideOne(ctx context.Context, c *chain, page uint64, tip icrc3.Tip, d *decision, v Verdict, below *error) (Verdict, error) {
-	fail := func(err error) (Verdict, error) {
-		if ctx.Err() != nil {
-			return v, ctx.Err()
-		}
-		return e.unreadable(v, err), nil
-	}
-	w := d.w
-	if tip.Empty {
-		// No block at all: nothing can hold the original.
-		return e.settle(v, d, w.ClosedAt(tip.Time)), nil
-	}
-	// Blocks verified earlier (by this or another intent) first.
-	if d.match == nil {
-		cands, err := c.cache.ByStamp(ctx, c.ledger, d.in.Stamp(), c.r.Lo, c.r.Hi)
-		if err != nil {
-			return fail(err)
-		}
-		d.scan(cands)
-	}
-	if d.match == nil && !c.covers(w.From) && *below != nil {
-		return fail(*below)
-	}
-	// Then extend the verified range down until it covers the window. The
-	// walk reads pages from the range's bottom downwards, C in flight, and
-	// stops at the first verified page that holds the match or a block
-	// older than the window. No search goes first: the chain is verified
-	// from the certified tip down, so every block between the range and the
-	// window's start must be read anyway, and a search would only add
-	// serial round trips (about 2·log2(distance/page) single-block probes)
-	// to learn where to stop. Not knowing costs at most C−1 pages requested
-	// past the stop, in flight beside the last needed one; once the range
-	// holds blocks, their density aims the walk (walkTarget), so that a
-	// walk extending a range wastes about nothing.
-	for round := 0; d.match == nil && !c.covers(w.From); round++ {
-		if round > 64 {
-			return fail(&chainFault{"walk down to the window did not reach it"})
-		}
-		aim := func() uint64 {
-			if c.r.Empty() {
-				// Nothing read yet, so no density to aim by: as many pages
-				// as the client keeps in flight go out at once (it bounds
-				// them, at most coldPages), and the density of the first
-				// verified one aims the rest. Asking for one page first
-				// would cost a serial round trip on every far window; this
-				// costs at most C−1 unused pages on a near one, once per
-				// ledger.
-				return c.r.Lo - min(c.r.Lo, coldPages*page)
-			}
-			return c.walkTarget(w.From, page)
-		}
-		if round >= 8 {
-			aim = nil // the density misleads: walk on to the window
-		}
-		n, err := c.extendDown(ctx, 0, aim, func(p []icrc3.Block) bool {
-			d.scan(p)
-			return d.match != nil || c.covers(w.From)
-		})
-		d.read += n
-		if err != nil {
-			*below = err
-			return fail(err)
-		}
-	}
-	if first, last, ok, err := c.cache.WindowBlocks(ctx, c.ledger, c.r.Lo, c.r.Hi, w.From, w.To); err == nil && ok {
-		f, l := U64(first), U64(last)
-		v.Window.FirstBlock, v.Window.LastBlock = &f, &l
-	}
-	return e.settle(v, d, w.ClosedAt(tip.Time)), nil
 }
 
 // coldPages bounds the pages a walk from an empty verified range asks for

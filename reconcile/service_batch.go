@@ -2,24 +2,31 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/reconciled/reconciled/matcher"
 )
 
 // Intents of one ledger that arrive while a decision of that ledger is
-// running are decided together in the next one: one certified tip (a BLS
-// verification and a signed query) serves the whole batch, instead of
-// each intent fetching its own while holding the ledger's chain.
+// running are decided with it: one certified tip (a BLS verification and a
+// signed query) and one walk down the chain serve them all, instead of
+// each intent fetching its own while holding the ledger's chain. With a
+// JoiningDecider they join the running walk and each is answered as soon
+// as its verdict is known; otherwise they form the next batch.
+
+// JoiningDecider is a Decider that lets intents join a running decision of
+// their ledger (Engine.DecideJoining).
+type JoiningDecider interface {
+	DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(k int, v Verdict)) error
+}
 
 type batchReq struct {
 	in   *matcher.Intent
 	done chan struct{}
-	// Set before done is closed: lead asks the request to run the next
-	// batch itself; otherwise v and err are its result.
-	lead bool
-	v    Verdict
-	err  error
+	// Set before done is closed.
+	v   Verdict
+	err error
 }
 
 type ledgerBatch struct {
@@ -32,10 +39,16 @@ type batcher struct {
 	ledgers map[string]*ledgerBatch
 }
 
-// decide decides one intent, batched with the other intents of its ledger
-// waiting at the same time. The batch runs on the context of the request
-// that leads it; the intake gives every handler the same context, which
-// ends only at the drain deadline, when every request is given back anyway.
+// errNoVerdict: a decider returned without answering an intent it was
+// given, which would be a bug; the intent is given back rather than lost.
+var errNoVerdict = errors.New("reconcile: the decision ended without a verdict for the intent")
+
+// decide decides one intent together with the other intents of its ledger
+// waiting or arriving at the same time. The decisions run on their own
+// goroutine, on the context of the request that started them; the intake
+// gives every handler the same context, which ends only at the drain
+// deadline, when every request is given back anyway. The goroutine ends
+// when no request of the ledger is left.
 func (s *Service) decide(ctx context.Context, in *matcher.Intent) (Verdict, error) {
 	b := &s.batch
 	ledger := in.Canister.Encode()
@@ -50,44 +63,81 @@ func (s *Service) decide(ctx context.Context, in *matcher.Intent) (Verdict, erro
 		b.ledgers[ledger] = lb
 	}
 	lb.pending = append(lb.pending, r)
-	if lb.running {
-		b.mu.Unlock()
-		<-r.done
-		if !r.lead {
-			return r.v, r.err
-		}
-		b.mu.Lock()
+	if !lb.running {
+		lb.running = true
+		go s.runBatches(ctx, ledger, lb)
 	}
-	lb.running = true
-	reqs := lb.pending
-	lb.pending = nil
 	b.mu.Unlock()
+	<-r.done
+	return r.v, r.err
+}
 
-	ins := make([]*matcher.Intent, len(reqs))
-	for i, q := range reqs {
-		ins[i] = q.in
-	}
-	vs, err := s.cfg.Decider.DecideMany(ctx, ins)
-	for i, q := range reqs {
-		if err != nil {
-			q.err = err
-		} else {
-			q.v = vs[i]
+// runBatches decides the ledger's waiting requests, batch after batch,
+// until none is left.
+func (s *Service) runBatches(ctx context.Context, ledger string, lb *ledgerBatch) {
+	b := &s.batch
+	for {
+		b.mu.Lock()
+		reqs := lb.pending
+		lb.pending = nil
+		if len(reqs) == 0 {
+			lb.running = false
+			delete(b.ledgers, ledger)
+			b.mu.Unlock()
+			return
 		}
-		if q != r {
+		b.mu.Unlock()
+		s.runBatch(ctx, ledger, lb, reqs)
+	}
+}
+
+// runBatch decides reqs, and the requests that join them, and answers
+// every one of them.
+func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, reqs []*batchReq) {
+	running := reqs
+	answered := make([]bool, len(reqs))
+	answer := func(k int, v Verdict) {
+		if k < 0 || k >= len(running) || answered[k] {
+			return
+		}
+		answered[k] = true
+		running[k].v = v
+		close(running[k].done)
+	}
+	intents := func(rs []*batchReq) []*matcher.Intent {
+		ins := make([]*matcher.Intent, len(rs))
+		for i, q := range rs {
+			ins[i] = q.in
+		}
+		return ins
+	}
+	var err error
+	if jd, ok := s.cfg.Decider.(JoiningDecider); ok {
+		join := func() []*matcher.Intent {
+			s.batch.mu.Lock()
+			more := lb.pending
+			lb.pending = nil
+			s.batch.mu.Unlock()
+			running = append(running, more...)
+			answered = append(answered, make([]bool, len(more))...)
+			return intents(more)
+		}
+		err = jd.DecideJoining(ctx, ledger, intents(reqs), join, answer)
+	} else {
+		var vs []Verdict
+		if vs, err = s.cfg.Decider.DecideMany(ctx, intents(reqs)); err == nil {
+			for k, v := range vs {
+				answer(k, v)
+			}
+		}
+	}
+	if err == nil {
+		err = errNoVerdict
+	}
+	for k, q := range running {
+		if !answered[k] {
+			q.err = err
 			close(q.done)
 		}
 	}
-
-	b.mu.Lock()
-	if len(lb.pending) > 0 {
-		next := lb.pending[0]
-		next.lead = true
-		close(next.done)
-	} else {
-		lb.running = false
-		delete(b.ledgers, ledger)
-	}
-	b.mu.Unlock()
-	return r.v, r.err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -359,5 +360,96 @@ func TestServiceBatchesKeepVerdictsApart(t *testing.T) {
 		if e.dec.calls[id] != 1 {
 			t.Fatalf("%s decided %d times", id, e.dec.calls[id])
 		}
+	}
+}
+
+// joinDecider decides the first intent only once the test lets it, after
+// every later intent of the ledger has joined and been answered.
+type joinDecider struct {
+	started chan struct{}
+	release chan struct{}
+	joined  chan string
+}
+
+func (d *joinDecider) DecideMany(context.Context, []*matcher.Intent) ([]reconcile.Verdict, error) {
+	return nil, errors.New("joinDecider: DecideMany called; the service should join")
+}
+
+func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(int, reconcile.Verdict)) error {
+	found := func(in *matcher.Intent, at uint64) reconcile.Verdict {
+		return reconcile.Verdict{IntentID: in.ID, Status: reconcile.StatusFound, Final: true,
+			Block: &reconcile.BlockRef{Index: reconcile.U64(at)}, DecidedAt: time.Now().UTC()}
+	}
+	close(d.started)
+	k := len(ins)
+	for {
+		select {
+		case <-d.release:
+			for i, in := range ins {
+				done(i, found(in, 100+uint64(i)))
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case id := <-d.joined:
+			// The intent is on its way into the batch; it joins at the
+			// next call.
+			for {
+				more := join()
+				if len(more) == 0 {
+					runtime.Gosched()
+					continue
+				}
+				for _, in := range more {
+					if in.ID != id {
+						return fmt.Errorf("joined %s, want %s", in.ID, id)
+					}
+					done(k, found(in, 200+uint64(k)))
+					k++
+				}
+				break
+			}
+		}
+	}
+}
+
+// An intent arriving while a decision of its ledger runs joins it and is
+// stored, published and acked as soon as its verdict is known, while the
+// decision it joined goes on.
+func TestServiceJoinsRunningDecision(t *testing.T) {
+	e := newSvcEnv(t)
+	d := &joinDecider{started: make(chan struct{}), release: make(chan struct{}), joined: make(chan string)}
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: d, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+		Now: func() time.Time { return e.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan reconcile.Outcome, 1)
+	go func() { first <- svc.HandleIntent(context.Background(), intentBody("j-0", 1)) }()
+	<-d.started
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprint("j-", i)
+		out := make(chan reconcile.Outcome, 1)
+		go func() { out <- svc.HandleIntent(context.Background(), intentBody(id, i+1)) }()
+		d.joined <- id
+		if o := <-out; o.Kind != reconcile.Ack {
+			t.Fatalf("%s: %+v", id, o)
+		}
+		v, err := e.st.LatestVerdict(context.Background(), id)
+		if err != nil || v.Block == nil || uint64(v.Block.Index) != uint64(200+i) {
+			t.Fatalf("%s stored %+v %v", id, v, err)
+		}
+		select {
+		case o := <-first:
+			t.Fatalf("the first intent settled (%+v) before its decision was released", o)
+		default:
+		}
+	}
+	close(d.release)
+	if o := <-first; o.Kind != reconcile.Ack {
+		t.Fatalf("first: %+v", o)
+	}
+	if v, err := e.st.LatestVerdict(context.Background(), "j-0"); err != nil || v.Block == nil || v.Block.Index != 100 {
+		t.Fatalf("first stored %+v %v", v, err)
 	}
 }

@@ -164,6 +164,10 @@ type worldCfg struct {
 	// icp worlds run on the ICP-style ledger, read as the ICP ledger's
 	// history family.
 	icp bool
+	// joining worlds decide each round as a burst does: one intent starts
+	// the ledger's decision and the others join it while it walks
+	// (Engine.DecideJoining), a few at a time.
+	joining bool
 }
 
 // adversaries names what the world lies about or breaks, for the
@@ -188,6 +192,9 @@ func (c worldCfg) adversaries() []string {
 	if c.narrow {
 		out = append(out, "config:narrow_window")
 	}
+	if c.joining {
+		out = append(out, "decide:joining")
+	}
 	return out
 }
 
@@ -201,9 +208,9 @@ func (c worldCfg) String() string {
 	if c.icp {
 		style = "icp"
 	}
-	return fmt.Sprintf("world %d seed %d: style=%s tip=%s endpoint=%s archive=%d/%d history=%d http=%d‰ faults=%s,%s lie_mint=%s/%v verify=%s change=%q sqlite=%v bad_expiry=%d‰ narrow=%v",
+	return fmt.Sprintf("world %d seed %d: style=%s tip=%s endpoint=%s archive=%d/%d history=%d http=%d‰ faults=%s,%s lie_mint=%s/%v verify=%s change=%q sqlite=%v bad_expiry=%d‰ narrow=%v joining=%v",
 		c.idx, c.seed, style, tip, ep, c.ledger.ArchiveThreshold, c.ledger.ArchiveBatch, c.background, c.httpShare, c.faults[0], c.faults[1],
-		c.lieMint, c.certFails, c.verify, c.history, c.sqlite, c.badExpiry, c.narrow)
+		c.lieMint, c.certFails, c.verify, c.history, c.sqlite, c.badExpiry, c.narrow, c.joining)
 }
 
 func newWorldCfg(seed int64, idx int) worldCfg {
@@ -262,6 +269,7 @@ func newWorldCfg(seed int64, idx int) worldCfg {
 		c.badExpiry = 30 + r.IntN(70)
 	}
 	c.narrow = idx%4 == 3
+	c.joining = r.IntN(2) == 0
 	return c
 }
 

@@ -438,7 +438,61 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 		return h, cfg, nil
 	}, cache, nil)
 	eng.Observe(w.metrics)
+	// Joining worlds let every intent of a round join its decision.
+	eng.JoinRunning(time.Hour)
 	return eng
+}
+
+// decide decides a round's intents: with one DecideMany, or in a joining
+// world as a burst arrives, one intent starting the decision and the rest
+// joining it one to four at a time, between the pages of its walk; those
+// still waiting when it ends are decided next.
+func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+	if !w.cfg.joining || len(ins) == 0 {
+		return eng.DecideMany(ctx, ins)
+	}
+	r := rand.New(rand.NewPCG(w.cfg.seed, uint64(len(round))<<32|uint64(len(ins))))
+	out := make([]reconcile.Verdict, len(ins))
+	got := make([]bool, len(ins))
+	next := 1
+	join := func() []*matcher.Intent {
+		// Often nothing new: the decision walks on and asks again after
+		// its next page.
+		if next == len(ins) || r.IntN(2) == 0 {
+			return nil
+		}
+		k := min(len(ins)-next, 1+r.IntN(4))
+		more := ins[next : next+k]
+		next += k
+		return more
+	}
+	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], join, func(k int, v reconcile.Verdict) {
+		if got[k] {
+			w.t.Errorf("%s: round %s: intent %d answered twice", w.cfg, round, k)
+		}
+		got[k], out[k] = true, v
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Those that arrived after the decision stopped taking more are the
+	// next decision's, as the service batches them.
+	for next < len(ins) {
+		rest := ins[next:]
+		base := next
+		next = len(ins)
+		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, nil, func(k int, v reconcile.Verdict) {
+			got[base+k], out[base+k] = true, v
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for k := range got {
+		if !got[k] {
+			return nil, fmt.Errorf("intent %d of %d got no verdict", k, len(ins))
+		}
+	}
+	return out, nil
 }
 
 // historyChanges is the number of history changes the world's engines
@@ -979,7 +1033,7 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 	defer cancel()
 	before := w.srv.Now()
 	t0 := time.Now()
-	vs, err := eng.DecideMany(ctx, ins)
+	vs, err := w.decide(ctx, eng, name, ins)
 	after := w.srv.Now()
 	if testing.Verbose() && *truthWorld >= 0 {
 		w.t.Logf("round %s: %d intents in %s", name, len(vs), time.Since(t0).Round(time.Microsecond))
@@ -998,6 +1052,9 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 	}
 	if w.cfg.verify == icrc3.VerifyQueries {
 		advs = append(advs, "verify:queries")
+	}
+	if w.cfg.joining {
+		advs = append(advs, "decide:joining")
 	}
 	for k, v := range vs {
 		s := w.scens[subset[k]]

@@ -262,7 +262,8 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 			return nil, err
 		}
 		rep.Many = &m
-		logf("many intents: %.0f intents/s, p99 %.1f ms, %d blocks fetched, one scan %d", m.IntentsPerS, m.LatencyMS.P99, m.BlocksClient, m.OneScan)
+		logf("many intents: %.0f intents/s, p99 %.1f ms, %d blocks fetched, one scan %d; all published at %.0f ms, first verdict at %.0f ms, last at %.0f ms",
+			m.IntentsPerS, m.LatencyMS.P99, m.BlocksClient, m.OneScan, m.PublishedMS, m.FirstVerdictMS, m.Seconds*1000)
 	}
 
 	if !cfg.SkipBaseline {

@@ -26,7 +26,12 @@ type ManyResult struct {
 	Seconds     float64        `json:"seconds"` // first publish to last verdict
 	IntentsPerS float64        `json:"intents_per_second"`
 	LatencyMS   latencyMS      `json:"latency_ms"` // publish → first verdict received
-	Queries     uint64         `json:"queries"`
+	// Where the burst's time goes: every intent published, the first
+	// verdict received (the cold scan ends), milliseconds from the first
+	// publish.
+	PublishedMS    float64 `json:"published_ms"`
+	FirstVerdictMS float64 `json:"first_verdict_ms"`
+	Queries        uint64  `json:"queries"`
 	// QueriesByMethod: where the queries went ("ledger:<method>",
 	// "archive:<method>"); certified tips are ledger:icrc3_get_tip_certificate.
 	QueriesByMethod map[string]uint64 `json:"queries_by_method"`
@@ -96,7 +101,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	sent := make(map[string]time.Time, n)
 	got := make(map[string]time.Duration, n)
 	foundAt := make(map[string]uint64, n)
-	var last time.Time
+	var first, last time.Time
 	done := make(chan struct{})
 	sub, err := tool.NATS().Subscribe(tool.Subjects().VerdictsFilter(), func(m *nats.Msg) {
 		var v reconcile.Verdict
@@ -116,6 +121,9 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 			foundAt[v.IntentID] = uint64(v.Block.Index)
 		}
 		last = now
+		if len(got) == 1 {
+			first = now
+		}
 		if len(got) == n {
 			close(done)
 		}
@@ -151,6 +159,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		})
 	}
 	pub.Wait()
+	res.PublishedMS = ms(time.Since(start))
 	close(pubErr)
 	if err := <-pubErr; err != nil {
 		return res, err
@@ -169,6 +178,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	mu.Lock()
 	defer mu.Unlock()
 	res.Seconds = last.Sub(start).Seconds()
+	res.FirstVerdictMS = ms(first.Sub(start))
 	res.IntentsPerS = float64(n) / res.Seconds
 	lat := make([]time.Duration, 0, n)
 	for _, d := range got {

@@ -1,0 +1,358 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/matcher"
+)
+
+// One ledger's decisions share one certified tip and one walk down the
+// chain. The walk goes from the verified range's bottom towards the
+// deepest window still undecided, and every decision is answered the
+// moment the verified range holds its match or covers its window, not when
+// the deepest one is done. Intents that arrive while the walk runs may
+// join it (Engine.JoinRunning): in a burst they are decided by the walk
+// already under way instead of queueing behind it.
+
+// Joining lets intents that arrive while a decision of their ledger runs
+// join it: they are decided on its certified tip, while the tip is younger
+// than d (0, the default: never). An older tip knows fewer blocks and an
+// older time, never wrong ones, so a verdict on it is sound; a payment
+// executed since then is seen at the next follow-up. Call it before the
+// first decision.
+func (e *Engine) JoinRunning(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.joinAge = d
+}
+
+// DecideJoining decides intents of one ledger as DecideMany does, handing
+// each verdict to done as soon as it is known, k being the intent's place
+// in ins followed by the joined intents in the order join returned them.
+// join, called between verified pages while joining is allowed, returns
+// intents of the same ledger that arrived meanwhile (nil: none). Every
+// intent passed in or joined gets exactly one done call unless ctx ends,
+// which is the only error.
+func (e *Engine) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(k int, v Verdict)) error {
+	r := &ledgerRun{e: e, ctx: ctx, ledger: ledger, join: join, done: done}
+	return r.run(ins)
+}
+
+// ledgerRun is one ledger's decisions on one tip.
+type ledgerRun struct {
+	e      *Engine
+	ctx    context.Context
+	ledger string
+	join   func() []*matcher.Intent
+	done   func(k int, v Verdict)
+
+	s           ledgerSource
+	c           *chain
+	rules       matcher.LedgerRules
+	page        uint64
+	mintCertain bool
+	tip         icrc3.Tip
+	haveTip     bool
+	tipAt       time.Time // when the tip was read, for the join bound
+	joinAge     time.Duration
+
+	n       int // intents seen so far: the next one's k
+	pending []*runDecision
+	// below: a history that failed to read or verify below the range fails
+	// the same way for every decision that needs it.
+	below error
+}
+
+type runDecision struct {
+	*decision
+	k int
+	v Verdict
+}
+
+func (r *ledgerRun) run(ins []*matcher.Intent) error {
+	e := r.e
+	s, c, err := e.source(r.ledger)
+	if err == nil {
+		err = s.cfg.Validate()
+	}
+	if err != nil {
+		return r.failAll(ins, err)
+	}
+	r.s, r.c = s, c
+	// Intents the ledger's rules refuse are answered without a tip: a
+	// batch of only those reads nothing.
+	scan := r.screen(ins)
+	if len(scan) == 0 {
+		return nil
+	}
+	if r.rules, r.page, r.mintCertain, err = e.rules(r.ctx, s); err != nil {
+		return r.failDecisions(scan, err)
+	}
+	e.mu.Lock()
+	r.joinAge = e.joinAge
+	e.mu.Unlock()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range scan {
+		r.open(d)
+	}
+	tip, read, err := c.refresh(r.ctx, r.scanPage)
+	if err != nil {
+		return r.failDecisions(r.takePending(), err)
+	}
+	r.tip, r.haveTip, r.tipAt = tip, true, e.now()
+	for _, d := range r.pending {
+		d.read = read
+		if err := r.lookup(d); err != nil {
+			return err
+		}
+	}
+	if err := r.answerReady(); err != nil {
+		return err
+	}
+	rounds := 0
+	for {
+		if err := r.takeJoiners(); err != nil {
+			return err
+		}
+		// A walk answers as its pages settle decisions; this catches
+		// whatever its end settled too.
+		if err := r.answerReady(); err != nil {
+			return err
+		}
+		if len(r.pending) == 0 {
+			return nil
+		}
+		if rounds > 64 {
+			return r.failDecisions(r.takePending(), &chainFault{"walk down to the window did not reach it"})
+		}
+		// Every pending decision needs blocks below the range.
+		answered, err := r.walk(rounds >= 8)
+		if err != nil {
+			return err
+		}
+		if answered {
+			rounds = 0
+		} else {
+			rounds++
+		}
+	}
+}
+
+// screen answers the intents the ledger's rules refuse as invalid and
+// returns decisions for the rest (not yet open).
+func (r *ledgerRun) screen(ins []*matcher.Intent) []*runDecision {
+	lr := matcher.LedgerRules{TW: r.s.cfg.TW, Drift: r.s.cfg.Drift}
+	var scan []*runDecision
+	for _, in := range ins {
+		k := r.n
+		r.n++
+		w := in.Window(lr)
+		v := Verdict{IntentID: in.ID, IntentHash: in.HashHex(),
+			Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}}
+		if me := in.CheckRules(lr); me != nil {
+			v.Status, v.Final, v.DecidedAt = StatusInvalid, true, r.e.now().UTC()
+			v.Reason = &Reason{Code: me.Code, Field: me.Field, Message: me.Message}
+			r.done(k, v)
+			continue
+		}
+		scan = append(scan, &runDecision{decision: &decision{in: in, w: w, seen: map[uint64]bool{}}, k: k, v: v})
+	}
+	return scan
+}
+
+// open makes d pending under the ledger's rules.
+func (r *ledgerRun) open(d *runDecision) {
+	d.rules, d.mintCertain = r.rules, r.mintCertain
+	r.pending = append(r.pending, d)
+}
+
+// lookup offers d the blocks verified before it was opened.
+func (r *ledgerRun) lookup(d *runDecision) error {
+	if r.tip.Empty || d.match != nil {
+		return nil
+	}
+	c := r.c
+	cands, err := c.cache.ByStamp(r.ctx, c.ledger, d.in.Stamp(), c.r.Lo, c.r.Hi)
+	if err != nil {
+		return r.fail(d, err)
+	}
+	d.scan(cands)
+	return nil
+}
+
+// scanPage offers a verified page to every pending decision whose stamp
+// appears in it.
+func (r *ledgerRun) scanPage(page []icrc3.Block) {
+	byStamp := make(map[uint64][]*runDecision, len(r.pending))
+	for _, d := range r.pending {
+		byStamp[d.in.Stamp()] = append(byStamp[d.in.Stamp()], d)
+	}
+	for i := range page {
+		if page[i].CreatedAt == nil {
+			continue
+		}
+		for _, d := range byStamp[*page[i].CreatedAt] {
+			d.scan(page[i : i+1])
+		}
+	}
+}
+
+// answerReady answers every pending decision the verified range now
+// settles: its match is verified, or the range covers its window, or the
+// history below failed.
+func (r *ledgerRun) answerReady() error {
+	keep := r.pending[:0]
+	var fails []*runDecision
+	for _, d := range r.pending {
+		switch {
+		case r.tip.Empty || d.match != nil || r.c.covers(d.w.From):
+			r.finish(d)
+		case r.below != nil:
+			fails = append(fails, d)
+		default:
+			keep = append(keep, d)
+		}
+	}
+	clear(r.pending[len(keep):])
+	r.pending = keep
+	if len(fails) > 0 {
+		return r.failDecisions(fails, r.below)
+	}
+	return nil
+}
+
+// takeJoiners opens the intents that arrived since the last call, while
+// the tip is young enough to serve them, and answers those it settles.
+func (r *ledgerRun) takeJoiners() error {
+	for r.join != nil && r.joinAge > 0 && r.e.now().Sub(r.tipAt) < r.joinAge {
+		ins := r.join()
+		if len(ins) == 0 {
+			return nil
+		}
+		for _, d := range r.screen(ins) {
+			r.open(d)
+			if err := r.lookup(d); err != nil {
+				return err
+			}
+		}
+		if err := r.answerReady(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walk extends the range down towards the deepest pending window, one
+// extendDown, answering decisions as the pages settle them. It reports
+// whether any decision was answered.
+func (r *ledgerRun) walk(blind bool) (bool, error) {
+	c := r.c
+	before := r.n - len(r.pending)
+	answered := func() bool { return r.n-len(r.pending) > before }
+	var aim func() uint64
+	if !blind {
+		aim = func() uint64 {
+			if c.r.Empty() {
+				// Nothing read yet, so no density to aim by: as many pages
+				// as the client keeps in flight go out at once (it bounds
+				// them, at most coldPages), and the density of the first
+				// verified one aims the rest. Asking for one page first
+				// would cost a serial round trip on every far window; this
+				// costs at most C−1 unused pages on a near one, once per
+				// ledger.
+				return c.r.Lo - min(c.r.Lo, coldPages*r.page)
+			}
+			return c.walkTarget(r.deepest(), r.page)
+		}
+	}
+	var inPage error
+	_, err := c.extendDown(r.ctx, 0, aim, func(p []icrc3.Block) bool {
+		for _, d := range r.pending {
+			d.read += uint64(len(p))
+		}
+		r.scanPage(p)
+		if inPage = r.answerReady(); inPage != nil {
+			return true
+		}
+		if inPage = r.takeJoiners(); inPage != nil {
+			return true
+		}
+		return len(r.pending) == 0
+	})
+	if inPage != nil {
+		return answered(), inPage
+	}
+	if err != nil {
+		r.below = err
+		return true, r.answerReady()
+	}
+	return answered(), nil
+}
+
+// deepest is the earliest window start of the pending decisions.
+func (r *ledgerRun) deepest() uint64 {
+	from := ^uint64(0)
+	for _, d := range r.pending {
+		from = min(from, d.w.From)
+	}
+	return from
+}
+
+// finish settles d on the run's tip and hands its verdict over.
+func (r *ledgerRun) finish(d *runDecision) {
+	c := r.c
+	v := d.v
+	if !r.tip.Empty {
+		if first, last, ok, err := c.cache.WindowBlocks(r.ctx, c.ledger, c.r.Lo, c.r.Hi, d.w.From, d.w.To); err == nil && ok {
+			f, l := U64(first), U64(last)
+			v.Window.FirstBlock, v.Window.LastBlock = &f, &l
+		}
+	}
+	v = r.e.settle(v, d.decision, d.w.ClosedAt(r.tip.Time))
+	v.Evidence = evidence(r.tip, d.decision)
+	v.Evidence.HistoryChanged = c.changed
+	r.done(d.k, v)
+}
+
+// fail answers d unreadable, unless ctx ended: then the run stops.
+func (r *ledgerRun) fail(d *runDecision, err error) error {
+	return r.failDecisions([]*runDecision{d}, err)
+}
+
+func (r *ledgerRun) failDecisions(ds []*runDecision, err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	for _, d := range ds {
+		v := r.e.unreadable(d.v, err)
+		if r.haveTip {
+			v.Evidence = evidence(r.tip, d.decision)
+			v.Evidence.HistoryChanged = r.c.changed
+		}
+		r.done(d.k, v)
+	}
+	return nil
+}
+
+// failAll answers intents not yet screened unreadable.
+func (r *ledgerRun) failAll(ins []*matcher.Intent, err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	for _, in := range ins {
+		k := r.n
+		r.n++
+		r.done(k, r.e.unreadable(Verdict{IntentID: in.ID, IntentHash: in.HashHex()}, err))
+	}
+	return nil
+}
+
+func (r *ledgerRun) takePending() []*runDecision {
+	ds := r.pending
+	r.pending = nil
+	return ds
+}
