@@ -76,7 +76,9 @@ type Store interface {
 	// transaction.
 	PutIntentDecided(ctx context.Context, rec IntentRecord, v Verdict, w *Watch) (PutResult, error)
 	// MarkPublished records that the stream holds the intent's verdict seq
-	// (and so every earlier one): its outbox entries up to seq go.
+	// (and so every earlier one): its outbox entries up to seq go. It may
+	// take effect after it returns, and a mark lost in a crash only costs
+	// the outbox pass a stream lookup.
 	MarkPublished(ctx context.Context, id string, seq uint64) error
 	// DiscardUnpublished removes the intent's verdicts from seq on, all of
 	// them still in the outbox (refused by the stream), and watches the

@@ -101,6 +101,30 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 	}
 	t := &Tx{Tx: st, c: s.wst}
 	wrote := false
+	// Queued marks ride in this commit, in a savepoint of their own: a
+	// failure drops them (the outbox pass clears the rows later) and
+	// fails no write of the group.
+	if ms := s.takeMarks(); len(ms) > 0 {
+		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			t.Rollback()
+			fail("savepoint", err)
+			return
+		}
+		if err := applyMarks(ctx, t, ms); err != nil {
+			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
+				t.Rollback()
+				fail("roll back to savepoint", err)
+				return
+			}
+		} else {
+			wrote = true
+		}
+		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
+			t.Rollback()
+			fail("release savepoint", err)
+			return
+		}
+	}
 	for _, q := range group {
 		if err := q.ctx.Err(); err != nil {
 			q.err = fmt.Errorf("store: %s: %w", q.what, err)

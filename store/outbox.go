@@ -103,8 +103,12 @@ type OutboxEntry struct {
 	Seq      uint64 `db:"seq"`
 }
 
-// Outbox lists the outbox, ordered by intent id and seq.
+// Outbox lists the outbox, ordered by intent id and seq, after the queued
+// marks (MarkPublishedLater) are applied.
 func (s *Store) Outbox(ctx context.Context) ([]OutboxEntry, error) {
+	if err := s.flushMarks(ctx); err != nil {
+		return nil, err
+	}
 	var rows []OutboxEntry
 	if err := s.r.SelectContext(ctx, &rows, `SELECT intent_id, seq FROM outbox ORDER BY intent_id, seq`); err != nil {
 		return nil, fmt.Errorf("store: list outbox: %w", err)
@@ -126,6 +130,11 @@ func (s *Store) DiscardUnpublished(ctx context.Context, id string, seq uint64) e
 	}
 	from := int64(seq)
 	what := fmt.Sprintf("discard unpublished verdicts of %s from seq %d", id, seq)
+	// A queued mark must not clear the rows of verdicts written after
+	// this discard at the same seqs.
+	if err := s.flushMarks(ctx); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
 	return s.tx(ctx, what, func(t *Tx) error {
 		var published int
 		if err := t.GetContext(ctx, &published, `SELECT COUNT(*) FROM verdicts v WHERE v.intent_id = ? AND v.seq >= ?

@@ -92,8 +92,11 @@ func (a ServiceStore) AppendDecided(ctx context.Context, v reconcile.Verdict, w 
 	return mapErr(a.S.AppendDecided(ctx, v, watchEntry(w)))
 }
 
-func (a ServiceStore) MarkPublished(ctx context.Context, id string, seq uint64) error {
-	return mapErr(a.S.MarkPublished(ctx, id, seq))
+// MarkPublished queues the mark (Store.MarkPublishedLater): the service
+// acks the intent without waiting for a commit that only saves a lookup.
+func (a ServiceStore) MarkPublished(_ context.Context, id string, seq uint64) error {
+	a.S.MarkPublishedLater(id, seq)
+	return nil
 }
 
 // Unpublished lists each intent with outbox rows once: re-publishing its

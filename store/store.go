@@ -57,6 +57,7 @@ type Store struct {
 	now  func() time.Time
 
 	group groupCommit // verdict writes (groupcommit.go)
+	marks markQueue   // published verdicts' outbox rows to clear (marks.go)
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -190,6 +191,9 @@ func (s *Store) Path() string { return s.path }
 // database/sql before the connections close.
 func (s *Store) Close() error {
 	var errs []error
+	if err := s.closeMarks(context.Background()); err != nil {
+		errs = append(errs, err)
+	}
 	s.wst.close()
 	if s.r.DB != nil {
 		s.r.c.close()

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Marks of published verdicts are not waited for. Clearing an outbox row
+// once the stream holds its verdict only saves a stream lookup later, so a
+// mark lost in a crash costs that lookup (the outbox pass finds the verdict
+// on the stream and marks it again), never a verdict. In a burst, one
+// commit and fsync per mark would be one more writer turn per intent, on
+// the path to acking it: queued marks ride in the next group commit
+// instead, or in one of their own at most markDelay later.
+
+// markDelay bounds how long a queued mark waits for a group commit to
+// ride in.
+const markDelay = 20 * time.Millisecond
+
+type markQueue struct {
+	mu     sync.Mutex
+	marks  []mark
+	timer  *time.Timer
+	closed bool
+	wg     sync.WaitGroup // a flush started by the timer
+}
+
+type mark struct {
+	id  string
+	seq int64
+}
+
+// MarkPublishedLater is MarkPublished without waiting: the deletion is
+// queued and committed with the next writes, within markDelay. Reads of
+// the outbox (Outbox, DiscardUnpublished) apply queued marks first.
+func (s *Store) MarkPublishedLater(id string, seq uint64) {
+	n := int64(math.MaxInt64)
+	if seq < math.MaxInt64 {
+		n = int64(seq)
+	}
+	q := &s.marks
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	q.marks = append(q.marks, mark{id, n})
+	if q.timer == nil {
+		q.wg.Add(1)
+		q.timer = time.AfterFunc(markDelay, func() {
+			defer q.wg.Done()
+			// A failure leaves the rows: the outbox pass clears them.
+			_ = s.flushMarks(context.Background())
+		})
+	}
+}
+
+// takeMarks empties the queue.
+func (s *Store) takeMarks() []mark {
+	q := &s.marks
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ms := q.marks
+	q.marks = nil
+	if q.timer != nil && q.timer.Stop() {
+		q.wg.Done() // the timer's flush will not run
+	}
+	q.timer = nil
+	return ms
+}
+
+// applyMarks deletes the outbox rows the marks clear, inside t.
+func applyMarks(ctx context.Context, t *Tx, ms []mark) error {
+	for _, m := range ms {
+		if _, err := t.ExecContext(ctx, `DELETE FROM outbox WHERE intent_id = ? AND seq <= ?`, m.id, m.seq); err != nil {
+			return fmt.Errorf("store: mark %s/%d published: %w", m.id, m.seq, err)
+		}
+	}
+	return nil
+}
+
+// flushMarks commits the queued marks now (in a group commit, with
+// whatever else is waiting).
+func (s *Store) flushMarks(ctx context.Context) error {
+	if s.pendingMarks() == 0 {
+		return nil
+	}
+	return s.groupTx(ctx, "mark published", func(context.Context, *Tx) error { return nil })
+}
+
+func (s *Store) pendingMarks() int {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	return len(s.marks.marks)
+}
+
+// closeMarks commits what is queued and refuses more marks.
+func (s *Store) closeMarks(ctx context.Context) error {
+	q := &s.marks
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	err := s.flushMarks(ctx)
+	q.wg.Wait()
+	return err
+}
