@@ -69,6 +69,9 @@ type runDecision struct {
 	*decision
 	k int
 	v Verdict
+	// failed: its lookup of verified blocks failed; it is answered
+	// unreadable with that error.
+	failed error
 }
 
 func (r *ledgerRun) run(ins []*matcher.Intent) error {
@@ -99,16 +102,20 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 	for _, d := range scan {
 		r.open(d)
 	}
+	before := e.now()
 	tip, read, err := c.refresh(r.ctx, r.scanPage)
 	if err != nil {
 		return r.failDecisions(r.takePending(), err)
 	}
-	r.tip, r.haveTip, r.tipAt = tip, true, e.now()
+	// The tip's age counts from before it was read, or from when the
+	// reused one was.
+	r.tip, r.haveTip, r.tipAt = tip, true, before
+	if c.fetchedAt.Before(before) {
+		r.tipAt = c.fetchedAt
+	}
 	for _, d := range r.pending {
 		d.read = read
-		if err := r.lookup(d); err != nil {
-			return err
-		}
+		r.lookup(d)
 	}
 	if err := r.answerReady(); err != nil {
 		return err
@@ -171,17 +178,17 @@ func (r *ledgerRun) open(d *runDecision) {
 }
 
 // lookup offers d the blocks verified before it was opened.
-func (r *ledgerRun) lookup(d *runDecision) error {
+func (r *ledgerRun) lookup(d *runDecision) {
 	if r.tip.Empty || d.match != nil {
-		return nil
+		return
 	}
 	c := r.c
 	cands, err := c.cache.ByStamp(r.ctx, c.ledger, d.in.Stamp(), c.r.Lo, c.r.Hi)
 	if err != nil {
-		return r.fail(d, err)
+		d.failed = err
+		return
 	}
 	d.scan(cands)
-	return nil
 }
 
 // scanPage offers a verified page to every pending decision whose stamp
@@ -209,6 +216,10 @@ func (r *ledgerRun) answerReady() error {
 	var fails []*runDecision
 	for _, d := range r.pending {
 		switch {
+		case d.failed != nil:
+			if err := r.fail(d, d.failed); err != nil {
+				return err
+			}
 		case r.tip.Empty || d.match != nil || r.c.covers(d.w.From):
 			r.finish(d)
 		case r.below != nil:
@@ -235,9 +246,7 @@ func (r *ledgerRun) takeJoiners() error {
 		}
 		for _, d := range r.screen(ins) {
 			r.open(d)
-			if err := r.lookup(d); err != nil {
-				return err
-			}
+			r.lookup(d)
 		}
 		if err := r.answerReady(); err != nil {
 			return err

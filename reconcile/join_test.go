@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -195,4 +196,41 @@ func TestJoiningAgreesWithDecideMany(t *testing.T) {
 	if !slices.ContainsFunc(got, func(v reconcile.Verdict) bool { return v.Status == reconcile.StatusInvalid }) {
 		t.Fatalf("no invalid verdict among %v", g)
 	}
+}
+
+// stampFailCache fails every lookup of one stamp.
+type stampFailCache struct {
+	*reconcile.MemCache
+	stamp uint64
+}
+
+func (c stampFailCache) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64) ([]icrc3.Block, error) {
+	if stamp == c.stamp {
+		return nil, errors.New("disk I/O error")
+	}
+	return c.MemCache.ByStamp(ctx, ledger, stamp, lo, hi)
+}
+
+// A joiner whose lookup of the blocks verified before it fails is
+// answered unreadable, once; the decision it joined goes on.
+func TestJoiningLookupFailureAnswersOnlyThatIntent(t *testing.T) {
+	w := newJoinWorld(t)
+	cache := stampFailCache{MemCache: reconcile.NewMemCache(), stamp: w.shallowBody.stamp}
+	id := w.ledger.ID().Encode()
+	w.engine = reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
+		if ledger != id {
+			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
+		}
+		return w.client, reconcile.LedgerConfig{}, nil
+	}, cache, nil)
+	w.engine.JoinRunning(time.Hour)
+	join, _ := joinAfter(2, w.shallow)
+	got := w.decideJoining([]*matcher.Intent{w.deep}, join)
+	if len(got) != 2 {
+		t.Fatalf("%d verdicts: %+v", len(got), got)
+	}
+	if v := got[0]; v.IntentID != "shallow" || v.Status != reconcile.StatusUnreadable || v.Reason == nil {
+		t.Fatalf("shallow: %s %+v, want unreadable", v.Status, v.Reason)
+	}
+	w.wantFound(got[1], "deep", w.deepAt)
 }
