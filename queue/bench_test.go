@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/reconciled/reconciled/reconcile"
@@ -121,4 +123,52 @@ func BenchmarkFollowVerdicts(b *testing.B) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkIntentStreamCeiling is what the intent stream alone allows a
+// burst: 16 publishers publish intents while the intake, 256 in flight,
+// acks each at once (no decision, no verdict). With SyncAlways every
+// publish and every ack (a work queue's ack removes the message and
+// writes a tombstone) is an fsync on the stream's file, one at a time, so
+// this bounds intents per second through any daemon on the same disk.
+func BenchmarkIntentStreamCeiling(b *testing.B) {
+	c := benchSetup(b)
+	ctx := context.Background()
+	acked := make(chan struct{}, b.N)
+	in, err := c.ConsumeIntents(ctx, IntakeConfig{MaxInFlight: 256}, func(ctx context.Context, d *Delivery) {
+		if err := d.Ack(ctx); err != nil {
+			b.Error(err)
+		}
+		acked <- struct{}{}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		in.Stop()
+		_ = in.Wait(ctx)
+	}()
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("c-%d", i), benchBody); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for range b.N {
+		<-acked
+	}
+	b.StopTimer()
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")
 }

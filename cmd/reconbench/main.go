@@ -66,7 +66,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 32, Seed: 1,
+	return config{Blocks: 1_000_000, Span: 240 * time.Hour, Runs: 5, Intents: 1000, Inflight: 256, Seed: 1,
 		DecodeTime: 2 * time.Second, Timeout: 60 * time.Minute, Ledger: "child", ICP: true}
 }
 
