@@ -101,20 +101,20 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 	}
 	t := &Tx{Tx: st, c: s.wst}
 	wrote := false
-	// Queued marks ride in this commit, in a savepoint of their own: a
-	// failure drops them (the outbox pass clears the rows later) and
-	// fails no write of the group.
-	if ms := s.takeMarks(); len(ms) > 0 {
+	// inSavepoint runs fn in a savepoint of t: a failing fn is rolled back
+	// alone. It reports false when the transaction itself broke (then t
+	// is rolled back and every request failed).
+	inSavepoint := func(fn func() error) (fnErr error, ok bool) {
 		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 			t.Rollback()
 			fail("savepoint", err)
-			return
+			return nil, false
 		}
-		if err := applyMarks(ctx, t, ms); err != nil {
+		if fnErr = fn(); fnErr != nil {
 			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
 				t.Rollback()
 				fail("roll back to savepoint", err)
-				return
+				return nil, false
 			}
 		} else {
 			wrote = true
@@ -122,6 +122,15 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
 			t.Rollback()
 			fail("release savepoint", err)
+			return nil, false
+		}
+		return fnErr, true
+	}
+	// Queued marks ride in this commit, in a savepoint of their own: a
+	// failure drops them (the outbox pass clears the rows later) and
+	// fails no write of the group.
+	if ms := s.takeMarks(); len(ms) > 0 {
+		if _, ok := inSavepoint(func() error { return applyMarks(ctx, t, ms) }); !ok {
 			return
 		}
 	}
@@ -130,26 +139,11 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 			q.err = fmt.Errorf("store: %s: %w", q.what, err)
 			continue
 		}
-		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
-			t.Rollback()
-			fail("savepoint", err)
+		err, ok := inSavepoint(func() error { return q.fn(ctx, t) })
+		if !ok {
 			return
 		}
-		if err := q.fn(ctx, t); err != nil {
-			q.err = err
-			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
-				t.Rollback()
-				fail("roll back to savepoint", err)
-				return
-			}
-		} else {
-			wrote = true
-		}
-		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
-			t.Rollback()
-			fail("release savepoint", err)
-			return
-		}
+		q.err = err
 	}
 	if !wrote {
 		t.Rollback()
