@@ -8,7 +8,10 @@
 // in a BlockCache, and settles each intent by DESIGN §2's table: found only
 // on a verified match, absent only when the window has closed in certified
 // time with every block of it verified, not_yet while it is open,
-// unreadable on any failure.
+// unreadable on any failure. The decisions of one ledger share a certified
+// tip and one walk down its chain; each is answered as soon as the pages
+// verified settle it, and intents arriving meanwhile may join the walk
+// (Engine.DecideJoining, Engine.JoinRunning).
 //
 // The Service takes intents from the queue, stores them and their verdicts
 // through the Store port, publishes verdicts through the Sink port with the
