@@ -257,13 +257,21 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 
 	if cfg.Intents > 0 {
 		logf("publishing %d intents through NATS", cfg.Intents)
-		m, err := sc.runMany(ctx, ag, dir, cfg.Intents, cfg.Inflight)
+		m, err := sc.runMany(ctx, ag, dir, cfg.Intents, cfg.Inflight, false)
 		if err != nil {
 			return nil, err
 		}
 		rep.Many = &m
 		logf("many intents: %.0f intents/s, p99 %.1f ms, %d blocks fetched, one scan %d; all published at %.0f ms, first verdict at %.0f ms, last at %.0f ms",
 			m.IntentsPerS, m.LatencyMS.P99, m.BlocksClient, m.OneScan, m.PublishedMS, m.FirstVerdictMS, m.Seconds*1000)
+		logf("the same %d intents queued before a new daemon starts", cfg.Intents)
+		q, err := sc.runMany(ctx, ag, filepath.Join(dir, "queued"), cfg.Intents, cfg.Inflight, true)
+		if err != nil {
+			return nil, err
+		}
+		rep.Queued = &q
+		logf("queued intents: %.0f intents/s from the daemon's start, first verdict at %.0f ms, last at %.0f ms",
+			q.IntentsPerS, q.FirstVerdictMS, q.Seconds*1000)
 	}
 
 	if !cfg.SkipBaseline {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -31,7 +32,10 @@ type ManyResult struct {
 	// publish.
 	PublishedMS    float64 `json:"published_ms"`
 	FirstVerdictMS float64 `json:"first_verdict_ms"`
-	Queries        uint64  `json:"queries"`
+	// Queued: the intents were published before the daemon started; the
+	// times (latency too) count from its start.
+	Queued  bool   `json:"queued,omitempty"`
+	Queries uint64 `json:"queries"`
 	// QueriesByMethod: where the queries went ("ledger:<method>",
 	// "archive:<method>"); certified tips are ledger:icrc3_get_tip_certificate.
 	QueriesByMethod map[string]uint64 `json:"queries_by_method"`
@@ -55,8 +59,13 @@ type latencyMS struct {
 // runMany starts an embedded NATS server, a store and the service in dir,
 // publishes n intents as a tool layer would and waits for each one's
 // verdict (final, or not_yet while its window is open).
-func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int) (ManyResult, error) {
-	res := ManyResult{Intents: n, Statuses: map[string]int{}}
+//
+// queued publishes the intents before the daemon starts instead, as a
+// backlog (a fleet back from an outage): the figures are then the daemon's
+// alone, from its start to the last verdict, without the tool layer's
+// publishes competing for the intent stream.
+func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int, queued bool) (ManyResult, error) {
+	res := ManyResult{Intents: n, Statuses: map[string]int{}, Queued: queued}
 	// Every goroutine of the burst (the daemon's, NATS's, the publisher's)
 	// carries this label, so a CPU profile of the run (-cpuprofile) can be
 	// narrowed to the burst with -tagfocus phase=burst.
@@ -77,23 +86,49 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	}
 	res.OneScan = one
 
-	// The daemon exactly as serve wires it, with its own embedded server.
-	d, err := daemon.New(ctx, daemon.Config{DataDir: dir, Instance: "reconbench", RootKey: sc.RootKey,
-		PollInterval: time.Hour, MaxInflight: inflight, MaxMessageBytes: 32 << 10, Grace: 10 * time.Second},
-		daemon.Options{Agent: ag})
-	if err != nil {
-		return res, err
+	// The daemon exactly as serve wires it, with its own embedded server;
+	// for a backlog, one started first, which the daemon is given (and
+	// which is shut down after it).
+	var emb *queue.Embedded
+	if queued {
+		var err error
+		if emb, err = queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(dir, "backlog-nats")}); err != nil {
+			return res, err
+		}
+		defer emb.Shutdown()
+	}
+	var d *daemon.Daemon
+	startDaemon := func(emb *queue.Embedded) error {
+		var err error
+		d, err = daemon.New(ctx, daemon.Config{DataDir: dir, Instance: "reconbench", RootKey: sc.RootKey,
+			PollInterval: time.Hour, MaxInflight: inflight, MaxMessageBytes: 32 << 10, Grace: 10 * time.Second},
+			daemon.Options{Agent: ag, Embedded: emb})
+		return err
 	}
 	defer func() {
+		if d == nil {
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		d.Shutdown(sctx)
 	}()
-	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: d.Embedded(), Name: "reconbench-tool"})
+	if !queued {
+		if err := startDaemon(nil); err != nil {
+			return res, err
+		}
+		emb = d.Embedded()
+	}
+	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-tool"})
 	if err != nil {
 		return res, err
 	}
 	defer tool.Close()
+	if queued {
+		if err := tool.EnsureStreams(ctx); err != nil {
+			return res, err
+		}
+	}
 
 	// The tool layer's side: one subscription on every verdict subject,
 	// open before the first intent is published.
@@ -163,6 +198,18 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	close(pubErr)
 	if err := <-pubErr; err != nil {
 		return res, err
+	}
+	if queued {
+		// The backlog is in the stream: the clock starts with the daemon.
+		mu.Lock()
+		start = time.Now()
+		for id := range sent {
+			sent[id] = start
+		}
+		mu.Unlock()
+		if err := startDaemon(emb); err != nil {
+			return res, err
+		}
 	}
 	select {
 	case <-done:
