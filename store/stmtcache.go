@@ -45,8 +45,12 @@ func cacheable(q string) bool {
 }
 
 // inTx returns the prepared statement for q, or nil after noting q to be
-// prepared once the running transaction has ended.
+// prepared once the running transaction has ended. A nil cache (a Store
+// built by hand in a test) prepares nothing.
 func (c *stmtCache) inTx(q string) *sqlx.Stmt {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.m[q]; st != nil {
@@ -62,6 +66,9 @@ func (c *stmtCache) inTx(q string) *sqlx.Stmt {
 // called with no transaction of this goroutine open. A text that fails to
 // prepare (it failed when it ran too) is dropped and runs unprepared.
 func (c *stmtCache) prepareSeen(ctx context.Context) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	if len(c.seen) == 0 {
 		c.mu.Unlock()
