@@ -307,6 +307,30 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 	return icrc3.Tip{Index: c.r.Hi, Hash: c.r.HiHash, Time: c.r.TipTime, Format: t.Format}
 }
 
+// pageRangeCache is a BlockCache that stores a page of verified blocks and
+// the range now holding them in one write: a walk down then pays one
+// commit per page, not two.
+type pageRangeCache interface {
+	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error
+}
+
+// putPage caches a verified page and saves r, the range grown by it.
+func (c *chain) putPage(ctx context.Context, page []icrc3.Block, r VerifiedRange) error {
+	if pc, ok := c.cache.(pageRangeCache); ok {
+		if err := pc.PutVerifiedRange(ctx, c.ledger, page, r); err != nil {
+			return fmt.Errorf("reconcile: cache blocks and range of %s: %w", c.ledger, err)
+		}
+		return nil
+	}
+	if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
+		return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
+	}
+	if err := c.cache.SaveRange(ctx, c.ledger, r); err != nil {
+		return fmt.Errorf("reconcile: save verified range of %s: %w", c.ledger, err)
+	}
+	return nil
+}
+
 func (c *chain) save(ctx context.Context) error {
 	if err := c.cache.SaveRange(ctx, c.ledger, c.r); err != nil {
 		return fmt.Errorf("reconcile: save verified range of %s: %w", c.ledger, err)
@@ -362,26 +386,25 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 		if err := monotonic(page, &prevTS); err != nil {
 			return err
 		}
-		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
-			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
-		}
-		if t, ok := highestTS(page); ok && c.r.Empty() {
-			c.r.HiTS = t
+		r := c.r
+		if t, ok := highestTS(page); ok && r.Empty() {
+			r.HiTS = t
 		}
 		// LoTS bounds every block below Lo only if it is a real timestamp:
 		// keep the lowest one seen, so coverage is never claimed on a block
 		// that carries no time.
 		if t, ok := lowestTS(page); ok {
-			c.r.LoTS = t
-		} else if c.r.Empty() {
-			c.r.LoTS = ^uint64(0)
+			r.LoTS = t
+		} else if r.Empty() {
+			r.LoTS = ^uint64(0)
 		}
 		low := page[0]
-		c.r.Lo, c.r.Below = low.Index, low.PHash
-		read += uint64(len(page))
-		if err := c.save(ctx); err != nil {
+		r.Lo, r.Below = low.Index, low.PHash
+		if err := c.putPage(ctx, page, r); err != nil {
 			return err
 		}
+		c.r = r
+		read += uint64(len(page))
 		if onPage != nil && onPage(page) {
 			return errStop
 		}
