@@ -40,19 +40,72 @@ func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
 	if n > 0 {
 		sha256Blocks(h, tail[:n])
 	}
+	// Most messages end in one padded block: it alone is zeroed and copied.
 	if rest := tail[n:]; len(rest) < 56 {
 		var pad [64]byte
 		copy(pad[:], rest)
 		pad[len(rest)] = 0x80
 		binary.BigEndian.PutUint64(pad[56:], total<<3)
-		sha256Blocks(h, pad[:])
+		sha256BlocksDigest(h, pad[:], out)
 	} else {
 		var pad [128]byte
 		copy(pad[:], rest)
 		pad[len(rest)] = 0x80
 		binary.BigEndian.PutUint64(pad[120:], total<<3)
-		sha256Blocks(h, pad[:])
+		sha256BlocksDigest(h, pad[:], out)
 	}
+}
+
+// sha256Finish2 is sha256Finish for two messages at once, run through the
+// two-lane block function for as many blocks as both have left.
+func sha256Finish2(h1, h2 *[8]uint32, tail1, tail2 []byte, total1, total2 uint64, out1, out2 *Hash) {
+	var pad1, pad2 [128]byte
+	var l1, l2 [2][]byte
+	l1[0], l1[1] = padTail(&pad1, tail1, total1)
+	l2[0], l2[1] = padTail(&pad2, tail2, total2)
+	i, j := 0, 0
+	for i < 2 && j < 2 {
+		switch {
+		case len(l1[i]) == 0:
+			i++
+		case len(l2[j]) == 0:
+			j++
+		default:
+			k := min(len(l1[i]), len(l2[j]))
+			sha256Blocks2(h1, h2, l1[i][:k], l2[j][:k])
+			l1[i], l2[j] = l1[i][k:], l2[j][k:]
+		}
+	}
+	for ; i < 2; i++ {
+		if len(l1[i]) > 0 {
+			sha256Blocks(h1, l1[i])
+		}
+	}
+	for ; j < 2; j++ {
+		if len(l2[j]) > 0 {
+			sha256Blocks(h2, l2[j])
+		}
+	}
+	putState(out1, h1)
+	putState(out2, h2)
+}
+
+// padTail splits tail into its whole blocks and the padded last one or two
+// blocks, built in pad: the caller's spare capacity is never written.
+func padTail(pad *[128]byte, tail []byte, total uint64) (full, last []byte) {
+	n := len(tail) &^ 63
+	rest := tail[n:]
+	copy(pad[:], rest)
+	pad[len(rest)] = 0x80
+	end := 64
+	if len(rest) >= 56 {
+		end = 128
+	}
+	binary.BigEndian.PutUint64(pad[end-8:end], total<<3)
+	return tail[:n], pad[:end]
+}
+
+func putState(out *Hash, h *[8]uint32) {
 	binary.BigEndian.PutUint32(out[0:], h[0])
 	binary.BigEndian.PutUint32(out[4:], h[1])
 	binary.BigEndian.PutUint32(out[8:], h[2])

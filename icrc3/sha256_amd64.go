@@ -5,6 +5,18 @@ package icrc3
 //go:noescape
 func sha256BlockSHANI(h *[8]uint32, p []byte)
 
+// sha256BlockSHANIDigest is sha256BlockSHANI writing the final state to
+// out as the digest instead of back to h.
+//
+//go:noescape
+func sha256BlockSHANIDigest(h *[8]uint32, p []byte, out *Hash)
+
+// sha256Blocks2SHANI runs the block function over p1 into h1 and p2 into
+// h2 at once; it reads len(p1)/64 blocks of each, and p2 must be as long.
+//
+//go:noescape
+func sha256Blocks2SHANI(h1, h2 *[8]uint32, p1, p2 []byte)
+
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax uint32)
@@ -30,3 +42,7 @@ var haveSHANI = func() bool {
 }()
 
 func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p) }
+
+func sha256Blocks2(h1, h2 *[8]uint32, p1, p2 []byte) { sha256Blocks2SHANI(h1, h2, p1, p2) }
+
+func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANIDigest(h, p, out) }
