@@ -118,7 +118,6 @@ type decoder struct {
 	parts []blockParts // slab carved into parsed blocks
 	rp    rawParser
 	mid   [2]mapMidstate // per depth: the block map and the tx map
-	hq    hashQueue      // rawValue's sums waiting for a two-lane partner
 
 	keysRepeat bool   // rawBlock's last block repeats a key at depth 0 or 1
 	distinct   []bool // blockVec: per block, !keysRepeat, for parseNumbered

@@ -162,15 +162,11 @@ func (d *decoder) getBlocksResult() (*GetBlocksResult, error) {
 			res.Blocks = make([]Block, 0, min(n, 2048))
 			d.reserveOut(n)
 			for range n {
-				if len(res.Blocks) == cap(res.Blocks) {
-					d.hq.flush(-1) // the blocks move, their hashes with them
-				}
 				res.Blocks = append(res.Blocks, Block{})
 				if err := d.blockEntry(blockRec, &res.Blocks[len(res.Blocks)-1]); err != nil {
 					return nil, err
 				}
 			}
-			d.hq.flush(-1)
 		case idArchivedBlocks:
 			n, err := d.count(2)
 			if err != nil {
@@ -250,8 +246,6 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 		h   Hash
 		err error
 	)
-	// The raw reader's hash lands in dst.Hash, perhaps only after parse
-	// has stored a provisional one there: parse reads nothing else of it.
 	for _, f := range rec.fields {
 		switch f.id {
 		case idID:
@@ -260,8 +254,7 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 			if d.tree {
 				h, err = d.value(f.typ, 0, &v)
 			} else {
-				raw, err = d.rawBlock(f.typ, &dst.Hash)
-				h = dst.Hash
+				raw, h, err = d.rawBlock(f.typ)
 			}
 		default:
 			err = d.skip(f.typ, 1)
@@ -521,23 +514,19 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	d.reserveOut(n)
 	d.distinct = make([]bool, 0, min(n, 2048))
 	for range n {
-		if len(blocks) == cap(blocks) {
-			d.hq.flush(-1) // the blocks move, their hashes with them
-		}
 		blocks = append(blocks, Block{})
 		b := &blocks[len(blocks)-1]
 		if d.tree {
 			d.trees = append(d.trees, Value{})
 			b.Hash, err = d.value(valueRef, 0, &d.trees[len(d.trees)-1])
 		} else {
-			b.Raw, err = d.rawBlock(valueRef, &b.Hash)
+			b.Raw, b.Hash, err = d.rawBlock(valueRef)
 			d.distinct = append(d.distinct, !d.keysRepeat)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	d.hq.flush(-1)
 	return blocks, nil
 }
 

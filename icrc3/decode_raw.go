@@ -14,21 +14,20 @@ import (
 // the differential tests hold this one to.
 
 // rawBlock reads one block Value of a checked variant type into d.out as a
-// complete encoding (version byte included) and returns it; its hash goes
-// to h, possibly only at the next d.hq.flush(-1): until then h must stay
-// where it is. The returned slice is capped, so later appends never write
-// into it.
+// complete encoding (version byte included) and returns it with its hash.
+// The returned slice is capped, so later appends never write into it.
 //
 // d.keysRepeat tells afterwards whether the block's map, or a Map directly
 // in it, has two equal key hashes (a repeated key).
-func (d *decoder) rawBlock(ref int64, h *Hash) ([]byte, error) {
+func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 	d.keysRepeat = false
 	start := len(d.out)
 	d.out = append(d.out, valueCodecV1)
-	if err := d.rawValue(ref, 0, h); err != nil {
-		return nil, err
+	var h Hash
+	if err := d.rawValue(ref, 0, &h); err != nil {
+		return nil, Hash{}, err
 	}
-	return d.out[start:len(d.out):len(d.out)], nil
+	return d.out[start:len(d.out):len(d.out)], h, nil
 }
 
 // reserveOut sizes d.out for n blocks still to be read from the rest of the
@@ -48,10 +47,9 @@ func (d *decoder) reserveOut(n int) {
 
 // rawValue appends the encoding of one Value of a checked variant type to
 // d.out and writes its representation-independent hash to dst (the slot in
-// the parent's pairs, so hashes are not copied up the recursion), through
-// d.hq: dst holds the hash once the parent flushes the queue. It accepts
-// and rejects exactly what value does, with the same errors, in the same
-// order.
+// the parent's pairs, so hashes are not copied up the recursion). It
+// accepts and rejects exactly what value does, with the same errors, in
+// the same order.
 func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 	if depth >= MaxValueDepth {
 		return d.errf("Value nested deeper than %d", MaxValueDepth)
@@ -79,7 +77,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			*dst = zeroSubaccountHash
 			return nil
 		}
-		d.sumLater(dst, b, depth)
+		sum256To(dst, b)
 		return nil
 	case idText:
 		b, err := d.blob()
@@ -96,7 +94,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			if !utf8.Valid(b) {
 				return d.errf("text is not valid UTF-8")
 			}
-			d.sumLater(dst, b, depth)
+			sum256To(dst, b)
 		}
 		d.appendBytes(KindText, b)
 		return nil
@@ -113,13 +111,13 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			d.sumLater(dst, raw, depth)
+			sum256To(dst, raw)
 			return nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
 		start := len(d.out)
 		d.out = natFromLEB(raw).AppendLEB128(d.out)
-		d.sumLater(dst, d.out[start:], depth)
+		sum256To(dst, d.out[start:])
 		return nil
 	case idNat64:
 		b, err := d.take(8)
@@ -135,7 +133,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		start := len(d.out)
 		d.out = AppendUvarint(d.out, u)
-		d.sumLater(dst, d.out[start:], depth)
+		sum256To(dst, d.out[start:])
 		return nil
 	case idInt:
 		// No ledger writes Int into a block: the plain big.Int path will do.
@@ -152,7 +150,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		d.out = append(d.out, byte(KindInt))
 		start := len(d.out)
 		d.out = AppendSLEB128(d.out, i)
-		d.sumLater(dst, d.out[start:], depth)
+		sum256To(dst, d.out[start:])
 		return nil
 	case idArray:
 		inner := d.types[f.typ].inner
@@ -164,17 +162,13 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		d.out = AppendUvarint(d.out, uint64(n))
 		s := d.scratchAt(depth)
 		for range n {
-			if len(s)+32 > cap(s) {
-				d.hq.flush(depth) // its children's results move with s
-			}
 			s = append(s, zeroHash[:]...)
 			if err := d.rawValue(inner, depth+1, (*Hash)(s[len(s)-32:])); err != nil {
 				return err
 			}
 		}
 		d.scratch[depth] = s
-		d.hq.flush(depth)
-		d.sumLaterCopy(dst, s, depth)
+		sum256To(dst, s)
 		return nil
 	case idMap:
 		rec := &d.types[d.types[f.typ].inner]
@@ -189,9 +183,6 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
 			// the encoding wants it.
-			if len(s)+64 > cap(s) {
-				d.hq.flush(depth)
-			}
 			s = append(s, zeroPair[:]...)
 			pair := s[len(s)-64:]
 			for _, rf := range rec.fields {
@@ -212,7 +203,6 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				}
 			}
 		}
-		d.hq.flush(depth)
 		sortPairs(s)
 		if depth <= 1 && !d.keysRepeat {
 			// Sorted, equal keys are neighbours.
@@ -238,15 +228,14 @@ type mapMidstate struct {
 	ok    bool
 }
 
-// mapHash is sum256 of a map's sorted pairs, into dst through d.hq. A
-// page's maps at one depth often begin with the same pair: tx.op sorts
-// first among a DFINITY transfer's keys and btype first among an ICRC-3
-// block's, and both repeat block after block. The state after that pair
-// is kept per depth and reused while the pair repeats, saving one of the
-// block's compressions.
+// mapHash is sum256 of a map's sorted pairs. A page's maps at one depth
+// often begin with the same pair: tx.op sorts first among a DFINITY
+// transfer's keys and btype first among an ICRC-3 block's, and both repeat
+// block after block. The state after that pair is kept per depth and
+// reused while the pair repeats, saving one of the block's compressions.
 func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 	if !haveSHANI || len(s) < 128 || depth >= len(d.mid) {
-		d.sumLaterCopy(dst, s, depth)
+		sum256To(dst, s)
 		return
 	}
 	m := &d.mid[depth]
@@ -256,27 +245,8 @@ func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 		sha256Blocks(&m.state, s[:64])
 		m.ok = true
 	}
-	d.hq.add(&m.state, s[64:], uint64(len(s)), dst, depth-1, false)
-}
-
-// sumLater hashes msg, which stays as it is until the page is read (the
-// input or d.out), into dst, the result slot of a Value at depth.
-func (d *decoder) sumLater(dst *Hash, msg []byte, depth int) {
-	if !haveSHANI {
-		sum256To(dst, msg)
-		return
-	}
-	d.hq.add(&sha256IV, msg, uint64(len(msg)), dst, depth-1, true)
-}
-
-// sumLaterCopy is sumLater for a message in scratch memory that the next
-// Value at its depth reuses.
-func (d *decoder) sumLaterCopy(dst *Hash, msg []byte, depth int) {
-	if !haveSHANI {
-		sum256To(dst, msg)
-		return
-	}
-	d.hq.add(&sha256IV, msg, uint64(len(msg)), dst, depth-1, false)
+	h := m.state
+	sha256Finish(&h, s[64:], uint64(len(s)), dst)
 }
 
 var (
