@@ -22,6 +22,8 @@ import (
 func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 	d.keysRepeat = false
 	start := len(d.out)
+	d.blockStart = start
+	d.ents.maps, d.ents.slab = d.ents.maps[:0], d.ents.slab[:0]
 	d.out = append(d.out, valueCodecV1)
 	var h Hash
 	if err := d.rawValue(ref, 0, &h); err != nil {
@@ -176,8 +178,12 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		if err != nil {
 			return err
 		}
+		pos := len(d.out) - d.blockStart
 		d.out = append(d.out, byte(KindMap))
 		d.out = AppendUvarint(d.out, uint64(n))
+		if depth < len(d.entTmp) {
+			d.entTmp[depth] = d.entTmp[depth][:0]
+		}
 		s := d.scratchAt(depth)
 		for range n {
 			// The key's field id (0) is the lowest there is and the value's
@@ -192,6 +198,11 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 					if e, err = d.keyEntry(); err == nil {
 						copy(pair[:32], e.hash[:])
 						d.appendString(e.key)
+						if depth < len(d.entTmp) {
+							// The value follows its key's bytes.
+							val := len(d.out) - d.blockStart
+							d.entTmp[depth] = append(d.entTmp[depth], rawEntry{key: val - len(e.key), val: val})
+						}
 					}
 				case idTupleValue:
 					err = d.rawValue(rf.typ, depth+1, (*Hash)(pair[32:]))
@@ -202,6 +213,9 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 					return err
 				}
 			}
+		}
+		if depth < len(d.entTmp) {
+			d.ents.add(pos, d.entTmp[depth])
 		}
 		sortPairs(s)
 		if depth <= 1 && !d.keysRepeat {
