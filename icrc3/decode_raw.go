@@ -79,7 +79,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			*dst = zeroSubaccountHash
 			return nil
 		}
-		sum256To(dst, b)
+		sum256Input(dst, b)
 		return nil
 	case idText:
 		b, err := d.blob()
@@ -96,7 +96,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			if !utf8.Valid(b) {
 				return d.errf("text is not valid UTF-8")
 			}
-			sum256To(dst, b)
+			sum256Input(dst, b)
 		}
 		d.appendBytes(KindText, b)
 		return nil
@@ -113,7 +113,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			sum256To(dst, raw)
+			sum256Input(dst, raw)
 			return nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.

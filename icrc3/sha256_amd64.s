@@ -918,6 +918,219 @@ roundLoop2:
 done2:
 	RET
 
+// func sha256ShortSHANI(p []byte, out *Hash)
+//
+// The whole SHA-256 of a message of fewer than 56 bytes, which is one
+// padded block: a masked load reads exactly the message (bytes past it
+// are neither read nor faulted on) and the padding is merged in
+// registers, so a Value's leaf costs the caller no padding copy. Needs
+// AVX-512 BW as well as SHA-NI.
+TEXT ·sha256ShortSHANI(SB), NOSPLIT, $0-32
+	MOVQ         p_base+0(FP), SI
+	MOVQ         p_len+8(FP), CX
+	MOVQ         out+24(FP), DI
+	MOVQ         $1, AX
+	SHLQ         CX, AX
+	KMOVQ        AX, K2
+	DECQ         AX
+	KMOVQ        AX, K1
+	VMOVDQU8.Z   (SI), K1, Z0
+	MOVL         $0x80, DX
+	VPBROADCASTB DX, K2, Z0
+	MOVQ         CX, DX
+	SHLQ         $3, DX
+	BSWAPQ       DX
+	MOVQ         $0x80, AX
+	KMOVQ        AX, K3
+	VPBROADCASTQ DX, K3, Z0
+	VEXTRACTI32X4 $1, Z0, X4
+	VEXTRACTI32X4 $2, Z0, X5
+	VEXTRACTI32X4 $3, Z0, X6
+	VMOVDQA      X0, X3
+	VZEROUPPER
+	VMOVDQU      sha256IV<>+0(SB), X1
+	VMOVDQU      sha256IV<>+16(SB), X2
+	PSHUFD       $0xb1, X1, X1
+	PSHUFD       $0x1b, X2, X2
+	VMOVDQA      X1, X7
+	PALIGNR      $0x08, X2, X1
+	PBLENDW      $0xf0, X7, X2
+	VMOVDQA      X1, X9
+	VMOVDQA      X2, X10
+	VMOVDQA      flip_mask<>+0(SB), X8
+	PSHUFB       X8, X3
+	PSHUFB       X8, X4
+	PSHUFB       X8, X5
+	PSHUFB       X8, X6
+	LEAQ         K256<>+0(SB), AX
+
+	// do rounds 0-59
+	VMOVDQA     X3, X0
+	PADDD       (AX), X0
+	SHA256RNDS2 X0, X1, X2
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	VMOVDQA     X4, X0
+	PADDD       32(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X4, X3
+	VMOVDQA     X5, X0
+	PADDD       64(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X5, X4
+	VMOVDQA     X6, X0
+	PADDD       96(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X6, X7
+	PALIGNR     $0x04, X5, X7
+	PADDD       X7, X3
+	SHA256MSG2  X6, X3
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X6, X5
+	VMOVDQA     X3, X0
+	PADDD       128(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X3, X7
+	PALIGNR     $0x04, X6, X7
+	PADDD       X7, X4
+	SHA256MSG2  X3, X4
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X3, X6
+	VMOVDQA     X4, X0
+	PADDD       160(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X4, X7
+	PALIGNR     $0x04, X3, X7
+	PADDD       X7, X5
+	SHA256MSG2  X4, X5
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X4, X3
+	VMOVDQA     X5, X0
+	PADDD       192(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X5, X7
+	PALIGNR     $0x04, X4, X7
+	PADDD       X7, X6
+	SHA256MSG2  X5, X6
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X5, X4
+	VMOVDQA     X6, X0
+	PADDD       224(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X6, X7
+	PALIGNR     $0x04, X5, X7
+	PADDD       X7, X3
+	SHA256MSG2  X6, X3
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X6, X5
+	VMOVDQA     X3, X0
+	PADDD       256(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X3, X7
+	PALIGNR     $0x04, X6, X7
+	PADDD       X7, X4
+	SHA256MSG2  X3, X4
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X3, X6
+	VMOVDQA     X4, X0
+	PADDD       288(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X4, X7
+	PALIGNR     $0x04, X3, X7
+	PADDD       X7, X5
+	SHA256MSG2  X4, X5
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X4, X3
+	VMOVDQA     X5, X0
+	PADDD       320(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X5, X7
+	PALIGNR     $0x04, X4, X7
+	PADDD       X7, X6
+	SHA256MSG2  X5, X6
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X5, X4
+	VMOVDQA     X6, X0
+	PADDD       352(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X6, X7
+	PALIGNR     $0x04, X5, X7
+	PADDD       X7, X3
+	SHA256MSG2  X6, X3
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X6, X5
+	VMOVDQA     X3, X0
+	PADDD       384(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X3, X7
+	PALIGNR     $0x04, X6, X7
+	PADDD       X7, X4
+	SHA256MSG2  X3, X4
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	SHA256MSG1  X3, X6
+	VMOVDQA     X4, X0
+	PADDD       416(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X4, X7
+	PALIGNR     $0x04, X3, X7
+	PADDD       X7, X5
+	SHA256MSG2  X4, X5
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+	VMOVDQA     X5, X0
+	PADDD       448(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	VMOVDQA     X5, X7
+	PALIGNR     $0x04, X4, X7
+	PADDD       X7, X6
+	SHA256MSG2  X5, X6
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+
+	// do rounds 60-63
+	VMOVDQA     X6, X0
+	PADDD       480(AX), X0
+	SHA256RNDS2 X0, X1, X2
+	PSHUFD      $0x0e, X0, X0
+	SHA256RNDS2 X0, X2, X1
+
+	PADDD X9, X1
+	PADDD X10, X2
+	PSHUFD  $0x1b, X1, X1
+	PSHUFD  $0xb1, X2, X2
+	VMOVDQA X1, X7
+	PBLENDW $0xf0, X2, X1
+	PALIGNR $0x08, X7, X2
+	PSHUFB  X8, X1
+	PSHUFB  X8, X2
+	VMOVDQU X1, (DI)
+	VMOVDQU X2, 16(DI)
+	RET
+
+DATA sha256IV<>+0(SB)/4, $0x6a09e667
+DATA sha256IV<>+4(SB)/4, $0xbb67ae85
+DATA sha256IV<>+8(SB)/4, $0x3c6ef372
+DATA sha256IV<>+12(SB)/4, $0xa54ff53a
+DATA sha256IV<>+16(SB)/4, $0x510e527f
+DATA sha256IV<>+20(SB)/4, $0x9b05688c
+DATA sha256IV<>+24(SB)/4, $0x1f83d9ab
+DATA sha256IV<>+28(SB)/4, $0x5be0cd19
+GLOBL sha256IV<>(SB), RODATA|NOPTR, $32
+
 // func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 TEXT ·cpuid(SB), NOSPLIT, $0-24
 	MOVL leaf+0(FP), AX
