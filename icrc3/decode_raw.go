@@ -1,6 +1,7 @@
 package icrc3
 
 import (
+	"encoding/binary"
 	"math/big"
 	"unicode/utf8"
 )
@@ -253,7 +254,7 @@ func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 		return
 	}
 	m := &d.mid[depth]
-	if !m.ok || [64]byte(s[:64]) != m.first {
+	if !m.ok || !same64(&m.first, s[:64]) {
 		m.first = [64]byte(s[:64])
 		m.state = sha256IV
 		sha256Blocks(&m.state, s[:64])
@@ -261,6 +262,17 @@ func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 	}
 	h := m.state
 	sha256Finish(&h, s[64:], uint64(len(s)), dst)
+}
+
+// same64 is *a == [64]byte(b) in eight word compares: the array compare
+// calls memequal, which costs more than the compare on this hot path.
+func same64(a *[64]byte, b []byte) bool {
+	b = b[:64]
+	var x uint64
+	for i := 0; i < 64; i += 8 {
+		x |= binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:])
+	}
+	return x == 0
 }
 
 var (

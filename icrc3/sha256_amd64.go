@@ -11,12 +11,6 @@ func sha256BlockSHANI(h *[8]uint32, p []byte)
 //go:noescape
 func sha256BlockSHANIDigest(h *[8]uint32, p []byte, out *Hash)
 
-// sha256Blocks2SHANI runs the block function over p1 into h1 and p2 into
-// h2 at once; it reads len(p1)/64 blocks of each, and p2 must be as long.
-//
-//go:noescape
-func sha256Blocks2SHANI(h1, h2 *[8]uint32, p1, p2 []byte)
-
 // sha256ShortSHANI writes sha256.Sum256(p) to out; len(p) < 56.
 //
 //go:noescape
@@ -58,8 +52,6 @@ var haveShortSHA = func() bool {
 }()
 
 func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p) }
-
-func sha256Blocks2(h1, h2 *[8]uint32, p1, p2 []byte) { sha256Blocks2SHANI(h1, h2, p1, p2) }
 
 func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANIDigest(h, p, out) }
 

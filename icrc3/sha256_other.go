@@ -6,10 +6,6 @@ const haveSHANI, haveShortSHA = false, false
 
 func sha256Blocks(*[8]uint32, []byte) { panic("icrc3: no SHA-256 block function on this platform") }
 
-func sha256Blocks2(*[8]uint32, *[8]uint32, []byte, []byte) {
-	panic("icrc3: no SHA-256 block function on this platform")
-}
-
 func sha256BlocksDigest(*[8]uint32, []byte, *Hash) {
 	panic("icrc3: no SHA-256 block function on this platform")
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestSum256MatchesCryptoSHA256 holds the block hashes' SHA-256 to
@@ -146,113 +145,6 @@ func TestMapHashMidstate(t *testing.T) {
 	}
 }
 
-// TestSHA256TwoLanes holds the two-lane block function to crypto/sha256:
-// every pair of lengths 0..300 in the two lanes (equal, one block apart,
-// and far apart, so one lane finishes while the other goes on alone), from
-// the initial state and from a kept midstate.
-func TestSHA256TwoLanes(t *testing.T) {
-	if !haveSHANI {
-		t.Skip("the two-lane block function exists only with SHA-NI")
-	}
-	r := rand.New(rand.NewPCG(7, 8))
-	a, b := make([]byte, 300), make([]byte, 300)
-	for i := range a {
-		a[i], b[i] = byte(r.Uint32()), byte(r.Uint32())
-	}
-	for n1 := 0; n1 <= 300; n1++ {
-		for n2 := 0; n2 <= 300; n2++ {
-			var got1, got2 Hash
-			h1, h2 := sha256IV, sha256IV
-			sha256Finish2(&h1, &h2, a[:n1], b[:n2], uint64(n1), uint64(n2), &got1, &got2)
-			if want := Hash(sha256.Sum256(a[:n1])); got1 != want {
-				t.Fatalf("lengths %d, %d: lane 1 %s, want %s", n1, n2, got1, want)
-			}
-			if want := Hash(sha256.Sum256(b[:n2])); got2 != want {
-				t.Fatalf("lengths %d, %d: lane 2 %s, want %s", n1, n2, got2, want)
-			}
-			if n1 < 64 || n2 < 64 {
-				continue
-			}
-			// From the state after the first block, as a map's kept pair.
-			h1, h2 = sha256IV, sha256IV
-			sha256Blocks(&h1, a[:64])
-			sha256Blocks(&h2, b[:64])
-			sha256Finish2(&h1, &h2, a[64:n1], b[64:n2], uint64(n1), uint64(n2), &got1, &got2)
-			if got1 != Hash(sha256.Sum256(a[:n1])) || got2 != Hash(sha256.Sum256(b[:n2])) {
-				t.Fatalf("lengths %d, %d from a midstate: wrong hash", n1, n2)
-			}
-		}
-	}
-}
-
-// TestSHA256TwoLanesAlias runs both lanes over the same message into two
-// states, the way a chunk of identical blocks pairs its own jobs.
-func TestSHA256TwoLanesAlias(t *testing.T) {
-	if !haveSHANI {
-		t.Skip("the two-lane block function exists only with SHA-NI")
-	}
-	m := bytes.Repeat([]byte{0x5a}, 200)
-	for n := 0; n <= len(m); n++ {
-		var got1, got2 Hash
-		h1, h2 := sha256IV, sha256IV
-		sha256Finish2(&h1, &h2, m[:n], m[:n], uint64(n), uint64(n), &got1, &got2)
-		if want := Hash(sha256.Sum256(m[:n])); got1 != want || got2 != want {
-			t.Fatalf("length %d: %s, %s, want %s", n, got1, got2, want)
-		}
-	}
-}
-
-// BenchmarkSHA256Lanes compares the block function one message at a time
-// with the two-lane one over the same work: "blocks" are 64-byte
-// compressions of long messages, "short" whole sums of two 40-byte
-// messages (padding included), the size of most of a block's leaves.
-func BenchmarkSHA256Lanes(b *testing.B) {
-	if !haveSHANI {
-		b.Skip("the two-lane block function exists only with SHA-NI")
-	}
-	p1, p2 := make([]byte, 64*64), make([]byte, 64*64)
-	report := func(b *testing.B, compressions int, cpu0 time.Duration) {
-		b.ReportMetric(float64(compressions*b.N)/(cpuTime(b)-cpu0).Seconds(), "compressions/cpu-s")
-	}
-	b.Run("blocks/1-lane", func(b *testing.B) {
-		cpu0 := cpuTime(b)
-		h1, h2 := sha256IV, sha256IV
-		for b.Loop() {
-			sha256Blocks(&h1, p1)
-			sha256Blocks(&h2, p2)
-		}
-		report(b, 128, cpu0)
-	})
-	b.Run("blocks/2-lane", func(b *testing.B) {
-		cpu0 := cpuTime(b)
-		h1, h2 := sha256IV, sha256IV
-		for b.Loop() {
-			sha256Blocks2(&h1, &h2, p1, p2)
-		}
-		report(b, 128, cpu0)
-	})
-	b.Run("short/1-lane", func(b *testing.B) {
-		cpu0 := cpuTime(b)
-		var o1, o2 Hash
-		for b.Loop() {
-			sum256To(&o1, p1[:40])
-			sum256To(&o2, p2[:40])
-			p1[0], p2[0] = o1[0], o2[0]
-		}
-		report(b, 2, cpu0)
-	})
-	b.Run("short/2-lane", func(b *testing.B) {
-		cpu0 := cpuTime(b)
-		var o1, o2 Hash
-		for b.Loop() {
-			h1, h2 := sha256IV, sha256IV
-			sha256Finish2(&h1, &h2, p1[:40], p2[:40], 40, 40, &o1, &o2)
-			p1[0], p2[0] = o1[0], o2[0]
-		}
-		report(b, 2, cpu0)
-	})
-}
-
 // TestSum256ShortAtTheEdgeOfMemory puts every short message (the ones
 // hashed with one masked load) so that it ends exactly where readable
 // memory ends: the load must neither read nor fault past the message.
@@ -275,6 +167,29 @@ func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
 		var got Hash
 		if sum256Input(&got, b); got != Hash(sha256.Sum256(b)) {
 			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %x", n, got, sha256.Sum256(b))
+		}
+	}
+}
+
+// TestSame64 holds the map hash's first-pair compare to the array compare,
+// for a difference in every byte and bit position.
+func TestSame64(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var a [64]byte
+	for i := range a {
+		a[i] = byte(r.Uint32())
+	}
+	b := a
+	if !same64(&a, b[:]) {
+		t.Fatal("equal pairs compare unequal")
+	}
+	for i := range 64 {
+		for bit := range 8 {
+			b := a
+			b[i] ^= 1 << bit
+			if same64(&a, b[:]) {
+				t.Fatalf("a difference in byte %d, bit %d goes unseen", i, bit)
+			}
 		}
 	}
 }
