@@ -327,9 +327,10 @@ func (be *blockEntries) entries(raw []byte, pos int, dst []rawEntry) []rawEntry 
 }
 
 // rawParser keeps the entry lists between blocks, so parsing a page does not
-// allocate them per block.
+// allocate them per block, and a slab for the blocks' moreParts.
 type rawParser struct {
 	root, tx []rawEntry
+	more     []moreParts
 }
 
 // parse parses into b, which holds garbage when it fails. Filling the
@@ -494,8 +495,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			err = rawAccount(raw, e.val, &p.to)
 			b.To, hasTo = &p.to, true
 		case "spender":
-			err = rawAccount(raw, e.val, &p.spender)
-			b.Spender, hasSpender = &p.spender, true
+			m := p.extra(&rp.more)
+			err = rawAccount(raw, e.val, &m.spender)
+			b.Spender, hasSpender = &m.spender, true
 		case "amt":
 			p.amt, err = rawNat(raw, e.val)
 			b.Amount = &p.amt
@@ -503,8 +505,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			p.fee, err = rawNat(raw, e.val)
 			b.Fee = &p.fee
 		case "expected_allowance":
-			p.ea, err = rawNat(raw, e.val)
-			b.ExpectedAllowance = &p.ea
+			m := p.extra(&rp.more)
+			m.ea, err = rawNat(raw, e.val)
+			b.ExpectedAllowance = &m.ea
 		case "memo":
 			if Kind(raw[e.val]) != KindBlob {
 				err = fmt.Errorf("want Blob, got %s", rawDescribe(raw, e.val))
@@ -515,8 +518,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			p.createdAt, err = rawNatU64(raw, e.val)
 			b.CreatedAt = &p.createdAt
 		case "expires_at":
-			p.expiresAt, err = rawNatU64(raw, e.val)
-			b.ExpiresAt = &p.expiresAt
+			m := p.extra(&rp.more)
+			m.expiresAt, err = rawNatU64(raw, e.val)
+			b.ExpiresAt = &m.expiresAt
 		}
 		if err != nil {
 			return bad("tx."+string(e.keyOf(raw)), "%v", err)
