@@ -333,9 +333,10 @@ type rawParser struct {
 	more     []moreParts
 }
 
-// parse parses into b, which holds garbage when it fails. Filling the
-// caller's block in place saves copying it (and its pointers' write
-// barriers) out of a return value. keysDistinct says the block's map and
+// parse parses into b, which must be zero and holds garbage when parse
+// fails. Filling the caller's block in place, field by field, saves
+// copying it (and its pointers' write barriers) out of a return value or
+// a composite literal. keysDistinct says the block's map and
 // every Map directly in it (tx among them) were seen to have no two equal
 // key hashes, hence no repeated key: the duplicate checks, which could
 // then find nothing, are skipped. be, when not nil, holds the block's
@@ -375,7 +376,7 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 		*slot = e.val
 	}
 
-	*b = Block{Index: index, Hash: h, Raw: raw}
+	b.Index, b.Hash, b.Raw = index, h, raw
 	if phash >= 0 {
 		if Kind(raw[phash]) != KindBlob || len(rawBytes(raw, phash)) != 32 {
 			return bad("phash", "want a 32-byte Blob, got %s", rawDescribe(raw, phash))

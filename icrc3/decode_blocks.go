@@ -162,7 +162,7 @@ func (d *decoder) getBlocksResult() (*GetBlocksResult, error) {
 			res.Blocks = make([]Block, 0, min(n, 2048))
 			d.reserveOut(n)
 			for range n {
-				res.Blocks = append(res.Blocks, Block{})
+				res.Blocks = growZero(res.Blocks)
 				if err := d.blockEntry(blockRec, &res.Blocks[len(res.Blocks)-1]); err != nil {
 					return nil, err
 				}
@@ -516,7 +516,7 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	blocks := make([]Block, 0, min(n, 2048))
 	d.reserveOut(n)
 	for i := range n {
-		blocks = append(blocks, Block{})
+		blocks = growZero(blocks)
 		b := &blocks[len(blocks)-1]
 		if d.tree {
 			d.trees = append(d.trees, Value{})
@@ -549,7 +549,9 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 			// but refuses the same.
 			i := d.badBlock - 1
 			b := &blocks[i]
-			if err := d.rp.parse(b, first+uint64(i), b.Raw, b.Hash, d.part(), false, nil); err != nil {
+			raw, h := b.Raw, b.Hash
+			*b = Block{}
+			if err := d.rp.parse(b, first+uint64(i), raw, h, d.part(), false, nil); err != nil {
 				return err
 			}
 			return fmt.Errorf("icrc3: block %d parsed differently twice", first+uint64(i))
@@ -567,6 +569,16 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 		blocks[i] = blk
 	}
 	return nil
+}
+
+// growZero is append(blocks, Block{}) without writing the new element
+// when it is already zero, as capacity from make and never used is:
+// zeroing a Block while the GC marks costs a barrier per pointer field.
+func growZero(blocks []Block) []Block {
+	if len(blocks) < cap(blocks) {
+		return blocks[:len(blocks)+1]
+	}
+	return append(blocks, Block{})
 }
 
 func le64(b []byte) uint64 {

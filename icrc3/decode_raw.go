@@ -24,7 +24,8 @@ func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 	d.keysRepeat = false
 	start := len(d.out)
 	d.blockStart = start
-	d.ents.maps, d.ents.slab = d.ents.maps[:0], d.ents.slab[:0]
+	d.ents.maps = d.ents.maps[:0]
+	d.ents.slab = d.ents.slab[:0]
 	d.out = append(d.out, valueCodecV1)
 	var h Hash
 	if err := d.rawValue(ref, 0, &h); err != nil {
@@ -135,7 +136,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			return nil
 		}
 		start := len(d.out)
-		d.out = AppendUvarint(d.out, u)
+		d.putUvarint(u)
 		sum256To(dst, d.out[start:])
 		return nil
 	case idInt:
@@ -162,7 +163,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			return err
 		}
 		d.out = append(d.out, byte(KindArray))
-		d.out = AppendUvarint(d.out, uint64(n))
+		d.putUvarint(uint64(n))
 		s := d.scratchAt(depth)
 		for range n {
 			s = append(s, zeroHash[:]...)
@@ -170,7 +171,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				return err
 			}
 		}
-		d.scratch[depth] = s
+		d.keepScratch(depth, s)
 		sum256To(dst, s)
 		return nil
 	case idMap:
@@ -181,7 +182,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		pos := len(d.out) - d.blockStart
 		d.out = append(d.out, byte(KindMap))
-		d.out = AppendUvarint(d.out, uint64(n))
+		d.putUvarint(uint64(n))
 		if depth < len(d.entTmp) {
 			d.entTmp[depth] = d.entTmp[depth][:0]
 		}
@@ -228,7 +229,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				}
 			}
 		}
-		d.scratch[depth] = s
+		d.keepScratch(depth, s)
 		d.mapHash(depth, s, dst)
 		return nil
 	}
@@ -280,14 +281,37 @@ var (
 	zeroPair [64]byte
 )
 
+// The decoder lives in the heap and the GC is often marking while a page
+// is read, so storing a slice header into it costs a write barrier. The
+// helpers below append in place (the compiler then writes back only the
+// length) and store a scratch buffer back only when it moved.
+
+// putUvarint is d.out = AppendUvarint(d.out, u) without the header store.
+func (d *decoder) putUvarint(u uint64) {
+	for u >= 0x80 {
+		d.out = append(d.out, byte(u)|0x80)
+		u >>= 7
+	}
+	d.out = append(d.out, byte(u))
+}
+
+// keepScratch keeps s, grown from d.scratchAt(depth), for the next Value
+// at depth; scratchAt reslices it to zero length then, so only a new
+// array needs storing.
+func (d *decoder) keepScratch(depth int, s []byte) {
+	if cap(s) != cap(d.scratch[depth]) {
+		d.scratch[depth] = s
+	}
+}
+
 func (d *decoder) appendBytes(k Kind, b []byte) {
 	d.out = append(d.out, byte(k))
-	d.out = AppendUvarint(d.out, uint64(len(b)))
+	d.putUvarint(uint64(len(b)))
 	d.out = append(d.out, b...)
 }
 
 func (d *decoder) appendString(s string) {
-	d.out = AppendUvarint(d.out, uint64(len(s)))
+	d.putUvarint(uint64(len(s)))
 	d.out = append(d.out, s...)
 }
 
