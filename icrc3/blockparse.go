@@ -37,21 +37,26 @@ type moreParts struct {
 	expiresAt uint64
 }
 
-// extra returns p's moreParts, carved from *slab (nil: allocated).
-func (p *blockParts) extra(slab *[]moreParts) *moreParts {
+// extra returns p's moreParts, carved from s (nil: allocated).
+func (p *blockParts) extra(s *moreSlab) *moreParts {
 	if p.more != nil {
 		return p.more
 	}
-	if slab == nil {
+	if s == nil {
 		p.more = new(moreParts)
 		return p.more
 	}
-	if len(*slab) == 0 {
-		*slab = make([]moreParts, 64)
+	if s.used == len(s.parts) {
+		s.parts, s.used = make([]moreParts, 64), 0
 	}
-	p.more = &(*slab)[0]
-	*slab = (*slab)[1:]
+	s.used++
+	p.more = &s.parts[s.used-1]
 	return p.more
+}
+
+type moreSlab struct {
+	parts []moreParts
+	used  int
 }
 
 // ParseBlock reads the typed fields of block index from its Value; h is the

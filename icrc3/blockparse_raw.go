@@ -330,7 +330,7 @@ func (be *blockEntries) entries(raw []byte, pos int, dst []rawEntry) []rawEntry 
 // allocate them per block, and a slab for the blocks' moreParts.
 type rawParser struct {
 	root, tx []rawEntry
-	more     []moreParts
+	more     moreSlab
 }
 
 // parse parses into b, which must be zero and holds garbage when parse

@@ -114,10 +114,11 @@ type decoder struct {
 	values       []Value      // slab carved into Array payloads
 	fields       []Field      // slab carved into Map payloads
 
-	out   []byte       // the blocks' encodings (rawValue), shared by a page
-	parts []blockParts // slab carved into parsed blocks
-	rp    rawParser
-	mid   [2]mapMidstate // per depth: the block map and the tx map
+	out       []byte       // the blocks' encodings (rawValue), shared by a page
+	parts     []blockParts // slab carved into parsed blocks
+	partsUsed int          // parts[:partsUsed] are carved
+	rp        rawParser
+	mid       [2]mapMidstate // per depth: the block map and the tx map
 
 	keysRepeat bool // rawBlock's last block repeats a key at depth 0 or 1
 	badBlock   int  // blockVec: 1 + the first block parse refused, or 0

@@ -278,12 +278,13 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 // part carves one block's parts from a slab, so a page of parsed blocks
 // costs a few allocations instead of one per block.
 func (d *decoder) part() *blockParts {
-	if len(d.parts) == 0 {
-		d.parts = make([]blockParts, 256)
+	// An index, not d.parts = d.parts[1:]: storing the moved slice
+	// would cost a write barrier per block while the GC marks.
+	if d.partsUsed == len(d.parts) {
+		d.parts, d.partsUsed = make([]blockParts, 256), 0
 	}
-	p := &d.parts[0]
-	d.parts = d.parts[1:]
-	return p
+	d.partsUsed++
+	return &d.parts[d.partsUsed-1]
 }
 
 func (d *decoder) rangeType(ref int64, what string) (*candidType, error) {

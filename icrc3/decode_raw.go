@@ -295,6 +295,17 @@ func (d *decoder) putUvarint(u uint64) {
 	d.out = append(d.out, byte(u))
 }
 
+// putBytes is d.out = append(d.out, b...), which stores the whole header.
+func putBytes[T string | []byte](d *decoder, b T) {
+	n := len(d.out)
+	if cap(d.out)-n < len(b) {
+		d.out = append(d.out, b...)
+		return
+	}
+	d.out = d.out[:n+len(b)]
+	copy(d.out[n:], b)
+}
+
 // keepScratch keeps s, grown from d.scratchAt(depth), for the next Value
 // at depth; scratchAt reslices it to zero length then, so only a new
 // array needs storing.
@@ -307,12 +318,12 @@ func (d *decoder) keepScratch(depth int, s []byte) {
 func (d *decoder) appendBytes(k Kind, b []byte) {
 	d.out = append(d.out, byte(k))
 	d.putUvarint(uint64(len(b)))
-	d.out = append(d.out, b...)
+	putBytes(d, b)
 }
 
 func (d *decoder) appendString(s string) {
 	d.putUvarint(uint64(len(s)))
-	d.out = append(d.out, s...)
+	putBytes(d, s)
 }
 
 // keyEntry reads a Map key through the per-reply intern table.
