@@ -219,18 +219,23 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		if depth < len(d.entTmp) {
 			d.ents.add(pos, d.entTmp[depth])
 		}
-		sortPairs(s)
-		if depth <= 1 && !d.keysRepeat {
+		d.keepScratch(depth, s)
+		sorted, distinct := s, false
+		if depth < len(d.orders) {
+			sorted, distinct = d.orders[depth].sorted(s)
+		} else {
+			sortPairs(s)
+		}
+		if depth <= 1 && !d.keysRepeat && !distinct {
 			// Sorted, equal keys are neighbours.
-			for i := 64; i < len(s); i += 64 {
-				if [32]byte(s[i:i+32]) == [32]byte(s[i-64:i-32]) {
+			for i := 64; i < len(sorted); i += 64 {
+				if [32]byte(sorted[i:i+32]) == [32]byte(sorted[i-64:i-32]) {
 					d.keysRepeat = true
 					break
 				}
 			}
 		}
-		d.keepScratch(depth, s)
-		d.mapHash(depth, s, dst)
+		d.mapHash(depth, sorted, dst)
 		return nil
 	}
 	return d.errf("Value: unknown variant tag %d", f.id)
