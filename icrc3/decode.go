@@ -120,11 +120,6 @@ type decoder struct {
 	rp        rawParser
 	mid       [2]mapMidstate // per depth: the block map and the tx map
 	orders    [2]orderCache  // per depth: the pair orders met
-	short     struct {       // sumInput's leaf waiting for a partner
-		dst   *Hash
-		msg   []byte
-		depth int
-	}
 
 	keysRepeat bool // rawBlock's last block repeats a key at depth 0 or 1
 	badBlock   int  // blockVec: 1 + the first block parse refused, or 0

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -378,60 +377,5 @@ func TestRawReaderRepeatedKeysAmongBlocks(t *testing.T) {
 			checkLegacyReaders(t, encodeLegacy(t, p, false))
 			checkLegacyReaders(t, encodeLegacy(t, p, true))
 		}
-	}
-}
-
-// TestRawReaderPairsShortLeaves puts Arrays and Maps of many short leaves
-// (blobs, texts, numbers), nested and side by side, through both readers:
-// the raw reader hashes such leaves two at a time, a leaf waiting for a
-// partner across the end of its container, a sibling container, or its
-// container's scratch growing, and a hash run late, early or into a moved
-// slot would differ from the tree reader's.
-func TestRawReaderPairsShortLeaves(t *testing.T) {
-	clear(seen)
-	defer seen.require(t, "decoded")
-	r := rand.New(rand.NewPCG(45, 46))
-	leaf := func() Value {
-		switch r.IntN(4) {
-		case 0:
-			return Blob(randBytes(r, r.IntN(60)))
-		case 1:
-			return Text(strings.Repeat("t", 17+r.IntN(40)))
-		case 2:
-			return Uint(r.Uint64())
-		}
-		return NatValue(randNat(r))
-	}
-	var value func(depth int) Value
-	value = func(depth int) Value {
-		if depth > 3 || r.IntN(3) == 0 {
-			return leaf()
-		}
-		n := r.IntN(20)
-		if r.IntN(2) == 0 {
-			vs := make([]Value, n)
-			for i := range vs {
-				vs[i] = value(depth + 1)
-			}
-			return ArrayValue(vs...)
-		}
-		fs := make([]Field, n)
-		for i := range fs {
-			fs[i] = F(fmt.Sprintf("k%d", i), value(depth+1))
-		}
-		return MapValue(fs...)
-	}
-	for round := range 60 {
-		vals := make([]Value, 1+r.IntN(4))
-		for i := range vals {
-			vals[i] = MapValue(F("a", value(1)), F("b", leaf()), F("c", value(1)), F("d", leaf()))
-		}
-		p := page{logLength: NatFromUint64(100), values: vals}
-		for i := range vals {
-			p.ids = append(p.ids, uint64(round*10+i))
-		}
-		checkGetBlocksReaders(t, encodeGetBlocks(t, p))
-		p.first, p.chainLen = uint64(round*10), uint64(round*10+len(vals))
-		checkLegacyReaders(t, encodeLegacy(t, p, round%2 == 0))
 	}
 }

@@ -31,7 +31,6 @@ func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 	if err := d.rawValue(ref, 0, &h); err != nil {
 		return nil, Hash{}, err
 	}
-	d.flushShort(0)
 	return d.out[start:len(d.out):len(d.out)], h, nil
 }
 
@@ -82,7 +81,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			*dst = zeroSubaccountHash
 			return nil
 		}
-		d.sumInput(dst, b, depth)
+		sum256Input(dst, b)
 		return nil
 	case idText:
 		b, err := d.blob()
@@ -99,7 +98,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			if !utf8.Valid(b) {
 				return d.errf("text is not valid UTF-8")
 			}
-			d.sumInput(dst, b, depth)
+			sum256Input(dst, b)
 		}
 		d.appendBytes(KindText, b)
 		return nil
@@ -116,7 +115,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			d.sumInput(dst, raw, depth)
+			sum256Input(dst, raw)
 			return nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
@@ -167,15 +166,11 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		d.putUvarint(uint64(n))
 		s := d.scratchAt(depth)
 		for range n {
-			if len(s)+32 > cap(s) {
-				d.flushShort(depth + 1) // a child's slot moves with s
-			}
 			s = append(s, zeroHash[:]...)
 			if err := d.rawValue(inner, depth+1, (*Hash)(s[len(s)-32:])); err != nil {
 				return err
 			}
 		}
-		d.flushShort(depth + 1)
 		d.keepScratch(depth, s)
 		sum256To(dst, s)
 		return nil
@@ -196,9 +191,6 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
 			// the encoding wants it.
-			if len(s)+64 > cap(s) {
-				d.flushShort(depth + 1)
-			}
 			s = append(s, zeroPair[:]...)
 			pair := s[len(s)-64:]
 			for _, rf := range rec.fields {
@@ -224,7 +216,6 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				}
 			}
 		}
-		d.flushShort(depth + 1)
 		if depth < len(d.entTmp) {
 			d.ents.add(pos, d.entTmp[depth])
 		}
@@ -294,32 +285,6 @@ var (
 	zeroHash [32]byte
 	zeroPair [64]byte
 )
-
-// sumInput hashes msg, read from the reply (not written lately: see
-// sum256Short), into dst, the result slot of a Value at depth. A short one
-// may wait for the next short leaf to be hashed with it in two lanes; the
-// container holding dst runs it with flushShort before it reads or moves
-// its children's hashes.
-func (d *decoder) sumInput(dst *Hash, msg []byte, depth int) {
-	if len(msg) >= 56 || !haveShortSHA {
-		sum256To(dst, msg)
-		return
-	}
-	if d.short.dst != nil {
-		sha256Short2(d.short.msg, msg, d.short.dst, dst)
-		d.short.dst = nil
-		return
-	}
-	d.short.dst, d.short.msg, d.short.depth = dst, msg, depth
-}
-
-// flushShort runs a waiting short leaf of depth or deeper.
-func (d *decoder) flushShort(depth int) {
-	if d.short.dst != nil && d.short.depth >= depth {
-		sum256Short(d.short.dst, d.short.msg)
-		d.short.dst = nil
-	}
-}
 
 // The decoder lives in the heap and the GC is often marking while a page
 // is read, so storing a slice header into it costs a write barrier. The

@@ -33,12 +33,17 @@ func sum256To(dst *Hash, b []byte) {
 	sha256Finish(&h, b, uint64(len(b)), dst)
 }
 
-// sum256Short is sum256To for a message of fewer than 56 bytes in memory
-// not written lately (the page's input), with haveShortSHA: it is read
-// with one masked load, which waits for any recent store it overlaps, so
-// messages just written, as hashes or encodings, go through sum256To's
-// padding copy instead.
-func sum256Short(dst *Hash, b []byte) { sha256Short(b, dst) }
+// sum256Input is sum256To for a message in memory not written lately (the
+// page's input): a short one is read with one masked load, which waits
+// for any recent store it overlaps, so messages just written, as hashes
+// or encodings, go through sum256To's padding copy instead.
+func sum256Input(dst *Hash, b []byte) {
+	if len(b) < 56 && haveShortSHA {
+		sha256Short(b, dst)
+		return
+	}
+	sum256To(dst, b)
+}
 
 // sha256Finish hashes into out the rest of a message whose state after
 // the whole blocks before tail is h; total is the message's length in bytes.

@@ -16,11 +16,6 @@ func sha256BlockSHANIDigest(h *[8]uint32, p []byte, out *Hash)
 //go:noescape
 func sha256ShortSHANI(p []byte, out *Hash)
 
-// sha256Short2SHANI is sha256ShortSHANI for two messages at once.
-//
-//go:noescape
-func sha256Short2SHANI(p1, p2 []byte, out1, out2 *Hash)
-
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax uint32)
@@ -61,5 +56,3 @@ func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p) }
 func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANIDigest(h, p, out) }
 
 func sha256Short(p []byte, out *Hash) { sha256ShortSHANI(p, out) }
-
-func sha256Short2(p1, p2 []byte, out1, out2 *Hash) { sha256Short2SHANI(p1, p2, out1, out2) }

@@ -11,7 +11,3 @@ func sha256BlocksDigest(*[8]uint32, []byte, *Hash) {
 }
 
 func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on this platform") }
-
-func sha256Short2([]byte, []byte, *Hash, *Hash) {
-	panic("icrc3: no SHA-256 block function on this platform")
-}

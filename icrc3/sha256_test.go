@@ -30,8 +30,8 @@ func TestSum256MatchesCryptoSHA256(t *testing.T) {
 				t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", n, got, want)
 			}
 			var got Hash
-			if sumShortOrTo(&got, b); got != want {
-				t.Fatalf("length %d: short path %s, crypto/sha256 %s", n, got, want)
+			if sum256Input(&got, b); got != want {
+				t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", n, got, want)
 			}
 		}
 	}
@@ -65,8 +65,8 @@ func FuzzSum256(f *testing.F) {
 			t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", len(b), got, want)
 		}
 		var got Hash
-		if sumShortOrTo(&got, b); got != want {
-			t.Fatalf("length %d: short path %s, crypto/sha256 %s", len(b), got, want)
+		if sum256Input(&got, b); got != want {
+			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", len(b), got, want)
 		}
 	})
 }
@@ -165,8 +165,8 @@ func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
 	for n := 0; n < 56; n++ {
 		b := mem[page-n : page : page]
 		var got Hash
-		if sumShortOrTo(&got, b); got != Hash(sha256.Sum256(b)) {
-			t.Fatalf("length %d: short path %s, crypto/sha256 %x", n, got, sha256.Sum256(b))
+		if sum256Input(&got, b); got != Hash(sha256.Sum256(b)) {
+			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %x", n, got, sha256.Sum256(b))
 		}
 	}
 }
@@ -192,49 +192,4 @@ func TestSame64(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestSHA256ShortPairs holds the two-lane short-message function to
-// crypto/sha256 for every pair of lengths it takes, each message ending
-// where readable memory ends.
-func TestSHA256ShortPairs(t *testing.T) {
-	if !haveShortSHA {
-		t.Skip("the short-message functions need SHA-NI and AVX-512 BW")
-	}
-	page := syscall.Getpagesize()
-	mem, err := syscall.Mmap(-1, 0, 3*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Munmap(mem)
-	if err := syscall.Mprotect(mem[2*page:], syscall.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(15, 16))
-	for i := range 2 * page {
-		mem[i] = byte(r.Uint32())
-	}
-	for n1 := 0; n1 < 56; n1++ {
-		for n2 := 0; n2 < 56; n2++ {
-			b1, b2 := mem[page-n1:page:page], mem[2*page-n2:2*page:2*page]
-			var got1, got2 Hash
-			sha256Short2(b1, b2, &got1, &got2)
-			if want := Hash(sha256.Sum256(b1)); got1 != want {
-				t.Fatalf("lengths %d, %d: lane 1 %s, want %s", n1, n2, got1, want)
-			}
-			if want := Hash(sha256.Sum256(b2)); got2 != want {
-				t.Fatalf("lengths %d, %d: lane 2 %s, want %s", n1, n2, got2, want)
-			}
-		}
-	}
-}
-
-// sumShortOrTo is what the page decoder does with a message from the
-// reply: the short path when it applies, else sum256To.
-func sumShortOrTo(dst *Hash, b []byte) {
-	if len(b) < 56 && haveShortSHA {
-		sum256Short(dst, b)
-		return
-	}
-	sum256To(dst, b)
 }
