@@ -2,14 +2,11 @@
 
 package icrc3
 
-//go:noescape
-func sha256BlockSHANI(h *[8]uint32, p []byte)
-
-// sha256BlockSHANIDigest is sha256BlockSHANI writing the final state to
-// out as the digest instead of back to h.
+// sha256BlockSHANI runs p's blocks on h; with out not nil it writes the
+// final state to out as the digest instead of back to h.
 //
 //go:noescape
-func sha256BlockSHANIDigest(h *[8]uint32, p []byte, out *Hash)
+func sha256BlockSHANI(h *[8]uint32, p []byte, out *Hash)
 
 // sha256ShortSHANI writes sha256.Sum256(p) to out; len(p) < 56.
 //
@@ -51,8 +48,8 @@ var haveShortSHA = func() bool {
 	return ebx7&(avx512f|avx512bw) == avx512f|avx512bw && xgetbv()&0xe6 == 0xe6
 }()
 
-func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p) }
+func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p, nil) }
 
-func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANIDigest(h, p, out) }
+func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANI(h, p, out) }
 
 func sha256Short(p []byte, out *Hash) { sha256ShortSHANI(p, out) }
