@@ -333,8 +333,8 @@ type rawParser struct {
 	more     moreSlab
 }
 
-// parse parses into b, which must be zero and holds garbage when parse
-// fails. Filling the caller's block in place, field by field, saves
+// parse parses into b, which must be zero but for the Index, Hash and Raw
+// it sets, and holds garbage when parse fails. Filling the caller's block in place, field by field, saves
 // copying it (and its pointers' write barriers) out of a return value or
 // a composite literal. keysDistinct says the block's map and
 // every Map directly in it (tx among them) were seen to have no two equal
