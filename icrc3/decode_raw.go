@@ -288,7 +288,7 @@ var (
 
 // The decoder lives in the heap and the GC is often marking while a page
 // is read, so storing a slice header into it costs a write barrier. The
-// helpers below append in place (the compiler then writes back only the
+// functions below append in place (the compiler then writes back only the
 // length) and store a scratch buffer back only when it moved.
 
 // putUvarint is d.out = AppendUvarint(d.out, u) without the header store.
