@@ -9,9 +9,12 @@ import (
 // crypto/sha256 spends about as long per call setting up, copying and
 // padding its state as it spends compressing a 64-byte block, so on CPUs
 // with the SHA extensions the hot path pads on the stack and runs the
-// same block function as crypto/sha256 itself. Elsewhere it is
-// crypto/sha256; the tests hold the two equal for every length.
+// same block rounds as crypto/sha256 itself, which also write the digest;
+// with AVX-512 BW a short message from the reply is padded in registers
+// instead. Elsewhere it is crypto/sha256; the tests hold them all equal
+// for every length.
 
+// sha256IV is the initial state; sha256ShortSHANI reads it too.
 var sha256IV = [8]uint32{
 	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
