@@ -22,10 +22,41 @@ func (e *BlockError) Error() string {
 // blockParts holds everything a Block points to, so a parsed block costs one
 // allocation instead of one per optional field.
 type blockParts struct {
-	phash                  Hash
-	from, to, spender      Account
-	amt, fee, blockFee, ea Nat
-	createdAt, expiresAt   uint64
+	phash              Hash
+	from, to           Account
+	amt, fee, blockFee Nat
+	createdAt          uint64
+	// The fields only approvals and transfers from an allowance have: kept
+	// apart, they do not cost every block of a page their room.
+	more *moreParts
+}
+
+type moreParts struct {
+	spender   Account
+	ea        Nat
+	expiresAt uint64
+}
+
+// extra returns p's moreParts, carved from s (nil: allocated).
+func (p *blockParts) extra(s *moreSlab) *moreParts {
+	if p.more != nil {
+		return p.more
+	}
+	if s == nil {
+		p.more = new(moreParts)
+		return p.more
+	}
+	if s.used == len(s.parts) {
+		s.parts, s.used = make([]moreParts, 64), 0
+	}
+	s.used++
+	p.more = &s.parts[s.used-1]
+	return p.more
+}
+
+type moreSlab struct {
+	parts []moreParts
+	used  int
 }
 
 // ParseBlock reads the typed fields of block index from its Value; h is the
@@ -187,8 +218,9 @@ func parseTree(index uint64, v Value, h Hash) (Block, error) {
 			err = parseAccount(f.Value, &p.to)
 			b.To = &p.to
 		case "spender":
-			err = parseAccount(f.Value, &p.spender)
-			b.Spender = &p.spender
+			m := p.extra(nil)
+			err = parseAccount(f.Value, &m.spender)
+			b.Spender = &m.spender
 		case "amt":
 			p.amt, err = natOf(f.Value)
 			b.Amount = &p.amt
@@ -196,8 +228,9 @@ func parseTree(index uint64, v Value, h Hash) (Block, error) {
 			p.fee, err = natOf(f.Value)
 			b.Fee = &p.fee
 		case "expected_allowance":
-			p.ea, err = natOf(f.Value)
-			b.ExpectedAllowance = &p.ea
+			m := p.extra(nil)
+			m.ea, err = natOf(f.Value)
+			b.ExpectedAllowance = &m.ea
 		case "memo":
 			if f.Value.Kind != KindBlob {
 				err = fmt.Errorf("want Blob, got %s", describe(f.Value))
@@ -207,8 +240,9 @@ func parseTree(index uint64, v Value, h Hash) (Block, error) {
 			p.createdAt, err = natU64(f.Value)
 			b.CreatedAt = &p.createdAt
 		case "expires_at":
-			p.expiresAt, err = natU64(f.Value)
-			b.ExpiresAt = &p.expiresAt
+			m := p.extra(nil)
+			m.expiresAt, err = natU64(f.Value)
+			b.ExpiresAt = &m.expiresAt
 		}
 		if err != nil {
 			return bad("tx."+f.Key, "%v", err)

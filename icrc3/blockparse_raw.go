@@ -22,7 +22,7 @@ func ParseRawBlock(index uint64, raw []byte, h Hash) (Block, error) {
 	}
 	var rp rawParser
 	var b Block
-	if err := rp.parse(&b, index, raw, h, new(blockParts), false); err != nil {
+	if err := rp.parse(&b, index, raw, h, new(blockParts), false, nil); err != nil {
 		return Block{}, err
 	}
 	return b, nil
@@ -295,29 +295,66 @@ func knownText(b []byte) string {
 	return string(b)
 }
 
-// rawParser keeps the entry lists between blocks, so parsing a page does not
-// allocate them per block.
-type rawParser struct {
-	root, tx []rawEntry
+// blockEntries are the entries of a block's map and of the Maps directly
+// in it, as the page decoder met them while writing the encoding: the
+// same lists rawEntries finds by walking it.
+type blockEntries struct {
+	maps []entMap
+	slab []rawEntry
 }
 
-// parse parses into b, which holds garbage when it fails. Filling the
-// caller's block in place saves copying it (and its pointers' write
-// barriers) out of a return value. keysDistinct says the block's map and
+// entMap is one Map's entries, slab[lo:hi], and the offset of its kind
+// byte in the block's encoding.
+type entMap struct{ pos, lo, hi int }
+
+func (be *blockEntries) add(pos int, es []rawEntry) {
+	lo := len(be.slab)
+	be.slab = append(be.slab, es...)
+	be.maps = append(be.maps, entMap{pos: pos, lo: lo, hi: len(be.slab)})
+}
+
+// entries are the entries of the Map at pos, from be when it has them,
+// else read from raw into dst.
+func (be *blockEntries) entries(raw []byte, pos int, dst []rawEntry) []rawEntry {
+	if be != nil {
+		for _, m := range be.maps {
+			if m.pos == pos {
+				return be.slab[m.lo:m.hi:m.hi]
+			}
+		}
+	}
+	return rawEntries(raw, pos, dst[:0])
+}
+
+// rawParser keeps the entry lists between blocks, so parsing a page does not
+// allocate them per block, and a slab for the blocks' moreParts.
+type rawParser struct {
+	root, tx []rawEntry
+	more     moreSlab
+}
+
+// parse parses into b, which must be zero but for the Index, Hash and Raw
+// it sets, and holds garbage when parse fails. Filling the caller's block in place, field by field, saves
+// copying it (and its pointers' write barriers) out of a return value or
+// a composite literal. keysDistinct says the block's map and
 // every Map directly in it (tx among them) were seen to have no two equal
 // key hashes, hence no repeated key: the duplicate checks, which could
-// then find nothing, are skipped.
-func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockParts, keysDistinct bool) error {
+// then find nothing, are skipped. be, when not nil, holds the block's
+// entries as the decoder met them.
+func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockParts, keysDistinct bool, be *blockEntries) error {
 	bad := func(field, format string, args ...any) error {
 		return &BlockError{Index: index, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if k := Kind(raw[1]); k != KindMap {
 		return bad("block", "is a %s, not a Map", k)
 	}
-	rp.root = rawEntries(raw, 1, rp.root[:0])
-	rp.tx = rp.tx[:0]
+	root := be.entries(raw, 1, rp.root)
+	if be == nil {
+		rp.root = root // kept for the next block's list
+	}
+	var txEnts []rawEntry
 	phash, btype, ts, fee, tx := -1, -1, -1, -1, -1
-	for _, e := range rp.root {
+	for _, e := range root {
 		var slot *int
 		switch string(e.keyOf(raw)) {
 		case "phash":
@@ -339,7 +376,7 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 		*slot = e.val
 	}
 
-	*b = Block{Index: index, Hash: h, Raw: raw}
+	b.Index, b.Hash, b.Raw = index, h, raw
 	if phash >= 0 {
 		if Kind(raw[phash]) != KindBlob || len(rawBytes(raw, phash)) != 32 {
 			return bad("phash", "want a 32-byte Blob, got %s", rawDescribe(raw, phash))
@@ -368,13 +405,16 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 				return bad("tx", "want Map, got %s", rawDescribe(raw, tx))
 			}
 		} else {
-			rp.tx = rawEntries(raw, tx, rp.tx)
+			txEnts = be.entries(raw, tx, rp.tx)
+			if be == nil {
+				rp.tx = txEnts
+			}
 			for _, k := range [...]string{"op", "spender"} {
 				if keysDistinct {
 					break
 				}
 				seen := false
-				for _, e := range rp.tx {
+				for _, e := range txEnts {
 					if string(e.keyOf(raw)) == k {
 						if seen {
 							return bad("tx."+k, "duplicate key")
@@ -383,7 +423,7 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 					}
 				}
 			}
-			if o, ok := rawGet(raw, rp.tx, "op"); ok {
+			if o, ok := rawGet(raw, txEnts, "op"); ok {
 				if Kind(raw[o]) != KindText {
 					return bad("tx.op", "want Text, got %s", rawDescribe(raw, o))
 				}
@@ -403,7 +443,7 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 		switch b.Op {
 		case "xfer":
 			b.Kind = BlockTransfer
-			if _, ok := rawGet(raw, rp.tx, "spender"); ok {
+			if _, ok := rawGet(raw, txEnts, "spender"); ok {
 				b.Kind = BlockTransferFrom
 			}
 		case "mint":
@@ -419,11 +459,11 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 	}
 
 	if !keysDistinct {
-		if k, dup := rawDuplicate(raw, rp.root); dup {
+		if k, dup := rawDuplicate(raw, root); dup {
 			return bad(k, "duplicate key")
 		}
 		if txMap {
-			if k, dup := rawDuplicate(raw, rp.tx); dup {
+			if k, dup := rawDuplicate(raw, txEnts); dup {
 				return bad("tx."+k, "duplicate key")
 			}
 		}
@@ -446,7 +486,7 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 		return bad("tx", "want Map, got %s", rawDescribe(raw, tx))
 	}
 	var hasFrom, hasTo, hasSpender bool
-	for _, e := range rp.tx {
+	for _, e := range txEnts {
 		var err error
 		switch string(e.keyOf(raw)) {
 		case "from":
@@ -456,8 +496,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			err = rawAccount(raw, e.val, &p.to)
 			b.To, hasTo = &p.to, true
 		case "spender":
-			err = rawAccount(raw, e.val, &p.spender)
-			b.Spender, hasSpender = &p.spender, true
+			m := p.extra(&rp.more)
+			err = rawAccount(raw, e.val, &m.spender)
+			b.Spender, hasSpender = &m.spender, true
 		case "amt":
 			p.amt, err = rawNat(raw, e.val)
 			b.Amount = &p.amt
@@ -465,8 +506,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			p.fee, err = rawNat(raw, e.val)
 			b.Fee = &p.fee
 		case "expected_allowance":
-			p.ea, err = rawNat(raw, e.val)
-			b.ExpectedAllowance = &p.ea
+			m := p.extra(&rp.more)
+			m.ea, err = rawNat(raw, e.val)
+			b.ExpectedAllowance = &m.ea
 		case "memo":
 			if Kind(raw[e.val]) != KindBlob {
 				err = fmt.Errorf("want Blob, got %s", rawDescribe(raw, e.val))
@@ -477,8 +519,9 @@ func (rp *rawParser) parse(b *Block, index uint64, raw []byte, h Hash, p *blockP
 			p.createdAt, err = rawNatU64(raw, e.val)
 			b.CreatedAt = &p.createdAt
 		case "expires_at":
-			p.expiresAt, err = rawNatU64(raw, e.val)
-			b.ExpiresAt = &p.expiresAt
+			m := p.extra(&rp.more)
+			m.expiresAt, err = rawNatU64(raw, e.val)
+			b.ExpiresAt = &m.expiresAt
 		}
 		if err != nil {
 			return bad("tx."+string(e.keyOf(raw)), "%v", err)

@@ -114,13 +114,26 @@ type decoder struct {
 	values       []Value      // slab carved into Array payloads
 	fields       []Field      // slab carved into Map payloads
 
-	out   []byte       // the blocks' encodings (rawValue), shared by a page
-	parts []blockParts // slab carved into parsed blocks
-	rp    rawParser
-	mid   [2]mapMidstate // per depth: the block map and the tx map
+	out       []byte       // the blocks' encodings (rawValue), shared by a page
+	parts     []blockParts // slab carved into parsed blocks
+	partsUsed int          // parts[:partsUsed] are carved
+	rp        rawParser
+	mid       [2]mapMidstate // per depth: the block map and the tx map
+	orders    [2]orderCache  // per depth: the pair orders met
 
-	keysRepeat bool   // rawBlock's last block repeats a key at depth 0 or 1
-	distinct   []bool // blockVec: per block, !keysRepeat, for parseNumbered
+	keysRepeat bool // rawBlock's last block repeats a key at depth 0 or 1
+	badBlock   int  // blockVec: 1 + the first block parse refused, or 0
+
+	// rawBlock's last block: where its encoding starts in out, and the
+	// entries of its map and of the Maps directly in it, which parse
+	// would otherwise find by walking the encoding again.
+	blockStart int
+	ents       blockEntries
+	entTmp     [2][]rawEntry // per depth: the Map being read
+	// First backing for ents and entTmp, enough for any DFINITY block, so
+	// recording them costs no allocation of its own.
+	entMapsBuf [4]entMap
+	entBuf     [3][16]rawEntry
 
 	// tree selects the tree-building block reader (value and parseTree),
 	// kept as the oracle of the differential tests; it leaves Raw unset and
@@ -135,11 +148,15 @@ type keyEntry struct {
 }
 
 func newDecoder(b []byte) *decoder {
-	return &decoder{
+	d := &decoder{
 		buf:    b,
 		budget: 8*len(b) + 1024,
 		keys:   make(map[string]keyEntry, 32),
 	}
+	d.ents.maps = d.entMapsBuf[:0]
+	d.ents.slab = d.entBuf[0][:0]
+	d.entTmp[0], d.entTmp[1] = d.entBuf[1][:0], d.entBuf[2][:0]
+	return d
 }
 
 func (d *decoder) errf(format string, args ...any) error {

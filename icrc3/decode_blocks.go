@@ -162,7 +162,7 @@ func (d *decoder) getBlocksResult() (*GetBlocksResult, error) {
 			res.Blocks = make([]Block, 0, min(n, 2048))
 			d.reserveOut(n)
 			for range n {
-				res.Blocks = append(res.Blocks, Block{})
+				res.Blocks = growZero(res.Blocks)
 				if err := d.blockEntry(blockRec, &res.Blocks[len(res.Blocks)-1]); err != nil {
 					return nil, err
 				}
@@ -264,7 +264,7 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 		}
 	}
 	if !d.tree {
-		return d.rp.parse(dst, id, raw, h, d.part(), !d.keysRepeat)
+		return d.rp.parse(dst, id, raw, h, d.part(), !d.keysRepeat, &d.ents)
 	}
 	d.trees = append(d.trees, v)
 	blk, err := parseTree(id, v, h)
@@ -278,12 +278,13 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 // part carves one block's parts from a slab, so a page of parsed blocks
 // costs a few allocations instead of one per block.
 func (d *decoder) part() *blockParts {
-	if len(d.parts) == 0 {
-		d.parts = make([]blockParts, 256)
+	// An index, not d.parts = d.parts[1:]: storing the moved slice
+	// would cost a write barrier per block while the GC marks.
+	if d.partsUsed == len(d.parts) {
+		d.parts, d.partsUsed = make([]blockParts, 256), 0
 	}
-	p := &d.parts[0]
-	d.parts = d.parts[1:]
-	return p
+	d.partsUsed++
+	return &d.parts[d.partsUsed-1]
 }
 
 func (d *decoder) rangeType(ref int64, what string) (*candidType, error) {
@@ -502,9 +503,12 @@ func (d *decoder) legacyBlockRange(first uint64) ([]Block, error) {
 	return blocks, nil
 }
 
-// blockVec reads a vec of Values as unparsed blocks (Raw and Hash only; the
-// tree reader keeps the Values in d.trees): in a legacy reply first_index
-// may follow blocks on the wire.
+// blockVec reads a vec of Values as blocks. In a legacy reply first_index
+// may follow blocks on the wire, so the raw reader parses each block as it
+// reads it, while its encoding is in cache, numbered from 0; parseNumbered
+// renumbers them and reports the first refusal, after every error of the
+// reply's decoding, as it would have had it parsed them then. The tree
+// reader keeps the Values in d.trees, to be parsed by parseNumbered.
 func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	n, err := d.count(2)
 	if err != nil {
@@ -512,16 +516,19 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	}
 	blocks := make([]Block, 0, min(n, 2048))
 	d.reserveOut(n)
-	d.distinct = make([]bool, 0, min(n, 2048))
-	for range n {
-		blocks = append(blocks, Block{})
+	for i := range n {
+		blocks = growZero(blocks)
 		b := &blocks[len(blocks)-1]
 		if d.tree {
 			d.trees = append(d.trees, Value{})
 			b.Hash, err = d.value(valueRef, 0, &d.trees[len(d.trees)-1])
 		} else {
 			b.Raw, b.Hash, err = d.rawBlock(valueRef)
-			d.distinct = append(d.distinct, !d.keysRepeat)
+			if err == nil && d.badBlock == 0 {
+				if d.rp.parse(b, uint64(i), b.Raw, b.Hash, d.part(), !d.keysRepeat, &d.ents) != nil {
+					d.badBlock = i + 1
+				}
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -530,20 +537,32 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 	return blocks, nil
 }
 
-// parseNumbered parses blocks in place, numbering them from first.
+// parseNumbered numbers blockVec's blocks from first, parsing them unless
+// blockVec has.
 func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 	if len(blocks) > 0 && first > math.MaxUint64-uint64(len(blocks)-1) {
 		return fmt.Errorf("icrc3: block indices from %d overflow 64 bits", first)
 	}
-	for i := range blocks {
-		if !d.tree {
-			// The flags are blockVec's for these very blocks, or none.
-			distinct := len(d.distinct) == len(blocks) && d.distinct[i]
-			if err := d.rp.parse(&blocks[i], first+uint64(i), blocks[i].Raw, blocks[i].Hash, d.part(), distinct); err != nil {
+	if !d.tree {
+		if d.badBlock > 0 {
+			// Parsed again under its index for the error; its entries are
+			// gone, and without the distinct-keys flag parse checks more
+			// but refuses the same.
+			i := d.badBlock - 1
+			b := &blocks[i]
+			raw, h := b.Raw, b.Hash
+			*b = Block{}
+			if err := d.rp.parse(b, first+uint64(i), raw, h, d.part(), false, nil); err != nil {
 				return err
 			}
-			continue
+			return fmt.Errorf("icrc3: block %d parsed differently twice", first+uint64(i))
 		}
+		for i := range blocks {
+			blocks[i].Index = first + uint64(i)
+		}
+		return nil
+	}
+	for i := range blocks {
 		blk, err := parseTree(first+uint64(i), d.trees[i], blocks[i].Hash)
 		if err != nil {
 			return err
@@ -551,6 +570,16 @@ func (d *decoder) parseNumbered(blocks []Block, first uint64) error {
 		blocks[i] = blk
 	}
 	return nil
+}
+
+// growZero is append(blocks, Block{}) without writing the new element
+// when it is already zero, as capacity from make and never used is:
+// zeroing a Block while the GC marks costs a barrier per pointer field.
+func growZero(blocks []Block) []Block {
+	if len(blocks) < cap(blocks) {
+		return blocks[:len(blocks)+1]
+	}
+	return append(blocks, Block{})
 }
 
 func le64(b []byte) uint64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -377,5 +378,64 @@ func TestRawReaderRepeatedKeysAmongBlocks(t *testing.T) {
 			checkLegacyReaders(t, encodeLegacy(t, p, false))
 			checkLegacyReaders(t, encodeLegacy(t, p, true))
 		}
+	}
+}
+
+// TestRawReaderShortLeavesInWideValues puts Arrays and Maps of many
+// leaves (blobs, texts and numbers, most short enough for the one-load
+// hash), nested and side by side, through both readers: wide containers
+// outgrow the raw reader's scratch and its kept pair orders, and the
+// tree reader hashes every leaf the plain way.
+func TestRawReaderShortLeavesInWideValues(t *testing.T) {
+	clear(seen)
+	defer seen.require(t, "decoded")
+	r := rand.New(rand.NewPCG(45, 46))
+	leaf := func() Value {
+		switch r.IntN(4) {
+		case 0:
+			return Blob(randBytes(r, r.IntN(60)))
+		case 1:
+			return Text(strings.Repeat("t", 17+r.IntN(40)))
+		case 2:
+			return Uint(r.Uint64())
+		}
+		return NatValue(randNat(r))
+	}
+	var value func(depth int) Value
+	value = func(depth int) Value {
+		if depth > 3 || r.IntN(3) == 0 {
+			return leaf()
+		}
+		n := r.IntN(20)
+		if r.IntN(2) == 0 {
+			vs := make([]Value, n)
+			for i := range vs {
+				vs[i] = value(depth + 1)
+			}
+			return ArrayValue(vs...)
+		}
+		// Distinct keys from a small pool, in a random order: Maps of one
+		// size with other keys, or the same keys in another order.
+		fs := make([]Field, n)
+		for i, k := range r.Perm(24)[:n] {
+			fs[i] = F(fmt.Sprintf("k%d", k), value(depth+1))
+		}
+		return MapValue(fs...)
+	}
+	for round := range 30 {
+		vals := make([]Value, 1+r.IntN(4))
+		for i := range vals {
+			vals[i] = value(0)
+			if vals[i].Kind != KindMap {
+				vals[i] = MapValue(F("a", value(1)), F("b", leaf()), F("c", value(1)), F("d", leaf()))
+			}
+		}
+		p := page{logLength: NatFromUint64(100), values: vals}
+		for i := range vals {
+			p.ids = append(p.ids, uint64(round*10+i))
+		}
+		checkGetBlocksReaders(t, encodeGetBlocks(t, p))
+		p.first, p.chainLen = uint64(round*10), uint64(round*10+len(vals))
+		checkLegacyReaders(t, encodeLegacy(t, p, round%2 == 0))
 	}
 }

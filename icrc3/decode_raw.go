@@ -1,6 +1,7 @@
 package icrc3
 
 import (
+	"encoding/binary"
 	"math/big"
 	"unicode/utf8"
 )
@@ -22,6 +23,9 @@ import (
 func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
 	d.keysRepeat = false
 	start := len(d.out)
+	d.blockStart = start
+	d.ents.maps = d.ents.maps[:0]
+	d.ents.slab = d.ents.slab[:0]
 	d.out = append(d.out, valueCodecV1)
 	var h Hash
 	if err := d.rawValue(ref, 0, &h); err != nil {
@@ -77,7 +81,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			*dst = zeroSubaccountHash
 			return nil
 		}
-		sum256To(dst, b)
+		sum256Input(dst, b)
 		return nil
 	case idText:
 		b, err := d.blob()
@@ -94,7 +98,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			if !utf8.Valid(b) {
 				return d.errf("text is not valid UTF-8")
 			}
-			sum256To(dst, b)
+			sum256Input(dst, b)
 		}
 		d.appendBytes(KindText, b)
 		return nil
@@ -111,7 +115,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			sum256To(dst, raw)
+			sum256Input(dst, raw)
 			return nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
@@ -132,7 +136,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			return nil
 		}
 		start := len(d.out)
-		d.out = AppendUvarint(d.out, u)
+		d.putUvarint(u)
 		sum256To(dst, d.out[start:])
 		return nil
 	case idInt:
@@ -159,7 +163,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 			return err
 		}
 		d.out = append(d.out, byte(KindArray))
-		d.out = AppendUvarint(d.out, uint64(n))
+		d.putUvarint(uint64(n))
 		s := d.scratchAt(depth)
 		for range n {
 			s = append(s, zeroHash[:]...)
@@ -167,7 +171,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				return err
 			}
 		}
-		d.scratch[depth] = s
+		d.keepScratch(depth, s)
 		sum256To(dst, s)
 		return nil
 	case idMap:
@@ -176,8 +180,12 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		if err != nil {
 			return err
 		}
+		pos := len(d.out) - d.blockStart
 		d.out = append(d.out, byte(KindMap))
-		d.out = AppendUvarint(d.out, uint64(n))
+		d.putUvarint(uint64(n))
+		if depth < len(d.entTmp) {
+			d.entTmp[depth] = d.entTmp[depth][:0]
+		}
 		s := d.scratchAt(depth)
 		for range n {
 			// The key's field id (0) is the lowest there is and the value's
@@ -192,6 +200,11 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 					if e, err = d.keyEntry(); err == nil {
 						copy(pair[:32], e.hash[:])
 						d.appendString(e.key)
+						if depth < len(d.entTmp) {
+							// The value follows its key's bytes.
+							val := len(d.out) - d.blockStart
+							d.entTmp[depth] = append(d.entTmp[depth], rawEntry{key: val - len(e.key), val: val})
+						}
 					}
 				case idTupleValue:
 					err = d.rawValue(rf.typ, depth+1, (*Hash)(pair[32:]))
@@ -203,18 +216,26 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 				}
 			}
 		}
-		sortPairs(s)
-		if depth <= 1 && !d.keysRepeat {
+		if depth < len(d.entTmp) {
+			d.ents.add(pos, d.entTmp[depth])
+		}
+		d.keepScratch(depth, s)
+		sorted, distinct := s, false
+		if depth < len(d.orders) {
+			sorted, distinct = d.orders[depth].sorted(s)
+		} else {
+			sortPairs(s)
+		}
+		if depth <= 1 && !d.keysRepeat && !distinct {
 			// Sorted, equal keys are neighbours.
-			for i := 64; i < len(s); i += 64 {
-				if [32]byte(s[i:i+32]) == [32]byte(s[i-64:i-32]) {
+			for i := 64; i < len(sorted); i += 64 {
+				if [32]byte(sorted[i:i+32]) == [32]byte(sorted[i-64:i-32]) {
 					d.keysRepeat = true
 					break
 				}
 			}
 		}
-		d.scratch[depth] = s
-		d.mapHash(depth, s, dst)
+		d.mapHash(depth, sorted, dst)
 		return nil
 	}
 	return d.errf("Value: unknown variant tag %d", f.id)
@@ -239,7 +260,7 @@ func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 		return
 	}
 	m := &d.mid[depth]
-	if !m.ok || [64]byte(s[:64]) != m.first {
+	if !m.ok || !same64(&m.first, s[:64]) {
 		m.first = [64]byte(s[:64])
 		m.state = sha256IV
 		sha256Blocks(&m.state, s[:64])
@@ -249,20 +270,65 @@ func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
 	sha256Finish(&h, s[64:], uint64(len(s)), dst)
 }
 
+// same64 is *a == [64]byte(b) in eight word compares: the array compare
+// calls memequal, which costs more than the compare on this hot path.
+func same64(a *[64]byte, b []byte) bool {
+	b = b[:64]
+	var x uint64
+	for i := 0; i < 64; i += 8 {
+		x |= binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:])
+	}
+	return x == 0
+}
+
 var (
 	zeroHash [32]byte
 	zeroPair [64]byte
 )
 
+// The decoder lives in the heap and the GC is often marking while a page
+// is read, so storing a slice header into it costs a write barrier. The
+// functions below append in place (the compiler then writes back only the
+// length) and store a scratch buffer back only when it moved.
+
+// putUvarint is d.out = AppendUvarint(d.out, u) without the header store.
+func (d *decoder) putUvarint(u uint64) {
+	for u >= 0x80 {
+		d.out = append(d.out, byte(u)|0x80)
+		u >>= 7
+	}
+	d.out = append(d.out, byte(u))
+}
+
+// putBytes is d.out = append(d.out, b...), which stores the whole header.
+func putBytes[T string | []byte](d *decoder, b T) {
+	n := len(d.out)
+	if cap(d.out)-n < len(b) {
+		d.out = append(d.out, b...)
+		return
+	}
+	d.out = d.out[:n+len(b)]
+	copy(d.out[n:], b)
+}
+
+// keepScratch keeps s, grown from d.scratchAt(depth), for the next Value
+// at depth; scratchAt reslices it to zero length then, so only a new
+// array needs storing.
+func (d *decoder) keepScratch(depth int, s []byte) {
+	if cap(s) != cap(d.scratch[depth]) {
+		d.scratch[depth] = s
+	}
+}
+
 func (d *decoder) appendBytes(k Kind, b []byte) {
 	d.out = append(d.out, byte(k))
-	d.out = AppendUvarint(d.out, uint64(len(b)))
-	d.out = append(d.out, b...)
+	d.putUvarint(uint64(len(b)))
+	putBytes(d, b)
 }
 
 func (d *decoder) appendString(s string) {
-	d.out = AppendUvarint(d.out, uint64(len(s)))
-	d.out = append(d.out, s...)
+	d.putUvarint(uint64(len(s)))
+	putBytes(d, s)
 }
 
 // keyEntry reads a Map key through the per-reply intern table.

@@ -9,9 +9,12 @@ import (
 // crypto/sha256 spends about as long per call setting up, copying and
 // padding its state as it spends compressing a 64-byte block, so on CPUs
 // with the SHA extensions the hot path pads on the stack and runs the
-// same block function as crypto/sha256 itself. Elsewhere it is
-// crypto/sha256; the tests hold the two equal for every length.
+// same block rounds as crypto/sha256 itself, which also write the digest;
+// with AVX-512 BW a short message from the reply is padded in registers
+// instead. Elsewhere it is crypto/sha256; the tests hold them all equal
+// for every length.
 
+// sha256IV is the initial state; sha256ShortSHANI reads it too.
 var sha256IV = [8]uint32{
 	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
@@ -33,6 +36,18 @@ func sum256To(dst *Hash, b []byte) {
 	sha256Finish(&h, b, uint64(len(b)), dst)
 }
 
+// sum256Input is sum256To for a message in memory not written lately (the
+// page's input): a short one is read with one masked load, which waits
+// for any recent store it overlaps, so messages just written, as hashes
+// or encodings, go through sum256To's padding copy instead.
+func sum256Input(dst *Hash, b []byte) {
+	if len(b) < 56 && haveShortSHA {
+		sha256Short(b, dst)
+		return
+	}
+	sum256To(dst, b)
+}
+
 // sha256Finish hashes into out the rest of a message whose state after
 // the whole blocks before tail is h; total is the message's length in bytes.
 func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
@@ -40,25 +55,18 @@ func sha256Finish(h *[8]uint32, tail []byte, total uint64, out *Hash) {
 	if n > 0 {
 		sha256Blocks(h, tail[:n])
 	}
+	// Most messages end in one padded block: it alone is zeroed and copied.
 	if rest := tail[n:]; len(rest) < 56 {
 		var pad [64]byte
 		copy(pad[:], rest)
 		pad[len(rest)] = 0x80
 		binary.BigEndian.PutUint64(pad[56:], total<<3)
-		sha256Blocks(h, pad[:])
+		sha256BlocksDigest(h, pad[:], out)
 	} else {
 		var pad [128]byte
 		copy(pad[:], rest)
 		pad[len(rest)] = 0x80
 		binary.BigEndian.PutUint64(pad[120:], total<<3)
-		sha256Blocks(h, pad[:])
+		sha256BlocksDigest(h, pad[:], out)
 	}
-	binary.BigEndian.PutUint32(out[0:], h[0])
-	binary.BigEndian.PutUint32(out[4:], h[1])
-	binary.BigEndian.PutUint32(out[8:], h[2])
-	binary.BigEndian.PutUint32(out[12:], h[3])
-	binary.BigEndian.PutUint32(out[16:], h[4])
-	binary.BigEndian.PutUint32(out[20:], h[5])
-	binary.BigEndian.PutUint32(out[24:], h[6])
-	binary.BigEndian.PutUint32(out[28:], h[7])
 }

@@ -2,8 +2,16 @@
 
 package icrc3
 
+// sha256BlockSHANI runs p's blocks on h; with out not nil it writes the
+// final state to out as the digest instead of back to h.
+//
 //go:noescape
-func sha256BlockSHANI(h *[8]uint32, p []byte)
+func sha256BlockSHANI(h *[8]uint32, p []byte, out *Hash)
+
+// sha256ShortSHANI writes sha256.Sum256(p) to out; len(p) < 56.
+//
+//go:noescape
+func sha256ShortSHANI(p []byte, out *Hash)
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
@@ -29,4 +37,19 @@ var haveSHANI = func() bool {
 	return ebx7&(1<<29) != 0
 }()
 
-func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p) }
+// haveShortSHA reports what sha256ShortSHANI needs besides SHA-NI:
+// AVX-512 F and BW, with the OS saving the opmask and ZMM registers.
+var haveShortSHA = func() bool {
+	if !haveSHANI {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const avx512f, avx512bw = 1 << 16, 1 << 30
+	return ebx7&(avx512f|avx512bw) == avx512f|avx512bw && xgetbv()&0xe6 == 0xe6
+}()
+
+func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p, nil) }
+
+func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANI(h, p, out) }
+
+func sha256Short(p []byte, out *Hash) { sha256ShortSHANI(p, out) }

@@ -1,6 +1,8 @@
-// The SHA-NI block function and its constants are Go's own
-// (crypto/internal/fips140/sha256, generated there by avo), renamed so the
-// block hashes can drive it without crypto/sha256's per-call state copies.
+// The SHA-NI rounds and their constants are Go's own
+// (crypto/internal/fips140/sha256, generated there by avo), here in a macro
+// shared by a block function the block hashes drive without
+// crypto/sha256's per-call state copies, and a whole sum of one short
+// message.
 // Copyright 2017 The Go Authors. All rights reserved. Use of this source
 // code is governed by the BSD-style license of the Go distribution.
 
@@ -146,8 +148,83 @@ DATA K256<>+504(SB)/4, $0xbef9a3f7
 DATA K256<>+508(SB)/4, $0xc67178f2
 GLOBL K256<>(SB), RODATA|NOPTR, $512
 
-// func sha256BlockSHANI(h *[8]uint32, p []byte)
-TEXT ·sha256BlockSHANI(SB), NOSPLIT, $0-32
+
+// PLAIN is four rounds on the message word a with the constants at
+// koff(AX), without scheduling.
+#define PLAIN(koff, a) \
+	VMOVDQA     a, X0; \
+	PADDD       koff(AX), X0; \
+	SHA256RNDS2 X0, X1, X2; \
+	PSHUFD      $0x0e, X0, X0; \
+	SHA256RNDS2 X0, X2, X1
+
+// QUAD is four of the rounds 16-59: message words a (current), b (being
+// completed) and c (the one before a), constants at koff(AX). QUADM also
+// starts the schedule of a later word.
+#define QUAD(koff, a, b, c) \
+	VMOVDQA     a, X0; \
+	PADDD       koff(AX), X0; \
+	SHA256RNDS2 X0, X1, X2; \
+	VMOVDQA     a, X7; \
+	PALIGNR     $0x04, c, X7; \
+	PADDD       X7, b; \
+	SHA256MSG2  a, b; \
+	PSHUFD      $0x0e, X0, X0; \
+	SHA256RNDS2 X0, X2, X1
+
+#define QUADM(koff, a, b, c) \
+	QUAD(koff, a, b, c); \
+	SHA256MSG1  a, c
+
+// SIXTEEN is sixteen of the rounds 16-47, the words' roles rotated once.
+#define SIXTEEN(koff) \
+	QUADM(koff, X6, X3, X5); \
+	QUADM(koff+32, X3, X4, X6); \
+	QUADM(koff+64, X4, X5, X3); \
+	QUADM(koff+96, X5, X6, X4)
+
+// ROUNDS runs the 64 rounds of one block whose message words, byte-swapped,
+// are in X3-X6, on the state in X1 (ABEF) and X2 (CDGH), with AX at K256.
+// Clobbers X0 and X3-X7.
+#define ROUNDS \
+	PLAIN(0, X3); \
+	PLAIN(32, X4); \
+	SHA256MSG1 X4, X3; \
+	PLAIN(64, X5); \
+	SHA256MSG1 X5, X4; \
+	SIXTEEN(96); \
+	SIXTEEN(224); \
+	QUADM(352, X6, X3, X5); \
+	QUADM(384, X3, X4, X6); \
+	QUAD(416, X4, X5, X3); \
+	QUAD(448, X5, X6, X4); \
+	PLAIN(480, X6)
+
+// LOADSTATE reads h[0..7] at ptr into X1 (ABEF) and X2 (CDGH).
+#define LOADSTATE(ptr) \
+	VMOVDQU (ptr), X1; \
+	VMOVDQU 16(ptr), X2; \
+	PSHUFD  $0xb1, X1, X1; \
+	PSHUFD  $0x1b, X2, X2; \
+	VMOVDQA X1, X7; \
+	PALIGNR $0x08, X2, X1; \
+	PBLENDW $0xf0, X7, X2
+
+// UNSHUFFLE turns X1 and X2 back into h[0..3] and h[4..7].
+#define UNSHUFFLE \
+	PSHUFD  $0x1b, X1, X1; \
+	PSHUFD  $0xb1, X2, X2; \
+	VMOVDQA X1, X7; \
+	PBLENDW $0xf0, X2, X1; \
+	PALIGNR $0x08, X7, X2
+
+// func sha256BlockSHANI(h *[8]uint32, p []byte, out *Hash)
+//
+// Runs the len(p)/64 blocks of p on h. With out nil the state goes back to
+// h; otherwise, for a message's last blocks, it goes to out as the
+// big-endian digest (h is left as it was), saving the caller the eight
+// byte-swapping stores; p must then not be empty.
+TEXT ·sha256BlockSHANI(SB), NOSPLIT, $0-40
 	MOVQ    h+0(FP), DI
 	MOVQ    p_base+8(FP), SI
 	MOVQ    p_len+16(FP), DX
@@ -156,13 +233,7 @@ TEXT ·sha256BlockSHANI(SB), NOSPLIT, $0-32
 	CMPQ    DX, $0x00
 	JEQ     done
 	ADDQ    SI, DX
-	VMOVDQU (DI), X1
-	VMOVDQU 16(DI), X2
-	PSHUFD  $0xb1, X1, X1
-	PSHUFD  $0x1b, X2, X2
-	VMOVDQA X1, X7
-	PALIGNR $0x08, X2, X1
-	PBLENDW $0xf0, X7, X2
+	LOADSTATE(DI)
 	VMOVDQA flip_mask<>+0(SB), X8
 	LEAQ    K256<>+0(SB), AX
 
@@ -170,178 +241,90 @@ roundLoop:
 	// save hash values for addition after rounds
 	VMOVDQA X1, X9
 	VMOVDQA X2, X10
-
-	// do rounds 0-59
-	VMOVDQU     (SI), X0
-	PSHUFB      X8, X0
-	VMOVDQA     X0, X3
-	PADDD       (AX), X0
-	SHA256RNDS2 X0, X1, X2
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	VMOVDQU     16(SI), X0
-	PSHUFB      X8, X0
-	VMOVDQA     X0, X4
-	PADDD       32(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X4, X3
-	VMOVDQU     32(SI), X0
-	PSHUFB      X8, X0
-	VMOVDQA     X0, X5
-	PADDD       64(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X5, X4
-	VMOVDQU     48(SI), X0
-	PSHUFB      X8, X0
-	VMOVDQA     X0, X6
-	PADDD       96(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X6, X7
-	PALIGNR     $0x04, X5, X7
-	PADDD       X7, X3
-	SHA256MSG2  X6, X3
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X6, X5
-	VMOVDQA     X3, X0
-	PADDD       128(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X3, X7
-	PALIGNR     $0x04, X6, X7
-	PADDD       X7, X4
-	SHA256MSG2  X3, X4
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X3, X6
-	VMOVDQA     X4, X0
-	PADDD       160(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X4, X7
-	PALIGNR     $0x04, X3, X7
-	PADDD       X7, X5
-	SHA256MSG2  X4, X5
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X4, X3
-	VMOVDQA     X5, X0
-	PADDD       192(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X5, X7
-	PALIGNR     $0x04, X4, X7
-	PADDD       X7, X6
-	SHA256MSG2  X5, X6
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X5, X4
-	VMOVDQA     X6, X0
-	PADDD       224(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X6, X7
-	PALIGNR     $0x04, X5, X7
-	PADDD       X7, X3
-	SHA256MSG2  X6, X3
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X6, X5
-	VMOVDQA     X3, X0
-	PADDD       256(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X3, X7
-	PALIGNR     $0x04, X6, X7
-	PADDD       X7, X4
-	SHA256MSG2  X3, X4
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X3, X6
-	VMOVDQA     X4, X0
-	PADDD       288(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X4, X7
-	PALIGNR     $0x04, X3, X7
-	PADDD       X7, X5
-	SHA256MSG2  X4, X5
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X4, X3
-	VMOVDQA     X5, X0
-	PADDD       320(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X5, X7
-	PALIGNR     $0x04, X4, X7
-	PADDD       X7, X6
-	SHA256MSG2  X5, X6
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X5, X4
-	VMOVDQA     X6, X0
-	PADDD       352(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X6, X7
-	PALIGNR     $0x04, X5, X7
-	PADDD       X7, X3
-	SHA256MSG2  X6, X3
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X6, X5
-	VMOVDQA     X3, X0
-	PADDD       384(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X3, X7
-	PALIGNR     $0x04, X6, X7
-	PADDD       X7, X4
-	SHA256MSG2  X3, X4
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	SHA256MSG1  X3, X6
-	VMOVDQA     X4, X0
-	PADDD       416(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X4, X7
-	PALIGNR     $0x04, X3, X7
-	PADDD       X7, X5
-	SHA256MSG2  X4, X5
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-	VMOVDQA     X5, X0
-	PADDD       448(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	VMOVDQA     X5, X7
-	PALIGNR     $0x04, X4, X7
-	PADDD       X7, X6
-	SHA256MSG2  X5, X6
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-
-	// do rounds 60-63
-	VMOVDQA     X6, X0
-	PADDD       480(AX), X0
-	SHA256RNDS2 X0, X1, X2
-	PSHUFD      $0x0e, X0, X0
-	SHA256RNDS2 X0, X2, X1
-
-	// add current hash values with previously saved
-	PADDD X9, X1
-	PADDD X10, X2
+	VMOVDQU (SI), X3
+	VMOVDQU 16(SI), X4
+	VMOVDQU 32(SI), X5
+	VMOVDQU 48(SI), X6
+	PSHUFB  X8, X3
+	PSHUFB  X8, X4
+	PSHUFB  X8, X5
+	PSHUFB  X8, X6
+	ROUNDS
+	PADDD   X9, X1
+	PADDD   X10, X2
 
 	// advance data pointer; loop until buffer empty
 	ADDQ $0x40, SI
 	CMPQ DX, SI
 	JNE  roundLoop
 
-	// write hash values back in the correct order
-	PSHUFD  $0x1b, X1, X1
-	PSHUFD  $0xb1, X2, X2
-	VMOVDQA X1, X7
-	PBLENDW $0xf0, X2, X1
-	PALIGNR $0x08, X7, X2
+	UNSHUFFLE
+	MOVQ    out+32(FP), CX
+	TESTQ   CX, CX
+	JNE     digest
 	VMOVDQU X1, (DI)
 	VMOVDQU X2, 16(DI)
 
 done:
+	RET
+
+digest:
+	PSHUFB  X8, X1
+	PSHUFB  X8, X2
+	VMOVDQU X1, (CX)
+	VMOVDQU X2, 16(CX)
+	RET
+
+// func sha256ShortSHANI(p []byte, out *Hash)
+//
+// The whole SHA-256 of a message of fewer than 56 bytes, which is one
+// padded block: a masked load reads exactly the message (bytes past it
+// are neither read nor faulted on) and the padding is merged in
+// registers, so a Value's leaf costs the caller no padding copy. The
+// block goes to the rounds in registers: a 64-byte store read back in
+// 16-byte loads would wait for the store. Needs AVX-512 BW as well as
+// SHA-NI.
+TEXT ·sha256ShortSHANI(SB), NOSPLIT, $0-32
+	MOVQ          p_base+0(FP), SI
+	MOVQ          p_len+8(FP), CX
+	MOVQ          out+24(FP), DI
+	MOVQ          $1, AX
+	SHLQ          CX, AX
+	KMOVQ         AX, K2
+	DECQ          AX
+	KMOVQ         AX, K1
+	VMOVDQU8.Z    (SI), K1, Z0
+	MOVL          $0x80, DX
+	VPBROADCASTB  DX, K2, Z0
+	MOVQ          CX, DX
+	SHLQ          $3, DX
+	BSWAPQ        DX
+	MOVQ          $0x80, AX
+	KMOVQ         AX, K3
+	VPBROADCASTQ  DX, K3, Z0
+	VEXTRACTI32X4 $1, Z0, X4
+	VEXTRACTI32X4 $2, Z0, X5
+	VEXTRACTI32X4 $3, Z0, X6
+	VMOVDQA       X0, X3
+	VZEROUPPER
+	LEAQ          ·sha256IV(SB), AX
+	LOADSTATE(AX)
+	VMOVDQA       X1, X9
+	VMOVDQA       X2, X10
+	VMOVDQA       flip_mask<>+0(SB), X8
+	PSHUFB        X8, X3
+	PSHUFB        X8, X4
+	PSHUFB        X8, X5
+	PSHUFB        X8, X6
+	LEAQ          K256<>+0(SB), AX
+	ROUNDS
+	PADDD         X9, X1
+	PADDD         X10, X2
+	UNSHUFFLE
+	PSHUFB        X8, X1
+	PSHUFB        X8, X2
+	VMOVDQU       X1, (DI)
+	VMOVDQU       X2, 16(DI)
 	RET
 
 // func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)

@@ -2,6 +2,12 @@
 
 package icrc3
 
-const haveSHANI = false
+const haveSHANI, haveShortSHA = false, false
 
 func sha256Blocks(*[8]uint32, []byte) { panic("icrc3: no SHA-256 block function on this platform") }
+
+func sha256BlocksDigest(*[8]uint32, []byte, *Hash) {
+	panic("icrc3: no SHA-256 block function on this platform")
+}
+
+func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on this platform") }

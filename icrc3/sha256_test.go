@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 // crypto/sha256 for every length up to five blocks and around each
 // padding boundary, over random and all-ones bytes.
 func TestSum256MatchesCryptoSHA256(t *testing.T) {
-	t.Logf("SHA-NI block function in use: %v", haveSHANI)
+	t.Logf("SHA-NI block function in use: %v; short messages in one call: %v", haveSHANI, haveShortSHA)
 	r := rand.New(rand.NewPCG(1, 2))
 	buf := make([]byte, 1100)
 	for i := range buf {
@@ -24,8 +25,13 @@ func TestSum256MatchesCryptoSHA256(t *testing.T) {
 	}
 	for n := 0; n <= len(buf); n++ {
 		for _, b := range [][]byte{buf[:n], ones[:n], buf[len(buf)-n:]} {
-			if got, want := sum256(b), Hash(sha256.Sum256(b)); got != want {
+			want := Hash(sha256.Sum256(b))
+			if got := sum256(b); got != want {
 				t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", n, got, want)
+			}
+			var got Hash
+			if sum256Input(&got, b); got != want {
+				t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", n, got, want)
 			}
 		}
 	}
@@ -54,8 +60,13 @@ func FuzzSum256(f *testing.F) {
 		f.Add(make([]byte, n))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := sum256(b), Hash(sha256.Sum256(b)); got != want {
+		want := Hash(sha256.Sum256(b))
+		if got := sum256(b); got != want {
 			t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", len(b), got, want)
+		}
+		var got Hash
+		if sum256Input(&got, b); got != want {
+			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", len(b), got, want)
 		}
 	})
 }
@@ -130,6 +141,55 @@ func TestMapHashMidstate(t *testing.T) {
 		d.mapHash(depth, s, &got)
 		if want := Hash(sha256.Sum256(s)); got != want {
 			t.Fatalf("round %d, depth %d, %d pairs: %s, want %s", round, depth, n, got, want)
+		}
+	}
+}
+
+// TestSum256ShortAtTheEdgeOfMemory puts every short message (the ones
+// hashed with one masked load) so that it ends exactly where readable
+// memory ends: the load must neither read nor fault past the message.
+func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
+	page := syscall.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range page {
+		mem[i] = byte(r.Uint32())
+	}
+	for n := 0; n < 56; n++ {
+		b := mem[page-n : page : page]
+		var got Hash
+		if sum256Input(&got, b); got != Hash(sha256.Sum256(b)) {
+			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %x", n, got, sha256.Sum256(b))
+		}
+	}
+}
+
+// TestSame64 holds the map hash's first-pair compare to the array compare,
+// for a difference in every byte and bit position.
+func TestSame64(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var a [64]byte
+	for i := range a {
+		a[i] = byte(r.Uint32())
+	}
+	b := a
+	if !same64(&a, b[:]) {
+		t.Fatal("equal pairs compare unequal")
+	}
+	for i := range 64 {
+		for bit := range 8 {
+			b := a
+			b[i] ^= 1 << bit
+			if same64(&a, b[:]) {
+				t.Fatalf("a difference in byte %d, bit %d goes unseen", i, bit)
+			}
 		}
 	}
 }
