@@ -56,6 +56,10 @@ type Store struct {
 	now  func() time.Time
 
 	group groupCommit // verdict writes (groupcommit.go)
+
+	// insertFull inserts insertRows blocks (blocks.go), prepared once on
+	// the writer.
+	insertFull *sqlx.Stmt
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -120,6 +124,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if err := s.backfillIndex(ctx); err != nil {
 		w.Close()
 		return nil, err
+	}
+	if s.insertFull, err = w.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: prepare block insert: %w", abs, err)
 	}
 	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
 	if err != nil {
@@ -188,6 +196,11 @@ func (s *Store) Close() error {
 	if s.r != nil {
 		if err := s.r.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: close readers: %w", err))
+		}
+	}
+	if s.insertFull != nil {
+		if err := s.insertFull.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close block insert: %w", err))
 		}
 	}
 	if err := s.w.Close(); err != nil {
