@@ -207,9 +207,10 @@ func insertSQL(n int) string {
 func insertBlocks(ctx context.Context, t *sqlx.Tx, exec func(context.Context, ...any) (sql.Result, error),
 	args []any, canister string, hid int64, blocks []CachedBlock) error {
 	args = args[:0]
+	var h any = hid // boxed once, not once a row
 	for i := range blocks {
 		b := &blocks[i]
-		args = append(args, hid, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
+		args = append(args, h, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
 	}
 	res, err := exec(ctx, args...)
 	if err != nil {
