@@ -169,7 +169,7 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
 	}
 	what := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.cacheTx(ctx, what, func(t *sqlx.Tx) error {
 		if r.Lo > 0 && r.Below != nil {
 			if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
 				return fmt.Errorf("store: %s: below: %w", what, err)

@@ -172,3 +172,57 @@ func TestDiscardThenRecache(t *testing.T) {
 		t.Fatalf("block 3 after recache: %s %v %v", h, ok, err)
 	}
 }
+
+// Block cache writes commit at synchronous=NORMAL, and every other write
+// finds the writer at FULL again, whether the cache write succeeded, failed
+// or had its context cancelled before it committed.
+func TestCacheWritesLeaveWriterAtFullSync(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	level := func(q sqlx.QueryerContext) int {
+		t.Helper()
+		var n int
+		if err := sqlx.GetContext(ctx, q, &n, `PRAGMA synchronous`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var inside int
+	if err := s.cacheTx(ctx, "probe", func(tx *sqlx.Tx) error { inside = level(tx); return nil }); err != nil || inside != 1 {
+		t.Fatalf("inside a cache write: synchronous %d %v, want 1 (NORMAL)", inside, err)
+	}
+	h := block(9).Hash
+	writes := []struct {
+		name string
+		run  func() error
+		ok   bool
+	}{
+		{"put", func() error { return s.PutBlocks(ctx, ledgerA, blocks(10, 20)) }, true},
+		{"put verified", func() error { return s.PutVerified(ctx, ledgerA, parsedRange(t, 20, 30)) }, true},
+		{"save range", func() error {
+			return s.SaveRange(ctx, ledgerA, reconcile.VerifiedRange{Lo: 10, Hi: 29, HiHash: block(29).Hash, Below: &h})
+		}, true},
+		{"conflict", func() error { return s.PutBlocks(ctx, ledgerA, []CachedBlock{blockAt(12, testTS(12)+1)}) }, false},
+		{"failing", func() error {
+			return s.cacheTx(ctx, "failing", func(*sqlx.Tx) error { return errors.New("refused") })
+		}, false},
+		{"cancelled", func() error {
+			cctx, cancel := context.WithCancel(ctx)
+			return s.cacheTx(cctx, "cancelled", func(*sqlx.Tx) error { cancel(); return nil })
+		}, false},
+	}
+	for _, w := range writes {
+		if err := w.run(); (err == nil) != w.ok {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		if n := level(s.w); n != 2 {
+			t.Fatalf("after %s: writer at synchronous %d, want 2 (FULL)", w.name, n)
+		}
+	}
+	if got, err := s.CachedBlocks(ctx, ledgerA, 0, 100); err != nil || len(got) != 20 {
+		t.Fatalf("cached: %d %v", len(got), err)
+	}
+	if _, err := s.PutIntent(ctx, intent("after-cache", 1)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -121,7 +121,7 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 		}
 	}
 	what := fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index)
-	return s.tx(ctx, what, func(t *sqlx.Tx) error {
+	return s.cacheTx(ctx, what, func(t *sqlx.Tx) error {
 		tip, hasTip, err := getTip(ctx, t, canister)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)

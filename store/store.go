@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -150,7 +152,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 // and with NORMAL a power loss can roll back commits whose verdicts are
 // already on the wire; the store would then re-decide that seq differently
 // and conflict with the fleet. Writes are few and batched, so the extra WAL
-// fsync per commit is cheap.
+// fsync per commit is cheap. Block cache writes are the exception
+// (cacheTx). temp_store=MEMORY keeps the statement journal of a multi-row
+// block insert in memory instead of spilling it to a temporary file, which
+// held nothing durable.
 func dsn(path string, busy time.Duration, writer bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
@@ -158,6 +163,7 @@ func dsn(path string, busy time.Duration, writer bool) string {
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Add("_txlock", "immediate")
 	} else {
 		q.Add("_query_only", "1")
@@ -235,7 +241,41 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 // tx runs fn in a writer transaction (BEGIN IMMEDIATE: the write lock is
 // taken up front, so a read-then-write inside fn cannot fail on upgrade).
 func (s *Store) tx(ctx context.Context, what string, fn func(*sqlx.Tx) error) error {
-	t, err := s.w.BeginTxx(ctx, nil)
+	return runTx(ctx, s.w, what, fn)
+}
+
+// cacheTx is tx for writes of the block cache only, committed with
+// synchronous=NORMAL: the commit does not wait for the WAL to reach the
+// disk, which on the cold scan's path is one wait per verified page. A
+// power loss may then roll back the latest cache commits, never a part of
+// one, and never one that a later FULL commit followed: that commit's sync
+// covers every frame before it in the WAL. So a verdict (always FULL)
+// decided from cached blocks is durable together with them, and what is
+// lost is only reads of the ledger again. The writer's single connection
+// is held throughout, so no other write runs at NORMAL; one whose level
+// cannot be restored is closed rather than reused.
+func (s *Store) cacheTx(ctx context.Context, what string, fn func(*sqlx.Tx) error) (err error) {
+	c, err := s.w.Connx(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %s: connection: %w", what, err)
+	}
+	defer func() {
+		if _, rerr := c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); rerr != nil {
+			c.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("store: %s: restore synchronous: %w", what, rerr))
+		}
+		c.Close()
+	}()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return fmt.Errorf("store: %s: synchronous: %w", what, err)
+	}
+	return runTx(ctx, c, what, fn)
+}
+
+func runTx(ctx context.Context, db interface {
+	BeginTxx(context.Context, *sql.TxOptions) (*sqlx.Tx, error)
+}, what string, fn func(*sqlx.Tx) error) error {
+	t, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", what, err)
 	}
