@@ -49,8 +49,10 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	}
 	hi = min(hi, math.MaxInt64)
 	var rows []blockRow
-	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
-		WHERE history = ? AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
+	// Named: without statistics the planner prefers the primary key's
+	// range, which reads every block of [lo, hi] instead of the few stamped.
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks INDEXED BY blocks_by_stamp
+		WHERE `+ofHistory+` AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
 		ledger, int64(stamp), int64(lo), int64(hi)); err != nil {
 		return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 	}
@@ -103,11 +105,11 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	hi, to = min(hi, math.MaxInt64), min(to, math.MaxInt64)
 	var f, l int64
 	err = s.r.GetContext(ctx, &f, `SELECT idx FROM blocks
-		WHERE history = ? AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
+		WHERE `+ofHistory+` AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
 		ledger, int64(from), int64(lo), int64(hi))
 	if err == nil {
 		err = s.r.GetContext(ctx, &l, `SELECT idx FROM blocks
-			WHERE history = ? AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
+			WHERE `+ofHistory+` AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
 			ledger, int64(to), int64(lo), int64(hi))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -165,7 +167,7 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
 	}
 	what := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
-	return s.tx(ctx, what, func(t *Tx) error {
+	return s.cacheTx(ctx, what, func(t *Tx) error {
 		if r.Lo > 0 && r.Below != nil {
 			if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
 				return fmt.Errorf("store: %s: below: %w", what, err)
@@ -201,7 +203,7 @@ func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3
 		Hash []byte `db:"hash"`
 		TS   int64  `db:"ts"`
 	}
-	err := s.r.GetContext(ctx, &row, `SELECT hash, ts FROM blocks WHERE history = ? AND idx = ?`, ledger, int64(index))
+	err := s.r.GetContext(ctx, &row, `SELECT hash, ts FROM blocks WHERE `+ofHistory+` AND idx = ?`, ledger, int64(index))
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, 0, false, nil
 	}
@@ -219,9 +221,12 @@ func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.History
 	what := "discard chain " + ledger
 	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
 	return s.tx(ctx, what, func(t *Tx) error {
-		for _, table := range []string{"blocks", "tips", "ranges"} {
-			if _, err := t.ExecContext(ctx, `DELETE FROM `+table+` WHERE history = ?`, ledger); err != nil {
-				return fmt.Errorf("store: %s: %s: %w", what, table, err)
+		// The history keeps its id: ids are never reused (see 0005).
+		for _, d := range [...]struct{ table, where string }{
+			{"blocks", ofHistory}, {"tips", "history = ?"}, {"ranges", "history = ?"},
+		} {
+			if _, err := t.ExecContext(ctx, `DELETE FROM `+d.table+` WHERE `+d.where, ledger); err != nil {
+				return fmt.Errorf("store: %s: %s: %w", what, d.table, err)
 			}
 		}
 		// Indexes above 2^63 are never cached: recorded as bit patterns.

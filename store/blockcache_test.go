@@ -70,7 +70,7 @@ func TestByStamp(t *testing.T) {
 
 	// A cached Value that no longer hashes to its verified hash must fail
 	// loudly: dropping it would turn "found" into "absent".
-	if _, err := s.w.ExecContext(ctx, `UPDATE blocks SET raw = ? WHERE history = ? AND idx = 10`,
+	if _, err := s.w.ExecContext(ctx, `UPDATE blocks SET raw = ? WHERE `+ofHistory+` AND idx = 10`,
 		icrc3.MarshalValue(transfer(10, testTS(10), &icrc3.Hash{9})), ledgerA); err != nil {
 		t.Fatal(err)
 	}

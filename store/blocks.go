@@ -121,7 +121,7 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 		}
 	}
 	what := fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index)
-	return s.tx(ctx, what, func(t *Tx) error {
+	return s.cacheTx(ctx, what, func(t *Tx) error {
 		tip, hasTip, err := getTip(ctx, t, canister)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
@@ -133,15 +133,18 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 					ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
 			}
 		}
-		// Parsing a 200-row statement costs as much as binding it: one
-		// prepared statement serves every full chunk of the batch.
+		hid, err := historyID(ctx, t, canister)
+		if err != nil {
+			return fmt.Errorf("store: %s: history id: %w", what, err)
+		}
+		// Parsing a 200-row statement costs as much as binding it: the
+		// writer keeps one prepared for every full chunk.
 		var full *sqlx.Stmt
 		if len(blocks) >= insertRows {
-			if full, err = t.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
-				return fmt.Errorf("store: %s: %w", what, err)
-			}
+			full = t.StmtxContext(ctx, s.insertFull)
 			defer full.Close()
 		}
+		args := make([]any, 0, 6*min(len(blocks), insertRows))
 		for len(blocks) > 0 {
 			chunk := blocks[:min(len(blocks), insertRows)]
 			blocks = blocks[len(chunk):]
@@ -151,13 +154,28 @@ func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedB
 			if len(chunk) == insertRows {
 				exec = full.ExecContext
 			}
-			if err := insertBlocks(ctx, t, exec, canister, chunk); err != nil {
+			if err := insertBlocks(ctx, t, exec, args, canister, hid, chunk); err != nil {
 				return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
 			}
 		}
 		return nil
 	})
 }
+
+// historyID returns the id the blocks of history key are stored under,
+// assigning the next one to a key cached for the first time.
+func historyID(ctx context.Context, t *Tx, key string) (int64, error) {
+	var id int64
+	err := t.GetContext(ctx, &id, `SELECT id FROM histories WHERE key = ?`, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = t.GetContext(ctx, &id, `INSERT INTO histories (key) VALUES (?) RETURNING id`, key)
+	}
+	return id, err
+}
+
+// ofHistory selects the blocks of the history whose key is the next
+// argument. A key never cached has no id and selects nothing.
+const ofHistory = `history_id = (SELECT id FROM histories WHERE key = ?)`
 
 // insertRows is how many blocks one INSERT statement carries: one
 // statement per row spent most of a cache write in statement overhead, and
@@ -167,28 +185,32 @@ const insertRows = 200
 // insertSQL is the statement inserting n blocks.
 func insertSQL(n int) string {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO blocks (history, idx, ts, hash, raw, stamp) VALUES `)
+	q.WriteString(`INSERT INTO blocks (history_id, idx, ts, hash, raw, stamp) VALUES `)
 	for i := range n {
 		if i > 0 {
 			q.WriteString(", ")
 		}
+		// Numbered parameters (one ?1 for the history) would cost more:
+		// the driver reads and allocates every parameter's name.
 		q.WriteString("(?, ?, ?, ?, ?, ?)")
 	}
-	q.WriteString(` ON CONFLICT (history, idx) DO NOTHING`)
+	q.WriteString(` ON CONFLICT (history_id, idx) DO NOTHING`)
 	return q.String()
 }
 
-// insertBlocks inserts blocks in one statement (exec runs it). A row already cached is
-// left alone; when any was (fewer rows inserted than given), every block
-// is compared with the row now stored at its index, so a cached block with
-// another hash or ts, or two blocks of the batch at one index that
-// disagree, is ErrBlockConflict.
+// insertBlocks inserts blocks in one statement (exec runs it; args is
+// scratch space for its arguments). A row already cached is left alone;
+// when any was (fewer rows inserted than given), every block is compared
+// with the row now stored at its index, so a cached block with another
+// hash or ts, or two blocks of the batch at one index that disagree, is
+// ErrBlockConflict.
 func insertBlocks(ctx context.Context, t *Tx, exec func(context.Context, ...any) (sql.Result, error),
-	canister string, blocks []CachedBlock) error {
-	args := make([]any, 0, 6*len(blocks))
+	args []any, canister string, hid int64, blocks []CachedBlock) error {
+	args = args[:0]
+	var h any = hid // boxed once, not once a row
 	for i := range blocks {
 		b := &blocks[i]
-		args = append(args, canister, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
+		args = append(args, h, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
 	}
 	res, err := exec(ctx, args...)
 	if err != nil {
@@ -203,8 +225,8 @@ func insertBlocks(ctx context.Context, t *Tx, exec func(context.Context, ...any)
 	}
 	// The batch's own indexes, not the span between its lowest and highest:
 	// a sparse batch must not read every cached block in between.
-	q := `SELECT idx, ts, hash FROM blocks WHERE history = ? AND idx IN (?` + strings.Repeat(", ?", len(blocks)-1) + `)`
-	args = append(args[:0], canister)
+	q := `SELECT idx, ts, hash FROM blocks WHERE history_id = ? AND idx IN (?` + strings.Repeat(", ?", len(blocks)-1) + `)`
+	args = append(args[:0], hid)
 	for i := range blocks {
 		args = append(args, int64(blocks[i].Index))
 	}
@@ -250,7 +272,7 @@ func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end ui
 	last := min(end-1, math.MaxInt64)
 	var rows []blockRow
 	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
-		WHERE history = ? AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
+		WHERE `+ofHistory+` AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}
 	out := make([]CachedBlock, len(rows))
@@ -316,7 +338,7 @@ func checkCached(ctx context.Context, t *Tx, canister string, index uint64, h ic
 		return nil
 	}
 	var cached []byte
-	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE history = ? AND idx = ?`, canister, int64(index))
+	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE `+ofHistory+` AND idx = ?`, canister, int64(index))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil

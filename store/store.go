@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -58,6 +60,10 @@ type Store struct {
 
 	group groupCommit // verdict writes (groupcommit.go)
 	marks markQueue   // published verdicts' outbox rows to clear (marks.go)
+
+	// insertFull inserts insertRows blocks (blocks.go), prepared once on
+	// the writer.
+	insertFull *sqlx.Stmt
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -123,6 +129,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
+	if s.insertFull, err = w.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: prepare block insert: %w", abs, err)
+	}
 	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
 	if err != nil {
 		w.Close()
@@ -144,7 +154,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 // and with NORMAL a power loss can roll back commits whose verdicts are
 // already on the wire; the store would then re-decide that seq differently
 // and conflict with the fleet. Writes are few and batched, so the extra WAL
-// fsync per commit is cheap.
+// fsync per commit is cheap. Block cache writes are the exception
+// (cacheTx). temp_store=MEMORY keeps the statement journal of a multi-row
+// block insert in memory instead of spilling it to a temporary file, which
+// held nothing durable.
 func dsn(path string, busy time.Duration, writer bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
@@ -201,6 +214,11 @@ func (s *Store) Close() error {
 			errs = append(errs, fmt.Errorf("store: close readers: %w", err))
 		}
 	}
+	if s.insertFull != nil {
+		if err := s.insertFull.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close block insert: %w", err))
+		}
+	}
 	if err := s.w.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: close writer: %w", err))
 	}
@@ -233,11 +251,48 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 // tx runs fn in a writer transaction (BEGIN IMMEDIATE: the write lock is
 // taken up front, so a read-then-write inside fn cannot fail on upgrade).
 func (s *Store) tx(ctx context.Context, what string, fn func(*Tx) error) error {
-	t, err := s.w.BeginTxx(ctx, nil)
+	// Texts met in the transaction are prepared once it has given the
+	// writer's connection back.
+	defer s.wst.prepareSeen(ctx)
+	return s.runTx(ctx, s.w, what, fn)
+}
+
+// cacheTx is tx for writes of the block cache only, committed with
+// synchronous=NORMAL: the commit does not wait for the WAL to reach the
+// disk, which on the cold scan's path is one wait per verified page. A
+// power loss may then roll back the latest cache commits, never a part of
+// one, and never one that a later FULL commit followed: that commit's sync
+// covers every frame before it in the WAL. So a verdict (always FULL)
+// decided from cached blocks is durable together with them, and what is
+// lost is only reads of the ledger again. The writer's single connection
+// is held throughout, so no other write runs at NORMAL; one whose level
+// cannot be restored is closed rather than reused.
+func (s *Store) cacheTx(ctx context.Context, what string, fn func(*Tx) error) (err error) {
+	defer s.wst.prepareSeen(ctx) // after c is closed: it holds the writer's connection
+	c, err := s.w.Connx(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %s: connection: %w", what, err)
+	}
+	defer func() {
+		if _, rerr := c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); rerr != nil {
+			c.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("store: %s: restore synchronous: %w", what, rerr))
+		}
+		c.Close()
+	}()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return fmt.Errorf("store: %s: synchronous: %w", what, err)
+	}
+	return s.runTx(ctx, c, what, fn)
+}
+
+func (s *Store) runTx(ctx context.Context, db interface {
+	BeginTxx(context.Context, *sql.TxOptions) (*sqlx.Tx, error)
+}, what string, fn func(*Tx) error) error {
+	t, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", what, err)
 	}
-	defer s.wst.prepareSeen(ctx)
 	if err := fn(&Tx{Tx: t, c: s.wst}); err != nil {
 		t.Rollback()
 		return err

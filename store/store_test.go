@@ -69,6 +69,10 @@ func TestOpenMigratesAndReopens(t *testing.T) {
 	if err := s.w.GetContext(ctx, &sync, `PRAGMA synchronous`); err != nil || sync != 2 {
 		t.Fatalf("synchronous %d %v, want 2 (FULL)", sync, err)
 	}
+	var temp int
+	if err := s.w.GetContext(ctx, &temp, `PRAGMA temp_store`); err != nil || temp != 2 {
+		t.Fatalf("writer temp_store %d %v, want 2 (MEMORY)", temp, err)
+	}
 	if err := s.r.GetContext(ctx, &fk, `PRAGMA foreign_keys`); err != nil || fk != 1 {
 		t.Fatalf("reader foreign_keys %d %v, want 1", fk, err)
 	}
