@@ -19,24 +19,56 @@ var _ reconcile.BlockCache = (*Store)(nil)
 // tip, in their Value encoding (see PutBlocks for the immutability rule).
 // Every block must carry its Value (Raw): ByStamp rebuilds blocks from it.
 func (s *Store) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
+	cbs, err := verifiedRows(ledger, blocks)
+	if err != nil {
+		return err
+	}
+	return s.putCached(ctx, ledger, cbs)
+}
+
+// PutVerifiedRange is PutVerified and SaveRange in one transaction: a walk
+// down the chain stores each verified page with the range it grew, one
+// commit a page. Either both are stored or neither.
+func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r reconcile.VerifiedRange) error {
+	cbs, err := verifiedRows(ledger, blocks)
+	if err != nil {
+		return err
+	}
+	what, err := checkCachedRows(ledger, cbs)
+	if err != nil {
+		return err
+	}
+	rwhat := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
+	return s.cacheTx(ctx, what+", "+rwhat, func(t *Tx) error {
+		if len(cbs) > 0 {
+			if err := s.putCachedTx(ctx, t, ledger, cbs, what); err != nil {
+				return err
+			}
+		}
+		return s.saveRangeTx(ctx, t, ledger, r, rwhat)
+	})
+}
+
+// verifiedRows are the cache rows of verified blocks.
+func verifiedRows(ledger string, blocks []icrc3.Block) ([]CachedBlock, error) {
 	cbs := make([]CachedBlock, len(blocks))
 	for i := range blocks {
 		b := &blocks[i]
 		if len(b.Raw) == 0 {
-			return fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
+			return nil, fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
 		}
 		// The stamp index is taken from the Value itself, not from the
 		// caller's parsed fields, so the two cannot disagree.
 		st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash)
 		if err != nil {
-			return fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
+			return nil, fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
 		}
 		if (st == nil) != (b.CreatedAt == nil) || st != nil && *st != *b.CreatedAt {
-			return fmt.Errorf("%w: put verified %s: block %d: created_at differs from its Value", ErrInvalid, ledger, b.Index)
+			return nil, fmt.Errorf("%w: put verified %s: block %d: created_at differs from its Value", ErrInvalid, ledger, b.Index)
 		}
 		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: b.Raw, Stamp: st}
 	}
-	return s.putCached(ctx, ledger, cbs)
+	return cbs, nil
 }
 
 // ByStamp returns the cached blocks of [lo, hi] whose tx.ts equals stamp,
@@ -167,29 +199,32 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
 	}
 	what := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
-	return s.cacheTx(ctx, what, func(t *Tx) error {
-		if r.Lo > 0 && r.Below != nil {
-			if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
-				return fmt.Errorf("store: %s: below: %w", what, err)
-			}
+	return s.cacheTx(ctx, what, func(t *Tx) error { return s.saveRangeTx(ctx, t, ledger, r, what) })
+}
+
+// saveRangeTx is SaveRange's write, inside t.
+func (s *Store) saveRangeTx(ctx context.Context, t *Tx, ledger string, r reconcile.VerifiedRange, what string) error {
+	if r.Lo > 0 && r.Below != nil {
+		if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
+			return fmt.Errorf("store: %s: below: %w", what, err)
 		}
-		if err := s.putTip(ctx, t, ledger, Tip{Index: r.Hi, Hash: r.HiHash, CertifiedTime: r.TipTime}); err != nil {
-			return fmt.Errorf("store: %s: tip: %w", what, err)
-		}
-		var below []byte
-		if r.Below != nil {
-			below = r.Below[:]
-		}
-		_, err := t.ExecContext(ctx, `INSERT INTO ranges (history, lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (history) DO UPDATE SET lo = excluded.lo, hi = excluded.hi, hi_hash = excluded.hi_hash,
-				below = excluded.below, lo_ts = excluded.lo_ts, hi_ts = excluded.hi_ts, tip_time = excluded.tip_time`,
-			ledger, int64(r.Lo), int64(r.Hi), r.HiHash[:], below, int64(r.LoTS), int64(r.HiTS), int64(r.TipTime))
-		if err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-		return nil
-	})
+	}
+	if err := s.putTip(ctx, t, ledger, Tip{Index: r.Hi, Hash: r.HiHash, CertifiedTime: r.TipTime}); err != nil {
+		return fmt.Errorf("store: %s: tip: %w", what, err)
+	}
+	var below []byte
+	if r.Below != nil {
+		below = r.Below[:]
+	}
+	_, err := t.ExecContext(ctx, `INSERT INTO ranges (history, lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (history) DO UPDATE SET lo = excluded.lo, hi = excluded.hi, hi_hash = excluded.hi_hash,
+			below = excluded.below, lo_ts = excluded.lo_ts, hi_ts = excluded.hi_ts, tip_time = excluded.tip_time`,
+		ledger, int64(r.Lo), int64(r.Hi), r.HiHash[:], below, int64(r.LoTS), int64(r.HiTS), int64(r.TipTime))
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	return nil
 }
 
 // BlockAt returns the hash and ts of a cached block; ok is false when the

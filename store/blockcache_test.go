@@ -231,3 +231,44 @@ func TestVerifiedRange(t *testing.T) {
 		t.Fatalf("load %+v %v", got, err)
 	}
 }
+
+// A verified page and the range grown by it are stored together, or
+// neither: a range that contradicts the cache leaves the page out too.
+func TestPutVerifiedRangeIsOneWrite(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	if err := s.PutVerified(ctx, ledgerA, parsedRange(t, 20, 30)); err != nil {
+		t.Fatal(err)
+	}
+	below := block(19).Hash
+	r := reconcile.VerifiedRange{Lo: 20, Hi: 29, HiHash: block(29).Hash, Below: &below,
+		LoTS: testTS(20), HiTS: testTS(29), TipTime: 777}
+	if err := s.SaveRange(ctx, ledgerA, r); err != nil {
+		t.Fatal(err)
+	}
+	page := parsedRange(t, 10, 20)
+	grown := r
+	grown.Lo, grown.LoTS = 10, testTS(10)
+	b9 := block(9).Hash
+	grown.Below = &b9
+	bad := grown
+	bad.HiHash = block(28).Hash // block 29 is cached with another hash
+	if err := s.PutVerifiedRange(ctx, ledgerA, page, bad); !errors.Is(err, ErrBlockConflict) {
+		t.Fatalf("range contradicting its page: %v", err)
+	}
+	if got, _, _ := s.LoadRange(ctx, ledgerA); !reflect.DeepEqual(got, r) {
+		t.Fatalf("refused write changed the range: %+v", got)
+	}
+	if h, _, ok, err := s.BlockAt(ctx, ledgerA, 10); err != nil || ok {
+		t.Fatalf("refused write stored block 10: %v %t %v", h, ok, err)
+	}
+	if err := s.PutVerifiedRange(ctx, ledgerA, page, grown); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.LoadRange(ctx, ledgerA); err != nil || !reflect.DeepEqual(got, grown) {
+		t.Fatalf("range %+v %v, want %+v", got, err, grown)
+	}
+	if h, _, ok, err := s.BlockAt(ctx, ledgerA, 10); err != nil || !ok || h != block(10).Hash {
+		t.Fatalf("block 10: %v %t %v", h, ok, err)
+	}
+}

@@ -102,64 +102,76 @@ func stampOf(index, ts uint64, raw []byte, h icrc3.Hash) (*uint64, error) {
 
 // putCached stores blocks whose Stamp is already derived from their Value.
 func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedBlock) error {
+	what, err := checkCachedRows(canister, blocks)
+	if err != nil || len(blocks) == 0 {
+		return err
+	}
+	return s.cacheTx(ctx, what, func(t *Tx) error { return s.putCachedTx(ctx, t, canister, blocks, what) })
+}
+
+// checkCachedRows refuses blocks that cannot be stored faithfully and names
+// the write for its errors.
+func checkCachedRows(canister string, blocks []CachedBlock) (string, error) {
 	if canister == "" {
-		return fmt.Errorf("%w: put blocks: empty canister", ErrInvalid)
+		return "", fmt.Errorf("%w: put blocks: empty canister", ErrInvalid)
 	}
 	if len(blocks) == 0 {
-		return nil
+		return "", nil
 	}
 	for i := range blocks {
 		b := &blocks[i]
 		if _, err := u64("block index", b.Index); err != nil {
-			return fmt.Errorf("store: put blocks %s: %w", canister, err)
+			return "", fmt.Errorf("store: put blocks %s: %w", canister, err)
 		}
 		if _, err := u64("block ts", b.TS); err != nil {
-			return fmt.Errorf("store: put blocks %s #%d: %w", canister, b.Index, err)
+			return "", fmt.Errorf("store: put blocks %s #%d: %w", canister, b.Index, err)
 		}
 		if len(b.Raw) == 0 {
-			return fmt.Errorf("%w: put blocks %s #%d: empty raw encoding", ErrInvalid, canister, b.Index)
+			return "", fmt.Errorf("%w: put blocks %s #%d: empty raw encoding", ErrInvalid, canister, b.Index)
 		}
 	}
-	what := fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index)
-	return s.cacheTx(ctx, what, func(t *Tx) error {
-		tip, hasTip, err := getTip(ctx, t, canister)
-		if err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
+	return fmt.Sprintf("put blocks %s %d..%d", canister, blocks[0].Index, blocks[len(blocks)-1].Index), nil
+}
+
+// putCachedTx is putCached's write, inside t.
+func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks []CachedBlock, what string) error {
+	tip, hasTip, err := getTip(ctx, t, canister)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		if hasTip && b.Index == tip.Index && b.Hash != tip.Hash {
+			return fmt.Errorf("%w: %s: block %d hash %s, verified tip has %s",
+				ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
 		}
-		for i := range blocks {
-			b := &blocks[i]
-			if hasTip && b.Index == tip.Index && b.Hash != tip.Hash {
-				return fmt.Errorf("%w: %s: block %d hash %s, verified tip has %s",
-					ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
-			}
+	}
+	hid, err := historyID(ctx, t, canister)
+	if err != nil {
+		return fmt.Errorf("store: %s: history id: %w", what, err)
+	}
+	// Parsing a 200-row statement costs as much as binding it: the
+	// writer keeps one prepared for every full chunk.
+	var full *sqlx.Stmt
+	if len(blocks) >= insertRows {
+		full = t.StmtxContext(ctx, s.insertFull)
+		defer full.Close()
+	}
+	args := make([]any, 0, 6*min(len(blocks), insertRows))
+	for len(blocks) > 0 {
+		chunk := blocks[:min(len(blocks), insertRows)]
+		blocks = blocks[len(chunk):]
+		exec := func(ctx context.Context, args ...any) (sql.Result, error) {
+			return t.ExecContext(ctx, insertSQL(len(chunk)), args...)
 		}
-		hid, err := historyID(ctx, t, canister)
-		if err != nil {
-			return fmt.Errorf("store: %s: history id: %w", what, err)
+		if len(chunk) == insertRows {
+			exec = full.ExecContext
 		}
-		// Parsing a 200-row statement costs as much as binding it: the
-		// writer keeps one prepared for every full chunk.
-		var full *sqlx.Stmt
-		if len(blocks) >= insertRows {
-			full = t.StmtxContext(ctx, s.insertFull)
-			defer full.Close()
+		if err := insertBlocks(ctx, t, exec, args, canister, hid, chunk); err != nil {
+			return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
 		}
-		args := make([]any, 0, 6*min(len(blocks), insertRows))
-		for len(blocks) > 0 {
-			chunk := blocks[:min(len(blocks), insertRows)]
-			blocks = blocks[len(chunk):]
-			exec := func(ctx context.Context, args ...any) (sql.Result, error) {
-				return t.ExecContext(ctx, insertSQL(len(chunk)), args...)
-			}
-			if len(chunk) == insertRows {
-				exec = full.ExecContext
-			}
-			if err := insertBlocks(ctx, t, exec, args, canister, hid, chunk); err != nil {
-				return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // historyID returns the id the blocks of history key are stored under,
