@@ -216,13 +216,7 @@ func (c stampFailCache) ByStamp(ctx context.Context, ledger string, stamp, lo, h
 func TestJoiningLookupFailureAnswersOnlyThatIntent(t *testing.T) {
 	w := newJoinWorld(t)
 	cache := stampFailCache{MemCache: reconcile.NewMemCache(), stamp: w.shallowBody.stamp}
-	id := w.ledger.ID().Encode()
-	w.engine = reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
-		if ledger != id {
-			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
-		}
-		return w.client, reconcile.LedgerConfig{}, nil
-	}, cache, nil)
+	w.engine = w.engineOn(w.client, cache)
 	w.engine.JoinRunning(time.Hour)
 	join, _ := joinAfter(2, w.shallow)
 	got := w.decideJoining([]*matcher.Intent{w.deep}, join)
