@@ -237,9 +237,13 @@ func (r *ledgerRun) answerReady() error {
 }
 
 // takeJoiners opens the intents that arrived since the last call, while
-// the tip is young enough to serve them, and answers those it settles.
+// the tip is young enough to serve them and the history below the range
+// has not failed, and answers those it settles.
 func (r *ledgerRun) takeJoiners() error {
-	for r.join != nil && r.joinAge > 0 && r.e.now().Sub(r.tipAt) < r.joinAge {
+	// After the history failed below the range, a joiner waits for the
+	// next decision, which reads it again, rather than inherit a failure
+	// that may have passed.
+	for r.join != nil && r.joinAge > 0 && r.below == nil && r.e.now().Sub(r.tipAt) < r.joinAge {
 		ins := r.join()
 		if len(ins) == 0 {
 			return nil

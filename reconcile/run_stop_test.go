@@ -65,41 +65,50 @@ func stopWorld(t *testing.T, p *pageStopper) *joinWorld {
 }
 
 // A walk that fails below the range answers every decision that needs
-// those blocks unreadable, once, and those the verified pages settled by
-// them; an intent joining after the failure that needs them too is
-// answered unreadable at once, and one the range settles is answered by it.
+// those blocks unreadable, once, and takes no more joiners: an intent
+// arriving after the failure waits for the next decision, which reads the
+// history again, rather than inheriting a failure that may have passed.
 func TestJoiningAfterWalkFailure(t *testing.T) {
 	p := &pageStopper{pages: 5, err: errors.New("replica unreachable")}
 	w := stopWorld(t, p)
 	deep2 := w.deepBody
 	deep2.id, deep2.amount = "deep-unpaid", 9
 	late := []*matcher.Intent{w.intent(deep2.json(w.ledger.ID())), w.shallow}
-	calls := 0
+	afterFailure := 0
 	got := w.decideJoining([]*matcher.Intent{w.deep}, func() []*matcher.Intent {
-		calls++
 		p.mu.Lock()
 		failed := p.pages < 0
 		p.mu.Unlock()
 		if !failed || len(late) == 0 {
 			return nil
 		}
+		afterFailure++
 		in := late[0]
 		late = late[1:]
 		return []*matcher.Intent{in}
 	})
-	if len(got) != 3 {
-		t.Fatalf("%d verdicts for 3 intents: %+v", len(got), got)
+	if afterFailure != 0 || len(got) != 1 {
+		t.Fatalf("%d joins after the walk failed, %d verdicts (%+v): want none and the deep intent's only", afterFailure, len(got), got)
+	}
+	if v := got[0]; v.IntentID != "deep" || v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_INTERNAL" {
+		t.Fatalf("deep: %s %+v, want unreadable", v.Status, v.Reason)
+	}
+	// The next decision reads again: the history answers now.
+	p.mu.Lock()
+	p.pages = 1 << 30
+	p.mu.Unlock()
+	got = w.decideJoining(late, nil)
+	if len(got) != 2 {
+		t.Fatalf("%d verdicts for the late intents: %+v", len(got), got)
 	}
 	by := map[string]reconcile.Verdict{}
 	for _, v := range got {
 		by[v.IntentID] = v
 	}
-	for _, id := range []string{"deep", "deep-unpaid"} {
-		if v := by[id]; v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_INTERNAL" {
-			t.Fatalf("%s: %s %+v, want unreadable", id, v.Status, v.Reason)
-		}
-	}
 	w.wantFound(by["shallow"], "shallow", w.shallowAt)
+	if v := by["deep-unpaid"]; v.Status != reconcile.StatusNotYet {
+		t.Fatalf("deep-unpaid: %s %+v, want not_yet", v.Status, v.Reason)
+	}
 }
 
 // A context that ends in the middle of a walk ends the decision with its

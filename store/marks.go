@@ -26,6 +26,7 @@ type markQueue struct {
 	timer  *time.Timer
 	closed bool
 	wg     sync.WaitGroup // a flush started by the timer
+	tried  int            // flushes the timer ran, for tests
 }
 
 type mark struct {
@@ -50,11 +51,20 @@ func (s *Store) MarkPublishedLater(id string, seq uint64) {
 	q.marks = append(q.marks, mark{id, n})
 	if q.timer == nil {
 		q.wg.Add(1)
-		q.timer = time.AfterFunc(markDelay, func() {
+		var t *time.Timer
+		t = time.AfterFunc(markDelay, func() {
 			defer q.wg.Done()
-			// A failure leaves the rows: the outbox pass clears them.
+			// A failure leaves the marks queued, for the next commit or
+			// the next mark's timer; the outbox pass clears rows anyway.
 			_ = s.flushMarks(context.Background())
+			q.mu.Lock()
+			if q.timer == t {
+				q.timer = nil
+			}
+			q.tried++
+			q.mu.Unlock()
 		})
+		q.timer = t
 	}
 }
 

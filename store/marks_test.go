@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -86,5 +88,63 @@ func TestMarkPublishedLaterSeenByOutboxAndClose(t *testing.T) {
 	defer s.Close()
 	if n := outboxRows(t, s); n != 0 {
 		t.Fatalf("%d outbox rows after Close, want 0", n)
+	}
+}
+
+// A timer's flush that fails (the database is locked by another process
+// past the busy timeout) leaves its marks queued, and the next mark arms a
+// new timer that commits them all.
+func TestMarkPublishedLaterAfterAFailedFlush(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "r.db")
+	s, err := OpenWith(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, id := range []string{"f1", "f2"} {
+		if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusFound), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := sqlx.Open("sqlite", dsn(path, 50*time.Millisecond, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	lock, err := other.BeginTxx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(ctx, `INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET at = 0`); err != nil {
+		t.Fatal(err)
+	}
+	s.MarkPublishedLater("f1", 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.marks.mu.Lock()
+		tried := s.marks.tried
+		s.marks.mu.Unlock()
+		if tried > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer's flush never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxRows(t, s); n != 2 {
+		t.Fatalf("%d outbox rows after the failed flush, want 2", n)
+	}
+	s.MarkPublishedLater("f2", 1)
+	for outboxRows(t, s) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("queued marks never committed after the failed flush")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
