@@ -114,79 +114,130 @@ type field struct {
 	body []byte // length-delimited fields
 }
 
+// maxField bounds the field numbers of the messages read here (all below
+// 8): a message's fields live in an array with a bitmask of the ones
+// present, not a map, which cost most of a block's decoding in allocations.
+const maxField = 8
+
+// wireSchema names a message's allowed fields and their wire types.
+type wireSchema struct {
+	allowed uint8
+	types   [maxField]protowire.Type
+}
+
+func wireSchemaOf(m map[protowire.Number]protowire.Type) wireSchema {
+	var s wireSchema
+	for n, t := range m {
+		if n <= 0 || n >= maxField {
+			panic(fmt.Sprintf("icp: schema field %d out of range", n))
+		}
+		s.allowed |= 1 << n
+		s.types[n] = t
+	}
+	return s
+}
+
+// fieldSet is a message's fields by number.
+type fieldSet struct {
+	present uint8
+	f       [maxField]field
+}
+
+func (fs *fieldSet) get(n protowire.Number) (field, bool) {
+	if n <= 0 || n >= maxField || fs.present&(1<<n) == 0 {
+		return field{}, false
+	}
+	return fs.f[n], true
+}
+
+func (fs *fieldSet) has(n protowire.Number) bool { _, ok := fs.get(n); return ok }
+
 // fields splits a message strictly: every field must be one of allowed,
 // with the wire type it names, at most once, and varints and tags
 // minimally encoded. protobuf's last-one-wins merge would let two readers
 // of one block disagree about it; refusing repeats, unknown fields and
 // padding leaves every block exactly one reading.
-func fields(b []byte, msg string, allowed map[protowire.Number]protowire.Type) (map[protowire.Number]field, error) {
-	out := make(map[protowire.Number]field, len(allowed))
+func fields(b []byte, msg string, allowed *wireSchema) (fieldSet, error) {
+	var out fieldSet
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, bad("%s: %v", msg, protowire.ParseError(n))
+			return fieldSet{}, bad("%s: %v", msg, protowire.ParseError(n))
 		}
 		if n != protowire.SizeTag(num) {
-			return nil, bad("%s: field %d: tag not minimally encoded", msg, num)
+			return fieldSet{}, bad("%s: field %d: tag not minimally encoded", msg, num)
 		}
 		b = b[n:]
-		want, ok := allowed[num]
-		if !ok {
-			return nil, bad("%s: unknown field %d", msg, num)
+		if num <= 0 || num >= maxField || allowed.allowed&(1<<num) == 0 {
+			return fieldSet{}, bad("%s: unknown field %d", msg, num)
 		}
-		if typ != want {
-			return nil, bad("%s: field %d has wire type %d, want %d", msg, num, typ, want)
+		if want := allowed.types[num]; typ != want {
+			return fieldSet{}, bad("%s: field %d has wire type %d, want %d", msg, num, typ, want)
 		}
-		if _, dup := out[num]; dup {
-			return nil, bad("%s: field %d repeated", msg, num)
+		if out.present&(1<<num) != 0 {
+			return fieldSet{}, bad("%s: field %d repeated", msg, num)
 		}
 		f := field{num: num, typ: typ}
 		switch typ {
 		case protowire.VarintType:
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {
-				return nil, bad("%s: field %d: %v", msg, num, protowire.ParseError(m))
+				return fieldSet{}, bad("%s: field %d: %v", msg, num, protowire.ParseError(m))
 			}
 			if m != protowire.SizeVarint(v) {
-				return nil, bad("%s: field %d: varint not minimally encoded", msg, num)
+				return fieldSet{}, bad("%s: field %d: varint not minimally encoded", msg, num)
 			}
 			f.v, b = v, b[m:]
 		case protowire.BytesType:
 			body, m := protowire.ConsumeBytes(b)
 			if m < 0 {
-				return nil, bad("%s: field %d: %v", msg, num, protowire.ParseError(m))
+				return fieldSet{}, bad("%s: field %d: %v", msg, num, protowire.ParseError(m))
 			}
 			if m-len(body) != protowire.SizeVarint(uint64(len(body))) {
-				return nil, bad("%s: field %d: length not minimally encoded", msg, num)
+				return fieldSet{}, bad("%s: field %d: length not minimally encoded", msg, num)
 			}
 			f.body, b = body, b[m:]
 		}
-		out[num] = f
+		out.f[num] = f
+		out.present |= 1 << num
 	}
 	return out, nil
 }
 
 var (
-	singleVarint = map[protowire.Number]protowire.Type{fSingle: protowire.VarintType}
-	singleBytes  = map[protowire.Number]protowire.Type{fSingle: protowire.BytesType}
+	bt = protowire.BytesType
+
+	singleVarint = wireSchemaOf(map[protowire.Number]protowire.Type{fSingle: protowire.VarintType})
+	singleBytes  = wireSchemaOf(map[protowire.Number]protowire.Type{fSingle: protowire.BytesType})
+	blockSchema  = wireSchemaOf(map[protowire.Number]protowire.Type{
+		fBlockParentHash: bt, fBlockTimestamp: bt, fBlockTransaction: bt})
+	txSchema = wireSchemaOf(map[protowire.Number]protowire.Type{
+		fTxBurn: bt, fTxMint: bt, fTxSend: bt, fTxMemo: bt, fTxCreatedAt: bt, fTxCreatedAtTime: bt, fTxICRC1Memo: bt})
+	burnSchema = wireSchemaOf(map[protowire.Number]protowire.Type{fBurnFrom: bt, fBurnAmount: bt, fBurnSpender: bt})
+	mintSchema = wireSchemaOf(map[protowire.Number]protowire.Type{fMintTo: bt, fMintAmount: bt})
+	sendSchema = wireSchemaOf(map[protowire.Number]protowire.Type{
+		fSendFrom: bt, fSendTo: bt, fSendAmount: bt, fSendMaxFee: bt, fSendApprove: bt, fSendTransferFrom: bt})
+	transferFromSchema = wireSchemaOf(map[protowire.Number]protowire.Type{fTransferFromSpender: bt})
+	approveSchema      = wireSchemaOf(map[protowire.Number]protowire.Type{
+		fApproveAllowance: bt, fApproveExpiresAt: bt, fApproveExpectedAllowance: bt})
 )
 
 // u64msg reads a message whose only field is a uint64 (Tokens, TimeStamp,
 // Memo, BlockIndex); an empty message is 0, as proto3 writes it.
 func u64msg(b []byte, msg string) (uint64, error) {
-	fs, err := fields(b, msg, singleVarint)
+	fs, err := fields(b, msg, &singleVarint)
 	if err != nil {
 		return 0, err
 	}
-	return fs[fSingle].v, nil
+	return fs.f[fSingle].v, nil
 }
 
 func bytesmsg(b []byte, msg string) ([]byte, error) {
-	fs, err := fields(b, msg, singleBytes)
+	fs, err := fields(b, msg, &singleBytes)
 	if err != nil {
 		return nil, err
 	}
-	return fs[fSingle].body, nil
+	return fs.f[fSingle].body, nil
 }
 
 func accountID(b []byte, msg string) (*AccountID, error) {
@@ -215,13 +266,12 @@ func accountID(b []byte, msg string) (*AccountID, error) {
 // operation always records) must be present: a block missing one was not
 // written by the ICP ledger.
 func Decode(raw []byte) (*Block, error) {
-	fs, err := fields(raw, "Block", map[protowire.Number]protowire.Type{
-		fBlockParentHash: protowire.BytesType, fBlockTimestamp: protowire.BytesType, fBlockTransaction: protowire.BytesType})
+	fs, err := fields(raw, "Block", &blockSchema)
 	if err != nil {
 		return nil, err
 	}
 	var blk Block
-	if f, ok := fs[fBlockParentHash]; ok {
+	if f, ok := fs.get(fBlockParentHash); ok {
 		h, err := bytesmsg(f.body, "Block.parent_hash")
 		if err != nil {
 			return nil, err
@@ -233,14 +283,14 @@ func Decode(raw []byte) (*Block, error) {
 		copy(p[:], h)
 		blk.ParentHash = &p
 	}
-	f, ok := fs[fBlockTimestamp]
+	f, ok := fs.get(fBlockTimestamp)
 	if !ok {
 		return nil, bad("Block: no timestamp")
 	}
 	if blk.Timestamp, err = u64msg(f.body, "Block.timestamp"); err != nil {
 		return nil, err
 	}
-	f, ok = fs[fBlockTransaction]
+	f, ok = fs.get(fBlockTransaction)
 	if !ok {
 		return nil, bad("Block: no transaction")
 	}
@@ -251,39 +301,37 @@ func Decode(raw []byte) (*Block, error) {
 }
 
 func decodeTx(b []byte, tx *Transaction) error {
-	bt := protowire.BytesType
-	fs, err := fields(b, "Transaction", map[protowire.Number]protowire.Type{
-		fTxBurn: bt, fTxMint: bt, fTxSend: bt, fTxMemo: bt, fTxCreatedAt: bt, fTxCreatedAtTime: bt, fTxICRC1Memo: bt})
+	fs, err := fields(b, "Transaction", &txSchema)
 	if err != nil {
 		return err
 	}
 	ops := 0
 	for _, n := range []protowire.Number{fTxBurn, fTxMint, fTxSend} {
-		if _, ok := fs[n]; ok {
+		if fs.has(n) {
 			ops++
 		}
 	}
 	if ops != 1 {
 		return bad("Transaction: %d operations, want 1", ops)
 	}
-	if f, ok := fs[fTxMemo]; ok {
+	if f, ok := fs.get(fTxMemo); ok {
 		if tx.Memo, err = u64msg(f.body, "Transaction.memo"); err != nil {
 			return err
 		}
 	}
-	if f, ok := fs[fTxCreatedAt]; ok {
+	if f, ok := fs.get(fTxCreatedAt); ok {
 		if _, err = u64msg(f.body, "Transaction.created_at"); err != nil {
 			return err
 		}
 	}
-	if f, ok := fs[fTxCreatedAtTime]; ok {
+	if f, ok := fs.get(fTxCreatedAtTime); ok {
 		t, err := u64msg(f.body, "Transaction.created_at_time")
 		if err != nil {
 			return err
 		}
 		tx.CreatedAtTime = &t
 	}
-	if f, ok := fs[fTxICRC1Memo]; ok {
+	if f, ok := fs.get(fTxICRC1Memo); ok {
 		m, err := bytesmsg(f.body, "Transaction.icrc1_memo")
 		if err != nil {
 			return err
@@ -291,22 +339,17 @@ func decodeTx(b []byte, tx *Transaction) error {
 		tx.ICRC1Memo, tx.HasICRC1Memo = append([]byte{}, m...), true
 	}
 	switch {
-	case has(fs, fTxBurn):
-		return decodeBurn(fs[fTxBurn].body, tx)
-	case has(fs, fTxMint):
-		return decodeMint(fs[fTxMint].body, tx)
+	case fs.has(fTxBurn):
+		return decodeBurn(fs.f[fTxBurn].body, tx)
+	case fs.has(fTxMint):
+		return decodeMint(fs.f[fTxMint].body, tx)
 	}
-	return decodeSend(fs[fTxSend].body, tx)
-}
-
-func has(fs map[protowire.Number]field, n protowire.Number) bool {
-	_, ok := fs[n]
-	return ok
+	return decodeSend(fs.f[fTxSend].body, tx)
 }
 
 // required reads message field n of fs with read, failing when absent.
-func required[T any](fs map[protowire.Number]field, n protowire.Number, msg string, read func([]byte, string) (T, error)) (T, error) {
-	f, ok := fs[n]
+func required[T any](fs *fieldSet, n protowire.Number, msg string, read func([]byte, string) (T, error)) (T, error) {
+	f, ok := fs.get(n)
 	if !ok {
 		var zero T
 		return zero, bad("%s: missing", msg)
@@ -314,8 +357,8 @@ func required[T any](fs map[protowire.Number]field, n protowire.Number, msg stri
 	return read(f.body, msg)
 }
 
-func optional[T any](fs map[protowire.Number]field, n protowire.Number, msg string, read func([]byte, string) (T, error)) (*T, error) {
-	f, ok := fs[n]
+func optional[T any](fs *fieldSet, n protowire.Number, msg string, read func([]byte, string) (T, error)) (*T, error) {
+	f, ok := fs.get(n)
 	if !ok {
 		return nil, nil
 	}
@@ -327,66 +370,62 @@ func optional[T any](fs map[protowire.Number]field, n protowire.Number, msg stri
 }
 
 func decodeBurn(b []byte, tx *Transaction) (err error) {
-	bt := protowire.BytesType
-	fs, err := fields(b, "Burn", map[protowire.Number]protowire.Type{fBurnFrom: bt, fBurnAmount: bt, fBurnSpender: bt})
+	fs, err := fields(b, "Burn", &burnSchema)
 	if err != nil {
 		return err
 	}
 	tx.Op = OpBurn
-	if tx.From, err = required(fs, fBurnFrom, "Burn.from", accountID); err != nil {
+	if tx.From, err = required(&fs, fBurnFrom, "Burn.from", accountID); err != nil {
 		return err
 	}
-	if tx.Amount, err = required(fs, fBurnAmount, "Burn.amount", u64msg); err != nil {
+	if tx.Amount, err = required(&fs, fBurnAmount, "Burn.amount", u64msg); err != nil {
 		return err
 	}
-	if f, ok := fs[fBurnSpender]; ok {
+	if f, ok := fs.get(fBurnSpender); ok {
 		tx.Spender, err = accountID(f.body, "Burn.spender")
 	}
 	return err
 }
 
 func decodeMint(b []byte, tx *Transaction) (err error) {
-	bt := protowire.BytesType
-	fs, err := fields(b, "Mint", map[protowire.Number]protowire.Type{fMintTo: bt, fMintAmount: bt})
+	fs, err := fields(b, "Mint", &mintSchema)
 	if err != nil {
 		return err
 	}
 	tx.Op = OpMint
-	if tx.To, err = required(fs, fMintTo, "Mint.to", accountID); err != nil {
+	if tx.To, err = required(&fs, fMintTo, "Mint.to", accountID); err != nil {
 		return err
 	}
-	tx.Amount, err = required(fs, fMintAmount, "Mint.amount", u64msg)
+	tx.Amount, err = required(&fs, fMintAmount, "Mint.amount", u64msg)
 	return err
 }
 
 func decodeSend(b []byte, tx *Transaction) (err error) {
-	bt := protowire.BytesType
-	fs, err := fields(b, "Send", map[protowire.Number]protowire.Type{
-		fSendFrom: bt, fSendTo: bt, fSendAmount: bt, fSendMaxFee: bt, fSendApprove: bt, fSendTransferFrom: bt})
+	fs, err := fields(b, "Send", &sendSchema)
 	if err != nil {
 		return err
 	}
-	if has(fs, fSendApprove) && has(fs, fSendTransferFrom) {
+	if fs.has(fSendApprove) && fs.has(fSendTransferFrom) {
 		return bad("Send: both extensions")
 	}
-	from, err := required(fs, fSendFrom, "Send.from", accountID)
+	from, err := required(&fs, fSendFrom, "Send.from", accountID)
 	if err != nil {
 		return err
 	}
-	to, err := required(fs, fSendTo, "Send.to", accountID)
+	to, err := required(&fs, fSendTo, "Send.to", accountID)
 	if err != nil {
 		return err
 	}
-	amount, err := required(fs, fSendAmount, "Send.amount", u64msg)
+	amount, err := required(&fs, fSendAmount, "Send.amount", u64msg)
 	if err != nil {
 		return err
 	}
-	fee, err := required(fs, fSendMaxFee, "Send.max_fee", u64msg)
+	fee, err := required(&fs, fSendMaxFee, "Send.max_fee", u64msg)
 	if err != nil {
 		return err
 	}
 	tx.From, tx.Fee = from, &fee
-	if f, ok := fs[fSendApprove]; ok {
+	if f, ok := fs.get(fSendApprove); ok {
 		// An approve names the spender in `to` and carries no amount.
 		if amount != 0 {
 			return bad("Send.amount: %d on an approve, want 0", amount)
@@ -395,12 +434,12 @@ func decodeSend(b []byte, tx *Transaction) (err error) {
 		return decodeApprove(f.body, tx)
 	}
 	tx.Op, tx.To, tx.Amount = OpTransfer, to, amount
-	if f, ok := fs[fSendTransferFrom]; ok {
-		tfs, err := fields(f.body, "TransferFrom", map[protowire.Number]protowire.Type{fTransferFromSpender: bt})
+	if f, ok := fs.get(fSendTransferFrom); ok {
+		tfs, err := fields(f.body, "TransferFrom", &transferFromSchema)
 		if err != nil {
 			return err
 		}
-		if tx.Spender, err = required(tfs, fTransferFromSpender, "TransferFrom.spender", accountID); err != nil {
+		if tx.Spender, err = required(&tfs, fTransferFromSpender, "TransferFrom.spender", accountID); err != nil {
 			return err
 		}
 	}
@@ -408,19 +447,17 @@ func decodeSend(b []byte, tx *Transaction) (err error) {
 }
 
 func decodeApprove(b []byte, tx *Transaction) (err error) {
-	bt := protowire.BytesType
-	fs, err := fields(b, "Approve", map[protowire.Number]protowire.Type{
-		fApproveAllowance: bt, fApproveExpiresAt: bt, fApproveExpectedAllowance: bt})
+	fs, err := fields(b, "Approve", &approveSchema)
 	if err != nil {
 		return err
 	}
-	if tx.Amount, err = required(fs, fApproveAllowance, "Approve.allowance", u64msg); err != nil {
+	if tx.Amount, err = required(&fs, fApproveAllowance, "Approve.allowance", u64msg); err != nil {
 		return err
 	}
-	if tx.ExpiresAt, err = optional(fs, fApproveExpiresAt, "Approve.expires_at", u64msg); err != nil {
+	if tx.ExpiresAt, err = optional(&fs, fApproveExpiresAt, "Approve.expires_at", u64msg); err != nil {
 		return err
 	}
-	tx.ExpectedAllowance, err = optional(fs, fApproveExpectedAllowance, "Approve.expected_allowance", u64msg)
+	tx.ExpectedAllowance, err = optional(&fs, fApproveExpectedAllowance, "Approve.expected_allowance", u64msg)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package icp
 
 import (
+	"encoding/hex"
 	"fmt"
 
 	"github.com/reconciled/reconciled/icrc3"
@@ -60,8 +61,79 @@ func ToICRC3(index uint64, raw []byte) (icrc3.Block, *Block, error) {
 			b.Kind = icrc3.BlockTransferFrom
 		}
 	}
-	b.Raw = icrc3.MarshalValue(readable(raw, blk))
+	b.Raw = appendReadable(make([]byte, 0, 2*len(raw)+256), raw, blk)
 	return b, blk, nil
+}
+
+// appendReadable appends the block-cache encoding of readable(raw, blk)
+// (icrc3.MarshalValue's format, byte for byte) without building the Value:
+// the tree, its account texts and the encoder's growing buffer were most
+// of a block's conversion.
+func appendReadable(dst, raw []byte, blk *Block) []byte {
+	tx := &blk.Tx
+	key := func(dst []byte, k string) []byte {
+		dst = icrc3.AppendUvarint(dst, uint64(len(k)))
+		return append(dst, k...)
+	}
+	bytesOf := func(dst []byte, kind icrc3.Kind, b []byte) []byte {
+		dst = append(dst, byte(kind))
+		dst = icrc3.AppendUvarint(dst, uint64(len(b)))
+		return append(dst, b...)
+	}
+	nat := func(dst []byte, v uint64) []byte {
+		return icrc3.AppendUvarint(append(dst, byte(icrc3.KindNat)), v)
+	}
+	dst = append(dst, icrc3.ValueCodecV1, byte(icrc3.KindMap))
+	n := 3
+	if blk.ParentHash != nil {
+		n++
+	}
+	dst = icrc3.AppendUvarint(dst, uint64(n))
+	dst = bytesOf(key(dst, ValueKey), icrc3.KindBlob, raw)
+	if blk.ParentHash != nil {
+		dst = bytesOf(key(dst, "phash"), icrc3.KindBlob, blk.ParentHash[:])
+	}
+	dst = nat(key(dst, "ts"), blk.Timestamp)
+	dst = append(key(dst, "tx"), byte(icrc3.KindMap))
+	m := 3 // op, amt, legacy_memo
+	for _, present := range []bool{tx.From != nil, tx.To != nil, tx.Spender != nil, tx.Fee != nil,
+		tx.ExpectedAllowance != nil, tx.ExpiresAt != nil, tx.HasICRC1Memo, tx.CreatedAtTime != nil} {
+		if present {
+			m++
+		}
+	}
+	dst = icrc3.AppendUvarint(dst, uint64(m))
+	op := tx.Op.String()
+	dst = append(icrc3.AppendUvarint(append(key(dst, "op"), byte(icrc3.KindText)), uint64(len(op))), op...)
+	acc := func(dst []byte, k string, a *AccountID) []byte {
+		if a == nil {
+			return dst
+		}
+		ad := a.Address()
+		dst = icrc3.AppendUvarint(append(key(dst, k), byte(icrc3.KindText)), uint64(2*len(ad)))
+		return hex.AppendEncode(dst, ad[:])
+	}
+	dst = acc(dst, "from", tx.From)
+	dst = acc(dst, "to", tx.To)
+	dst = acc(dst, "spender", tx.Spender)
+	dst = nat(key(dst, "amt"), tx.Amount)
+	if tx.Fee != nil {
+		dst = nat(key(dst, "fee"), *tx.Fee)
+	}
+	if tx.ExpectedAllowance != nil {
+		dst = nat(key(dst, "expected_allowance"), *tx.ExpectedAllowance)
+	}
+	if tx.ExpiresAt != nil {
+		dst = nat(key(dst, "expires_at"), *tx.ExpiresAt)
+	}
+	dst = nat(key(dst, "legacy_memo"), tx.Memo)
+	if tx.HasICRC1Memo {
+		dst = bytesOf(key(dst, "memo"), icrc3.KindBlob, tx.ICRC1Memo)
+	}
+	if tx.CreatedAtTime != nil {
+		dst = nat(key(dst, "ts"), *tx.CreatedAtTime)
+	}
+	return dst
 }
 
 func readable(raw []byte, blk *Block) icrc3.Value {

@@ -15,6 +15,11 @@ import (
 //	Array   = uvarint(n) value*n        Map  = uvarint(n) (uvarint(len) key value)*n
 const valueCodecV1 = 1
 
+// ValueCodecV1 is the version byte MarshalValue writes first, for a writer
+// of the same format that does not build a Value (the ICP family's
+// conversion); its output must equal MarshalValue's byte for byte.
+const ValueCodecV1 = valueCodecV1
+
 // MarshalValue encodes v for the block cache.
 func MarshalValue(v Value) []byte {
 	return appendValue([]byte{valueCodecV1}, v)
