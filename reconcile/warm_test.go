@@ -50,6 +50,7 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 				in := first
 				in.id = fmt.Sprintf("warm-%d", k)
 				before := e.client.Stats()
+				rs0 := e.srv.Stats().Canisters[e.ledger.ID().Encode()].ReadStates
 				v := e.decide(e.intent(in.json(e.ledger.ID())))
 				if v.Status != reconcile.StatusFound {
 					t.Fatalf("warm intent %d: %s %+v", k, v.Status, v.Reason)
@@ -57,6 +58,11 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 				after := e.client.Stats()
 				if n := after.Total - before.Total; n > 2 {
 					t.Fatalf("warm intent %d cost %d queries, want at most 2 (a tip and one page); before %v after %v", k, n, before.Queries, after.Queries)
+				}
+				// Two round trips in all: the tip certificate proves its reply,
+				// so no read_state for the node's signature goes with it.
+				if n := e.srv.Stats().Canisters[e.ledger.ID().Encode()].ReadStates - rs0; n != 0 {
+					t.Fatalf("warm intent %d cost %d read_state round trips beside its queries, want 0", k, n)
 				}
 			}
 			// Nothing new: the tip alone.
