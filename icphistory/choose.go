@@ -43,13 +43,15 @@ func (f *Family) source(ctx context.Context) (historySource, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.set {
-		ok, err := IsICP(ctx, f.c.Conn)
+		ok, raw, err := probeICP(ctx, f.c.Conn)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			f.icp = New(f.c.Conn, f.c.Concurrency())
-			f.icp.probed = true
+			// The probe's reply is the tip's query, verified: the first
+			// tip need not ask again.
+			f.icp.probed, f.icp.tipProbe, f.icp.tipProbeAt = true, raw, f.c.Conn.Now()
 		}
 		f.set = true
 	}

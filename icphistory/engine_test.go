@@ -445,3 +445,31 @@ func TestWalkThroughArchiveAsksTheArchiveDirectly(t *testing.T) {
 		t.Fatalf("%d ledger and %d archive page queries for %d pages through %d archives; want at most %d of the ledger", ledgerQ, archiveQ, pages, len(arch), limit)
 	}
 }
+
+// The family probe's reply, a verified query_encoded_blocks(0, 0), serves
+// as the first tip: a ledger's first decision saves a round trip. A tip
+// asked for later reads afresh.
+func TestFamilyProbeServesTheFirstTip(t *testing.T) {
+	w := newWorld(t)
+	w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, []byte("inv-1"))
+	queries := func() uint64 { return w.srv.Stats().Queries(w.l.ID(), "query_encoded_blocks") }
+	f := icphistory.Choose(w.client)
+	before := queries()
+	tip, err := f.Tip(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := queries() - before; n != 1 {
+		t.Fatalf("a cold tip cost %d query_encoded_blocks queries, want 1 (the family probe's)", n)
+	}
+	if want := w.l.Len() - 1; tip.Index != want {
+		t.Fatalf("tip %d, want %d", tip.Index, want)
+	}
+	before = queries()
+	if _, err := f.Tip(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := queries() - before; n != 1 {
+		t.Fatalf("a second tip cost %d queries, want 1 (read afresh)", n)
+	}
+}

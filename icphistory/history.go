@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
 
@@ -29,6 +30,10 @@ type History struct {
 	// probed: query_encoded_blocks was seen answering (by Choose), so
 	// Detect need not ask again.
 	probed bool
+	// tipProbe is that answer, a query_encoded_blocks(0, 0) reply: the
+	// first Tip within a second uses it instead of asking again.
+	tipProbe   []byte
+	tipProbeAt time.Time
 
 	archMu   sync.Mutex
 	archives []archiveRange // where replies last placed archived blocks
@@ -88,15 +93,22 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 // IsICP reports whether the ledger answers query_encoded_blocks: the ICP
 // ledger's own endpoint, which ICRC-3 ledgers do not serve.
 func IsICP(ctx context.Context, c *icagent.Conn) (bool, error) {
-	_, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
+	ok, _, err := probeICP(ctx, c)
+	return ok, err
+}
+
+// probeICP is IsICP with the reply, a query_encoded_blocks(0, 0): the
+// tip's own query.
+func probeICP(ctx context.Context, c *icagent.Conn) (bool, []byte, error) {
+	raw, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
 	var e *icrc3.Error
 	switch {
 	case err == nil:
-		return true, nil
+		return true, raw, nil
 	case errors.As(err, &e) && e.Kind == icrc3.KindReject:
-		return false, nil
+		return false, nil, nil
 	}
-	return false, err
+	return false, nil, err
 }
 
 // Tip reads the certified tip: the data certificate of a non-replicated
@@ -105,9 +117,15 @@ func IsICP(ctx context.Context, c *icagent.Conn) (bool, error) {
 // the reply's chain_length - 1: not certified, it is the position the
 // certified block takes in the chain the walk down proves.
 func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
-	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), false)
-	if err != nil {
-		return icrc3.Tip{}, err
+	h.mu.Lock()
+	raw, at := h.tipProbe, h.tipProbeAt
+	h.tipProbe = nil
+	h.mu.Unlock()
+	if raw == nil || h.c.Now().Sub(at) >= time.Second {
+		var err error
+		if raw, err = h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), false); err != nil {
+			return icrc3.Tip{}, err
+		}
 	}
 	res, err := icrc3.DecodeEncodedBlocks(raw)
 	if err != nil {
