@@ -65,10 +65,12 @@ func ToICRC3(index uint64, raw []byte) (icrc3.Block, *Block, error) {
 	return b, blk, nil
 }
 
-// appendReadable appends the block-cache encoding of readable(raw, blk)
-// (icrc3.MarshalValue's format, byte for byte) without building the Value:
-// the tree, its account texts and the encoder's growing buffer were most
-// of a block's conversion.
+// appendReadable appends the block-cache encoding of the block's readable
+// Value, icrc3.MarshalValue's format: the raw bytes under ValueKey, phash,
+// ts and a tx map of the fields in text, in that order. It writes the bytes
+// directly: a Value tree, its account texts and the encoder's growing
+// buffer were most of a block's conversion. The tests hold it to
+// MarshalValue of the tree, field for field.
 func appendReadable(dst, raw []byte, blk *Block) []byte {
 	tx := &blk.Tx
 	key := func(dst []byte, k string) []byte {
@@ -134,42 +136,6 @@ func appendReadable(dst, raw []byte, blk *Block) []byte {
 		dst = nat(key(dst, "ts"), *tx.CreatedAtTime)
 	}
 	return dst
-}
-
-func readable(raw []byte, blk *Block) icrc3.Value {
-	tx := &blk.Tx
-	t := []icrc3.Field{icrc3.F("op", icrc3.Text(tx.Op.String()))}
-	acc := func(k string, a *AccountID) {
-		if a != nil {
-			t = append(t, icrc3.F(k, icrc3.Text(a.String())))
-		}
-	}
-	acc("from", tx.From)
-	acc("to", tx.To)
-	acc("spender", tx.Spender)
-	t = append(t, icrc3.F("amt", icrc3.Uint(tx.Amount)))
-	if tx.Fee != nil {
-		t = append(t, icrc3.F("fee", icrc3.Uint(*tx.Fee)))
-	}
-	if tx.ExpectedAllowance != nil {
-		t = append(t, icrc3.F("expected_allowance", icrc3.Uint(*tx.ExpectedAllowance)))
-	}
-	if tx.ExpiresAt != nil {
-		t = append(t, icrc3.F("expires_at", icrc3.Uint(*tx.ExpiresAt)))
-	}
-	t = append(t, icrc3.F("legacy_memo", icrc3.Uint(tx.Memo)))
-	if tx.HasICRC1Memo {
-		t = append(t, icrc3.F("memo", icrc3.Blob(tx.ICRC1Memo)))
-	}
-	if tx.CreatedAtTime != nil {
-		t = append(t, icrc3.F("ts", icrc3.Uint(*tx.CreatedAtTime)))
-	}
-	fs := []icrc3.Field{icrc3.F(ValueKey, icrc3.Blob(raw))}
-	if blk.ParentHash != nil {
-		fs = append(fs, icrc3.F("phash", icrc3.Blob(blk.ParentHash[:])))
-	}
-	fs = append(fs, icrc3.F("ts", icrc3.Uint(blk.Timestamp)), icrc3.F("tx", icrc3.MapValue(t...)))
-	return icrc3.MapValue(fs...)
 }
 
 // FromICRC3 returns the ICP block behind a block converted by ToICRC3, or

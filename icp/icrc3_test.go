@@ -60,6 +60,44 @@ func TestToICRC3(t *testing.T) {
 	}
 }
 
+// readable is the block's Value for people, as a tree: the oracle
+// appendReadable is held to.
+func readable(raw []byte, blk *Block) icrc3.Value {
+	tx := &blk.Tx
+	t := []icrc3.Field{icrc3.F("op", icrc3.Text(tx.Op.String()))}
+	acc := func(k string, a *AccountID) {
+		if a != nil {
+			t = append(t, icrc3.F(k, icrc3.Text(a.String())))
+		}
+	}
+	acc("from", tx.From)
+	acc("to", tx.To)
+	acc("spender", tx.Spender)
+	t = append(t, icrc3.F("amt", icrc3.Uint(tx.Amount)))
+	if tx.Fee != nil {
+		t = append(t, icrc3.F("fee", icrc3.Uint(*tx.Fee)))
+	}
+	if tx.ExpectedAllowance != nil {
+		t = append(t, icrc3.F("expected_allowance", icrc3.Uint(*tx.ExpectedAllowance)))
+	}
+	if tx.ExpiresAt != nil {
+		t = append(t, icrc3.F("expires_at", icrc3.Uint(*tx.ExpiresAt)))
+	}
+	t = append(t, icrc3.F("legacy_memo", icrc3.Uint(tx.Memo)))
+	if tx.HasICRC1Memo {
+		t = append(t, icrc3.F("memo", icrc3.Blob(tx.ICRC1Memo)))
+	}
+	if tx.CreatedAtTime != nil {
+		t = append(t, icrc3.F("ts", icrc3.Uint(*tx.CreatedAtTime)))
+	}
+	fs := []icrc3.Field{icrc3.F(ValueKey, icrc3.Blob(raw))}
+	if blk.ParentHash != nil {
+		fs = append(fs, icrc3.F("phash", icrc3.Blob(blk.ParentHash[:])))
+	}
+	fs = append(fs, icrc3.F("ts", icrc3.Uint(blk.Timestamp)), icrc3.F("tx", icrc3.MapValue(t...)))
+	return icrc3.MapValue(fs...)
+}
+
 // The block-cache encoding written without a Value is MarshalValue's of
 // the readable Value, byte for byte, for every sample block and for
 // blocks of random fields.
