@@ -326,9 +326,16 @@ func (r *ledgerRun) finish(d *runDecision) {
 		}
 	}
 	v = r.e.settle(v, d.decision, d.w.ClosedAt(r.tip.Time))
-	v.Evidence = evidence(r.tip, d.decision)
-	v.Evidence.HistoryChanged = c.changed
+	v.Evidence = r.evidence(d)
 	r.done(d.k, v)
+}
+
+// evidence is what d's verdict rests on: the run's tip, the blocks read,
+// and a history change the refresh met.
+func (r *ledgerRun) evidence(d *runDecision) *Evidence {
+	ev := evidence(r.tip, d.decision)
+	ev.HistoryChanged = r.c.changed
+	return ev
 }
 
 // fail answers d unreadable, unless ctx ended: then the run stops.
@@ -343,8 +350,7 @@ func (r *ledgerRun) failDecisions(ds []*runDecision, err error) error {
 	for _, d := range ds {
 		v := r.e.unreadable(d.v, err)
 		if r.haveTip {
-			v.Evidence = evidence(r.tip, d.decision)
-			v.Evidence.HistoryChanged = r.c.changed
+			v.Evidence = r.evidence(d)
 		}
 		r.done(d.k, v)
 	}

@@ -27,6 +27,8 @@ type batchReq struct {
 	// Set before done is closed.
 	v   Verdict
 	err error
+	// settled: done is closed (by the batch's goroutine only).
+	settled bool
 }
 
 type ledgerBatch struct {
@@ -95,13 +97,11 @@ func (s *Service) runBatches(ctx context.Context, ledger string, lb *ledgerBatch
 // every one of them.
 func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, reqs []*batchReq) {
 	running := reqs
-	answered := make([]bool, len(reqs))
 	answer := func(k int, v Verdict) {
-		if k < 0 || k >= len(running) || answered[k] {
+		if k < 0 || k >= len(running) || running[k].settled {
 			return
 		}
-		answered[k] = true
-		running[k].v = v
+		running[k].v, running[k].settled = v, true
 		close(running[k].done)
 	}
 	intents := func(rs []*batchReq) []*matcher.Intent {
@@ -119,7 +119,6 @@ func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, 
 			lb.pending = nil
 			s.batch.mu.Unlock()
 			running = append(running, more...)
-			answered = append(answered, make([]bool, len(more))...)
 			return intents(more)
 		}
 		err = jd.DecideJoining(ctx, ledger, intents(reqs), join, answer)
@@ -134,9 +133,9 @@ func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, 
 	if err == nil {
 		err = errNoVerdict
 	}
-	for k, q := range running {
-		if !answered[k] {
-			q.err = err
+	for _, q := range running {
+		if !q.settled {
+			q.err, q.settled = err, true
 			close(q.done)
 		}
 	}
