@@ -36,7 +36,7 @@ func openAtVersion(t *testing.T, path string, v int) *sqlx.DB {
 		t.Fatal(err)
 	}
 	w.SetMaxOpenConns(1)
-	s := &Store{w: w, now: newClock().Now}
+	s := &Store{w: w, wst: newStmtCache(w), now: newClock().Now}
 	if err := s.applyMigrations(ctx, old); err != nil {
 		w.Close()
 		t.Fatal(err)

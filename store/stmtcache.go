@@ -45,12 +45,8 @@ func cacheable(q string) bool {
 }
 
 // inTx returns the prepared statement for q, or nil after noting q to be
-// prepared once the running transaction has ended. A nil cache (a Store
-// built by hand in a test) prepares nothing.
+// prepared once the running transaction has ended.
 func (c *stmtCache) inTx(q string) *sqlx.Stmt {
-	if c == nil {
-		return nil
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.m[q]; st != nil {
@@ -66,9 +62,6 @@ func (c *stmtCache) inTx(q string) *sqlx.Stmt {
 // called with no transaction of this goroutine open. A text that fails to
 // prepare (it failed when it ran too) is dropped and runs unprepared.
 func (c *stmtCache) prepareSeen(ctx context.Context) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	if len(c.seen) == 0 {
 		c.mu.Unlock()
