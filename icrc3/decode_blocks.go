@@ -395,23 +395,11 @@ func (d *decoder) legacyGetBlocks() (*LegacyGetBlocksResult, error) {
 			}
 			res.Archived = make([]LegacyArchivedRange, 0, min(n, 64))
 			for range n {
-				var a LegacyArchivedRange
-				for _, af := range archRec.fields {
-					switch af.id {
-					case idStart:
-						a.Start, err = d.natU64("archived start")
-					case idLength:
-						a.Length, err = d.natU64("archived length")
-					case idCallback:
-						a.Callback, err = d.funcRef()
-					default:
-						err = d.skip(af.typ, 1)
-					}
-					if err != nil {
-						return nil, err
-					}
+				start, length, cb, err := d.archivedRange(archRec, d.natU64)
+				if err != nil {
+					return nil, err
 				}
-				res.Archived = append(res.Archived, a)
+				res.Archived = append(res.Archived, LegacyArchivedRange{Start: start, Length: length, Callback: cb})
 			}
 		default:
 			err = d.skip(f.typ, 0)
@@ -427,6 +415,28 @@ func (d *decoder) legacyGetBlocks() (*LegacyGetBlocksResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// archivedRange reads one archived_blocks entry of a legacy or ICP reply,
+// whose record type rec was checked: start and length read by num (Nat on
+// legacy pages, nat64 on the ICP ledger's), the callback, the rest skipped.
+func (d *decoder) archivedRange(rec *candidType, num func(what string) (uint64, error)) (start, length uint64, cb Callback, err error) {
+	for _, af := range rec.fields {
+		switch af.id {
+		case idStart:
+			start, err = num("archived start")
+		case idLength:
+			length, err = num("archived length")
+		case idCallback:
+			cb, err = d.funcRef()
+		default:
+			err = d.skip(af.typ, 1)
+		}
+		if err != nil {
+			return 0, 0, Callback{}, err
+		}
+	}
+	return start, length, cb, nil
 }
 
 // optBlob reads `opt blob` by Candid's rules for opt: null, reserved and any

@@ -14,7 +14,7 @@ import (
 // changes and it is sent for every page.
 func EncodeICPBlocksArgs(start, length uint64) []byte {
 	first, second := start, length
-	if idLengthICP < idStartICP {
+	if idLength < idStart {
 		first, second = length, start
 	}
 	b := append([]byte("DIDL\x01\x6c\x02"), icpArgsFields()...)
@@ -24,7 +24,7 @@ func EncodeICPBlocksArgs(start, length uint64) []byte {
 }
 
 func icpArgsFields() []byte {
-	a, b := idStartICP, idLengthICP
+	a, b := idStart, idLength
 	if b < a {
 		a, b = b, a
 	}
@@ -51,15 +51,11 @@ type EncodedBlocksResult struct {
 	Archived    []EncodedArchivedRange
 }
 
+// The ICP ledger's replies share their other field names (blocks,
+// certificate, chain_length, archived_blocks, start, length, callback)
+// with the legacy pages' (decode.go).
 var (
-	idCertificateICP  = fieldID("certificate")
-	idBlocksICP       = fieldID("blocks")
-	idChainLengthICP  = fieldID("chain_length")
 	idFirstBlockIndex = fieldID("first_block_index")
-	idArchivedICP     = fieldID("archived_blocks")
-	idCallbackICP     = fieldID("callback")
-	idStartICP        = fieldID("start")
-	idLengthICP       = fieldID("length")
 	idOk              = fieldID("Ok")
 	idErr             = fieldID("Err")
 )
@@ -120,11 +116,11 @@ func (d *decoder) encodedBlocks() (*EncodedBlocksResult, error) {
 	var archRec *candidType
 	for _, f := range rec.fields {
 		switch f.id {
-		case idChainLengthICP, idFirstBlockIndex:
+		case idChainLength, idFirstBlockIndex:
 			if f.typ != opNat64 {
 				return nil, d.typeErrf("chain_length/first_block_index: wire type is not nat64")
 			}
-		case idArchivedICP:
+		case idArchivedBlocks:
 			inner, err := d.vecOf(f.typ, "archived_blocks")
 			if err != nil {
 				return nil, err
@@ -137,9 +133,9 @@ func (d *decoder) encodedBlocks() (*EncodedBlocksResult, error) {
 			}
 			for _, af := range archRec.fields {
 				switch {
-				case af.id == idCallbackICP && d.op(af.typ) != opFunc:
+				case af.id == idCallback && d.op(af.typ) != opFunc:
 					return nil, d.typeErrf("archived_blocks.callback: wire type is not a func")
-				case (af.id == idStartICP || af.id == idLengthICP) && af.typ != opNat64:
+				case (af.id == idStart || af.id == idLength) && af.typ != opNat64:
 					return nil, d.typeErrf("archived_blocks start/length: wire type is not nat64")
 				}
 			}
@@ -148,38 +144,26 @@ func (d *decoder) encodedBlocks() (*EncodedBlocksResult, error) {
 	res := &EncodedBlocksResult{}
 	for _, f := range rec.fields {
 		switch f.id {
-		case idCertificateICP:
+		case idCertificate:
 			res.Certificate, err = d.optBlob(f.typ)
-		case idBlocksICP:
+		case idBlocks:
 			res.Blocks, err = d.blobVec(f.typ, "blocks")
-		case idChainLengthICP:
+		case idChainLength:
 			res.ChainLength, err = d.nat64()
 		case idFirstBlockIndex:
 			res.FirstIndex, err = d.nat64()
-		case idArchivedICP:
+		case idArchivedBlocks:
 			var n int
 			if n, err = d.count(3); err != nil {
 				return nil, err
 			}
 			res.Archived = make([]EncodedArchivedRange, 0, min(n, 64))
 			for range n {
-				var a EncodedArchivedRange
-				for _, af := range archRec.fields {
-					switch af.id {
-					case idStartICP:
-						a.Start, err = d.nat64()
-					case idLengthICP:
-						a.Length, err = d.nat64()
-					case idCallbackICP:
-						a.Callback, err = d.funcRef()
-					default:
-						err = d.skip(af.typ, 1)
-					}
-					if err != nil {
-						return nil, err
-					}
+				start, length, cb, err := d.archivedRange(archRec, func(string) (uint64, error) { return d.nat64() })
+				if err != nil {
+					return nil, err
 				}
-				res.Archived = append(res.Archived, a)
+				res.Archived = append(res.Archived, EncodedArchivedRange{Callback: cb, Start: start, Length: length})
 			}
 		default:
 			err = d.skip(f.typ, 0)
