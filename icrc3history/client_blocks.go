@@ -376,19 +376,25 @@ func (c *Client) ledgerICRC3(ctx context.Context, s *slot, g, b uint64, ch *chun
 	for _, ab := range r.Archived {
 		for _, rg := range ab.Args {
 			ar := archiveRange{cb: ab.Callback, start: rg.Start, end: rg.Start + rg.Length, icrc3: true}
-			if ar.end < ar.start {
-				return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
-			}
-			c.learn(ar)
-			lo, hi := max(ar.start, g), min(ar.end, b)
-			if lo < hi {
-				if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
-					return 0, err
-				}
+			if err := c.followArchived(ctx, s, method, ar, g, b, ch); err != nil {
+				return 0, err
 			}
 		}
 	}
 	return n, nil
+}
+
+// followArchived learns where a reply placed archived blocks and reads from
+// that archive the part of them in [g, b).
+func (c *Client) followArchived(ctx context.Context, s *slot, method string, ar archiveRange, g, b uint64, ch *chunk) error {
+	if ar.end < ar.start {
+		return &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
+	}
+	c.learn(ar)
+	if lo, hi := max(ar.start, g), min(ar.end, b); lo < hi {
+		return c.fetchArchive(ctx, s, ar, lo, hi, ch)
+	}
+	return nil
 }
 
 // ledgerLegacy is ledgerICRC3 for the legacy get_blocks endpoint, whose
@@ -414,15 +420,8 @@ func (c *Client) ledgerLegacy(ctx context.Context, s *slot, g, b uint64, ch *chu
 	ch.putAll(r.Blocks)
 	for _, lr := range r.Archived {
 		ar := archiveRange{cb: lr.Callback, start: lr.Start, end: lr.Start + lr.Length}
-		if ar.end < ar.start {
-			return 0, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.ledger, Method: method, Msg: "archived range overflows"}
-		}
-		c.learn(ar)
-		lo, hi := max(ar.start, g), min(ar.end, b)
-		if lo < hi {
-			if err := c.fetchArchive(ctx, s, ar, lo, hi, ch); err != nil {
-				return 0, err
-			}
+		if err := c.followArchived(ctx, s, method, ar, g, b, ch); err != nil {
+			return 0, err
 		}
 	}
 	return r.ChainLength, nil
