@@ -121,6 +121,8 @@ type decoder struct {
 	mid       [2]mapMidstate // per depth: the block map and the tx map
 	orders    [2]orderCache  // per depth: the pair orders met
 
+	hs *pageHashes // the page's queued hashes (hashjobs.go)
+
 	keysRepeat bool // rawBlock's last block repeats a key at depth 0 or 1
 	badBlock   int  // blockVec: 1 + the first block parse refused, or 0
 

@@ -161,11 +161,20 @@ func (d *decoder) getBlocksResult() (*GetBlocksResult, error) {
 			}
 			res.Blocks = make([]Block, 0, min(n, 2048))
 			d.reserveOut(n)
-			for range n {
+			for i := range n {
 				res.Blocks = growZero(res.Blocks)
-				if err := d.blockEntry(blockRec, &res.Blocks[len(res.Blocks)-1]); err != nil {
+				if !d.tree {
+					d.pageBlocks(res.Blocks)
+				}
+				if err := d.blockEntry(blockRec, &res.Blocks[i], i); err != nil {
 					return nil, err
 				}
+				if !d.tree {
+					d.blockQueued(res.Blocks)
+				}
+			}
+			if !d.tree {
+				d.endPage()
 			}
 		case idArchivedBlocks:
 			n, err := d.count(2)
@@ -238,7 +247,7 @@ func (d *decoder) blockEntryType(ref int64) (*candidType, error) {
 	return rec, nil
 }
 
-func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
+func (d *decoder) blockEntry(rec *candidType, dst *Block, index int) error {
 	var (
 		id  uint64
 		v   Value
@@ -254,7 +263,10 @@ func (d *decoder) blockEntry(rec *candidType, dst *Block) error {
 			if d.tree {
 				h, err = d.value(f.typ, 0, &v)
 			} else {
-				raw, h, err = d.rawBlock(f.typ)
+				// The hash may come later: parse below copies what is there
+				// now, and the flush writes over it.
+				raw, err = d.rawBlock(f.typ, blockRef|hashRef(index))
+				h = dst.Hash
 			}
 		default:
 			err = d.skip(f.typ, 1)
@@ -533,7 +545,8 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 			d.trees = append(d.trees, Value{})
 			b.Hash, err = d.value(valueRef, 0, &d.trees[len(d.trees)-1])
 		} else {
-			b.Raw, b.Hash, err = d.rawBlock(valueRef)
+			d.pageBlocks(blocks)
+			b.Raw, err = d.rawBlock(valueRef, blockRef|hashRef(i))
 			if err == nil && d.badBlock == 0 {
 				if d.rp.parse(b, uint64(i), b.Raw, b.Hash, d.part(), !d.keysRepeat, &d.ents) != nil {
 					d.badBlock = i + 1
@@ -543,6 +556,12 @@ func (d *decoder) blockVec(valueRef int64) ([]Block, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !d.tree {
+			d.blockQueued(blocks)
+		}
+	}
+	if !d.tree {
+		d.endPage()
 	}
 	return blocks, nil
 }

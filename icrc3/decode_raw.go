@@ -15,23 +15,23 @@ import (
 // the differential tests hold this one to.
 
 // rawBlock reads one block Value of a checked variant type into d.out as a
-// complete encoding (version byte included) and returns it with its hash.
+// complete encoding (version byte included) and returns it; the block's
+// hash is written to dst at once or by a later flushHashes.
 // The returned slice is capped, so later appends never write into it.
 //
 // d.keysRepeat tells afterwards whether the block's map, or a Map directly
 // in it, has two equal key hashes (a repeated key).
-func (d *decoder) rawBlock(ref int64) ([]byte, Hash, error) {
+func (d *decoder) rawBlock(ref int64, dst hashRef) ([]byte, error) {
 	d.keysRepeat = false
 	start := len(d.out)
 	d.blockStart = start
 	d.ents.maps = d.ents.maps[:0]
 	d.ents.slab = d.ents.slab[:0]
 	d.out = append(d.out, valueCodecV1)
-	var h Hash
-	if err := d.rawValue(ref, 0, &h); err != nil {
-		return nil, Hash{}, err
+	if _, err := d.rawValue(ref, 0, dst); err != nil {
+		return nil, err
 	}
-	return d.out[start:len(d.out):len(d.out)], h, nil
+	return d.out[start:len(d.out):len(d.out)], nil
 }
 
 // reserveOut sizes d.out for n blocks still to be read from the rest of the
@@ -47,138 +47,142 @@ func (d *decoder) reserveOut(n int) {
 	if d.parts == nil && n > 0 && !d.tree {
 		d.parts = make([]blockParts, min(n, 2048))
 	}
+
 }
 
 // rawValue appends the encoding of one Value of a checked variant type to
-// d.out and writes its representation-independent hash to dst (the slot in
-// the parent's pairs, so hashes are not copied up the recursion). It
-// accepts and rejects exactly what value does, with the same errors, in
-// the same order.
-func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
+// d.out and has its representation-independent hash written to dst (the
+// slot in the parent's pairs, so hashes are not copied up): at once, when
+// it is known without hashing, or by flushHashes, which runs the sums
+// queued at each height in turn. It returns the Value's height (0 for a
+// leaf). It accepts and rejects exactly what value does, with the same
+// errors, in the same order.
+func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 	if depth >= MaxValueDepth {
-		return d.errf("Value nested deeper than %d", MaxValueDepth)
+		return 0, d.errf("Value nested deeper than %d", MaxValueDepth)
 	}
 	if err := d.spend(); err != nil {
-		return err
+		return 0, err
 	}
 	t := &d.types[ref]
 	tag, err := d.uleb()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if tag >= uint64(len(t.fields)) {
-		return d.errf("variant index %d out of range", tag)
+		return 0, d.errf("variant index %d out of range", tag)
 	}
 	f := t.fields[tag]
 	switch f.id {
 	case idBlob:
 		b, err := d.blob()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		d.appendBytes(KindBlob, b)
 		if len(b) == 32 && [32]byte(b) == [32]byte{} {
-			*dst = zeroSubaccountHash
-			return nil
+			*d.hs.slot(dst) = zeroSubaccountHash
+			return 0, nil
 		}
-		sum256Input(dst, b)
-		return nil
+		d.hs.add(srcInput, d.pos-len(b), len(b), dst)
+		return 0, nil
 	case idText:
 		b, err := d.blob()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if len(b) <= 16 {
 			e, err := d.intern(b)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			*dst = e.hash
+			*d.hs.slot(dst) = e.hash
 		} else {
 			if !utf8.Valid(b) {
-				return d.errf("text is not valid UTF-8")
+				return 0, d.errf("text is not valid UTF-8")
 			}
-			sum256Input(dst, b)
+			d.hs.add(srcInput, d.pos-len(b), len(b), dst)
 		}
 		d.appendBytes(KindText, b)
-		return nil
+		return 0, nil
 	case idNat:
 		raw, err := d.leb()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		d.out = append(d.out, byte(KindNat))
 		if len(raw) == 1 {
 			d.out = append(d.out, raw[0])
-			*dst = smallNatHash(raw[0])
-			return nil
+			*d.hs.slot(dst) = smallNatHash(raw[0])
+			return 0, nil
 		}
 		if raw[len(raw)-1] != 0 {
 			d.out = append(d.out, raw...)
-			sum256Input(dst, raw)
-			return nil
+			d.hs.add(srcInput, d.pos-len(raw), len(raw), dst)
+			return 0, nil
 		}
 		// Overlong: the encoding, like the hash, holds the canonical form.
 		start := len(d.out)
 		d.out = natFromLEB(raw).AppendLEB128(d.out)
-		sum256To(dst, d.out[start:])
-		return nil
+		d.hs.add(srcOut, start, len(d.out)-start, dst)
+		return 0, nil
 	case idNat64:
 		b, err := d.take(8)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		u := le64(b)
 		d.out = append(d.out, byte(KindNat))
 		if u < 0x80 {
 			d.out = append(d.out, byte(u))
-			*dst = smallNatHash(byte(u))
-			return nil
+			*d.hs.slot(dst) = smallNatHash(byte(u))
+			return 0, nil
 		}
 		start := len(d.out)
 		d.putUvarint(u)
-		sum256To(dst, d.out[start:])
-		return nil
+		d.hs.add(srcOut, start, len(d.out)-start, dst)
+		return 0, nil
 	case idInt:
 		// No ledger writes Int into a block: the plain big.Int path will do.
 		var i *big.Int
 		if f.typ == opNat {
 			n, err := d.natOnly()
 			if err != nil {
-				return err
+				return 0, err
 			}
 			i = n.Big()
 		} else if i, err = d.int(); err != nil {
-			return err
+			return 0, err
 		}
 		d.out = append(d.out, byte(KindInt))
 		start := len(d.out)
 		d.out = AppendSLEB128(d.out, i)
-		sum256To(dst, d.out[start:])
-		return nil
+		d.hs.add(srcOut, start, len(d.out)-start, dst)
+		return 0, nil
 	case idArray:
 		inner := d.types[f.typ].inner
 		n, err := d.count(2)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		d.out = append(d.out, byte(KindArray))
 		d.putUvarint(uint64(n))
-		s := d.scratchAt(depth)
-		for range n {
-			s = append(s, zeroHash[:]...)
-			if err := d.rawValue(inner, depth+1, (*Hash)(s[len(s)-32:])); err != nil {
-				return err
+		off := d.hs.allocHashes(32 * n)
+		h := 0
+		for i := range n {
+			ch, err := d.rawValue(inner, depth+1, hashRef(off+32*i))
+			if err != nil {
+				return 0, err
 			}
+			h = max(h, ch)
 		}
-		d.keepScratch(depth, s)
-		sum256To(dst, s)
-		return nil
+		d.hs.queueComp(h+1, compJob{off: uint32(off), n: uint32(n), dst: dst, mid: -1})
+		return h + 1, nil
 	case idMap:
 		rec := &d.types[d.types[f.typ].inner]
 		n, err := d.count(3)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		pos := len(d.out) - d.blockStart
 		d.out = append(d.out, byte(KindMap))
@@ -186,19 +190,20 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 		if depth < len(d.entTmp) {
 			d.entTmp[depth] = d.entTmp[depth][:0]
 		}
-		s := d.scratchAt(depth)
-		for range n {
+		off := d.hs.allocHashes(64 * n)
+		h := 0
+		for i := range n {
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
-			// the encoding wants it.
-			s = append(s, zeroPair[:]...)
-			pair := s[len(s)-64:]
+			// the encoding wants it. The arena may move while the value is
+			// read, so the pair is found by its offset each time.
+			pair := off + 64*i
 			for _, rf := range rec.fields {
 				switch rf.id {
 				case idTupleKey:
 					var e keyEntry
 					if e, err = d.keyEntry(); err == nil {
-						copy(pair[:32], e.hash[:])
+						copy(d.hs.arena[pair:pair+32], e.hash[:])
 						d.appendString(e.key)
 						if depth < len(d.entTmp) {
 							// The value follows its key's bytes.
@@ -207,38 +212,52 @@ func (d *decoder) rawValue(ref int64, depth int, dst *Hash) error {
 						}
 					}
 				case idTupleValue:
-					err = d.rawValue(rf.typ, depth+1, (*Hash)(pair[32:]))
+					var ch int
+					ch, err = d.rawValue(rf.typ, depth+1, hashRef(pair+32))
+					h = max(h, ch)
 				default:
 					err = d.skip(rf.typ, depth+1)
 				}
 				if err != nil {
-					return err
+					return 0, err
 				}
 			}
 		}
 		if depth < len(d.entTmp) {
 			d.ents.add(pos, d.entTmp[depth])
 		}
-		d.keepScratch(depth, s)
-		sorted, distinct := s, false
+		var c *orderCache
 		if depth < len(d.orders) {
-			sorted, distinct = d.orders[depth].sorted(s)
-		} else {
-			sortPairs(s)
+			c = &d.orders[depth]
 		}
-		if depth <= 1 && !d.keysRepeat && !distinct {
-			// Sorted, equal keys are neighbours.
-			for i := 64; i < len(sorted); i += 64 {
-				if [32]byte(sorted[i:i+32]) == [32]byte(sorted[i-64:i-32]) {
-					d.keysRepeat = true
-					break
+		s := d.hs.arena[off : off+64*n]
+		perm, ok := c.order(s)
+		if !ok {
+			// A repeated key (or a map too large to order by keys): the
+			// values decide, so they are hashed now, with everything else
+			// queued, and this map with them.
+			d.flushHashes()
+			s = d.hs.arena[off : off+64*n]
+			sortPairs(s)
+			if depth <= 1 {
+				for i := 64; i < len(s); i += 64 {
+					if [32]byte(s[i:i+32]) == [32]byte(s[i-64:i-32]) {
+						d.keysRepeat = true
+						break
+					}
 				}
 			}
+			d.mapHash(depth, s, d.hs.slot(dst))
+			return 0, nil
 		}
-		d.mapHash(depth, sorted, dst)
-		return nil
+		mid := int8(-1)
+		if depth < len(d.mid) {
+			mid = int8(depth)
+		}
+		d.hs.queueComp(h+1, compJob{off: uint32(off), n: uint32(n), dst: dst, perm: perm, isMap: true, mid: mid})
+		return h + 1, nil
 	}
-	return d.errf("Value: unknown variant tag %d", f.id)
+	return 0, d.errf("Value: unknown variant tag %d", f.id)
 }
 
 // mapMidstate is the SHA-256 state after the first 64-byte block of the
@@ -309,15 +328,6 @@ func putBytes[T string | []byte](d *decoder, b T) {
 	}
 	d.out = d.out[:n+len(b)]
 	copy(d.out[n:], b)
-}
-
-// keepScratch keeps s, grown from d.scratchAt(depth), for the next Value
-// at depth; scratchAt reslices it to zero length then, so only a new
-// array needs storing.
-func (d *decoder) keepScratch(depth int, s []byte) {
-	if cap(s) != cap(d.scratch[depth]) {
-		d.scratch[depth] = s
-	}
 }
 
 func (d *decoder) appendBytes(k Kind, b []byte) {

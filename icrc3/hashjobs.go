@@ -1,0 +1,271 @@
+package icrc3
+
+import (
+	"sync"
+)
+
+// A page's block hashes are computed in batches rather than as each Value
+// is read: independent SHA-256 sums can run many to a core at once, one
+// sum at a time cannot. rawValue queues each leaf's sum and each Array's
+// and Map's, the latter by height (1 + the greatest height of its
+// children, a leaf's being 0), and flushHashes runs the leaves, then the
+// composites of height 1, whose children are then known, and so on up to
+// the blocks' own maps. Everything queued is complete, as a composite is
+// queued only once all its children are, so a flush can run at any point
+// of the page, not only between blocks.
+//
+// Queued work names its bytes and its hash slots by offsets into a few
+// buffers, not by Go pointers: a page queues some twenty sums per block,
+// and records holding pointers would cost a write barrier per store and a
+// scan per record whenever the GC is marking, which it often is while a
+// page is read. Offsets also survive a buffer's growth: the reply's bytes
+// never move, and the encoding and the arena grow by append, which copies
+// what was written to the same offsets.
+
+// hashSrc names the buffer a queued message is in.
+type hashSrc uint8
+
+const (
+	srcInput hashSrc = iota // the reply
+	srcOut                  // the blocks' encodings
+	srcArena                // composites' children's hashes
+	srcMsgs                 // the sorted Maps of the height being run
+)
+
+// hashRef names a hash slot: an offset into the arena, or with blockRef
+// set, the Hash of the page's block of that index.
+type hashRef uint32
+
+const blockRef hashRef = 1 << 31
+
+// hashJob is one queued SHA-256 sum.
+type hashJob struct {
+	off, n uint32 // the message, in src
+	dst    hashRef
+	src    hashSrc
+	// With mid, the message's first 64 bytes are already compressed, into
+	// pageHashes.states[state].
+	mid   bool
+	state uint32
+}
+
+// compJob is a queued Array or Map hash.
+type compJob struct {
+	off, n uint32 // children's hashes (Array) or pairs in wire order (Map), in the arena
+	dst    hashRef
+	perm   pairPerm // Map: wire position to sorted position
+	isMap  bool
+	mid    int8 // Map: the d.mid slot (its depth) its first pair may match, or -1
+}
+
+// pageHashes is a page's queued hashes. It is taken from a pool when a
+// page's blocks are first read and returned once their hashes are all
+// written, so its buffers are reused from page to page.
+type pageHashes struct {
+	jobs         []hashJob
+	states       [][8]uint32
+	comps        [][]compJob // by height - 1
+	queuedBlocks int         // blocks read since the last flush
+
+	// The buffers offsets point into. input and out are the decoder's,
+	// set again before each run; blocks is the page's.
+	input, out, arena, msgs []byte
+	blocks                  []Block
+}
+
+var pageHashesPool = sync.Pool{New: func() any { return new(pageHashes) }}
+
+// hashFlushBlocks is how many blocks' hashes are queued before they are
+// run: enough for full batches at every height, few enough that the pairs
+// and messages stay in cache.
+const hashFlushBlocks = 64
+
+func (hs *pageHashes) base(src hashSrc) []byte {
+	switch src {
+	case srcInput:
+		return hs.input
+	case srcOut:
+		return hs.out
+	case srcArena:
+		return hs.arena
+	default:
+		return hs.msgs
+	}
+}
+
+// slot is the hash r names.
+func (hs *pageHashes) slot(r hashRef) *Hash {
+	if r&blockRef != 0 {
+		return &hs.blocks[r&^blockRef].Hash
+	}
+	return (*Hash)(hs.arena[r : r+32])
+}
+
+// add queues the sum of n bytes at off in src into dst.
+func (hs *pageHashes) add(src hashSrc, off, n int, dst hashRef) {
+	hs.push(hashJob{off: uint32(off), n: uint32(n), dst: dst, src: src})
+}
+
+// push is hs.jobs = append(hs.jobs, j), storing only the length while
+// there is room: storing the whole header costs a write barrier while the
+// GC marks. The same goes for the other appends below.
+func (hs *pageHashes) push(j hashJob) {
+	n := len(hs.jobs)
+	if n == cap(hs.jobs) {
+		hs.jobs = append(hs.jobs, j)
+		return
+	}
+	hs.jobs = hs.jobs[:n+1]
+	hs.jobs[n] = j
+}
+
+// run computes every queued sum.
+func (hs *pageHashes) run() {
+	for i := range hs.jobs {
+		j := &hs.jobs[i]
+		msg := hs.base(j.src)[j.off : j.off+j.n]
+		dst := hs.slot(j.dst)
+		if j.mid {
+			h := hs.states[j.state]
+			sha256Finish(&h, msg[64:], uint64(len(msg)), dst)
+		} else if j.src == srcInput {
+			sum256Input(dst, msg)
+		} else {
+			sum256To(dst, msg)
+		}
+	}
+	hs.jobs = hs.jobs[:0]
+	hs.states = hs.states[:0]
+}
+
+// queueComp queues j at height h (≥ 1).
+func (hs *pageHashes) queueComp(h int, j compJob) {
+	for len(hs.comps) < h {
+		hs.comps = append(hs.comps, nil)
+	}
+	c := &hs.comps[h-1]
+	if n := len(*c); n < cap(*c) {
+		*c = (*c)[:n+1]
+		(*c)[n] = j
+		return
+	}
+	*c = append(*c, j)
+}
+
+// allocHashes returns the offset of n zeroed bytes in the arena for a
+// composite's children, valid until the next endBlocks.
+func (hs *pageHashes) allocHashes(n int) int {
+	k := len(hs.arena)
+	if cap(hs.arena)-k < n {
+		hs.arena = append(hs.arena, make([]byte, n)...)
+		return k
+	}
+	hs.arena = hs.arena[:k+n]
+	clear(hs.arena[k:])
+	return k
+}
+
+// flushHashes computes every queued hash.
+func (d *decoder) flushHashes() {
+	hs := d.hs
+	hs.input, hs.out = d.buf, d.out
+	hs.run()
+	for l := range hs.comps {
+		jobs := hs.comps[l]
+		if len(jobs) == 0 {
+			continue
+		}
+		size := 0
+		for i := range jobs {
+			if jobs[i].isMap {
+				size += int(jobs[i].n) * 64
+			}
+		}
+		if cap(hs.msgs) < size {
+			hs.msgs = make([]byte, size, size+size/4)
+		}
+		hs.msgs = hs.msgs[:size]
+		at := 0
+		for i := range jobs {
+			at = d.batchComp(&jobs[i], at)
+		}
+		hs.comps[l] = jobs[:0]
+		hs.run()
+	}
+}
+
+// batchComp queues j's sum now that its children are known; at is where
+// in msgs its sorted pairs, if a Map, go. It returns the next such place.
+func (d *decoder) batchComp(j *compJob, at int) int {
+	hs := d.hs
+	if !j.isMap {
+		hs.add(srcArena, int(j.off), int(j.n)*32, j.dst)
+		return at
+	}
+	size := int(j.n) * 64
+	msg := hs.msgs[at : at+size]
+	layOut(msg, hs.arena[j.off:int(j.off)+size], &j.perm)
+	if j.mid < 0 || !haveSHANI || size < 128 {
+		hs.add(srcMsgs, at, size, j.dst)
+		return at + size
+	}
+	// A page's maps at one depth often begin with the same pair: tx.op
+	// sorts first among a DFINITY transfer's keys and btype first among an
+	// ICRC-3 block's, and both repeat block after block. The state after
+	// that pair is kept per depth and reused while the pair repeats,
+	// saving one of the block's compressions.
+	m := &d.mid[j.mid]
+	if !m.ok || !same64(&m.first, msg[:64]) {
+		m.first = [64]byte(msg[:64])
+		m.state = sha256IV
+		sha256Blocks(&m.state, msg[:64])
+		m.ok = true
+	}
+	hs.states = append(hs.states, m.state)
+	hs.push(hashJob{off: uint32(at), n: uint32(size), dst: j.dst, src: srcMsgs, mid: true, state: uint32(len(hs.states) - 1)})
+	return at + size
+}
+
+// pageBlocks is called before each block of a page is read, with the
+// page's slice of blocks, whose Hash fields the queued sums write. The
+// first call takes the page's hash buffers.
+func (d *decoder) pageBlocks(blocks []Block) {
+	if d.hs == nil {
+		d.hs = pageHashesPool.Get().(*pageHashes)
+	}
+	// Only a new array needs storing (a slice store is a write barrier
+	// while the GC marks); blockQueued flushes before one is made.
+	if cap(d.hs.blocks) != cap(blocks) {
+		d.hs.blocks = blocks[:cap(blocks)]
+	}
+}
+
+// blockQueued is called after each block of a page is read, with the
+// page's slice. It flushes every hashFlushBlocks blocks, and before the
+// next block would move the slice.
+func (d *decoder) blockQueued(blocks []Block) {
+	d.hs.queuedBlocks++
+	if d.hs.queuedBlocks >= hashFlushBlocks || len(blocks) == cap(blocks) {
+		d.endBlocks()
+	}
+}
+
+// endBlocks flushes the hashes of the blocks read so far. Between blocks
+// nothing refers to the arena any more, so it is reused.
+func (d *decoder) endBlocks() {
+	d.flushHashes()
+	d.hs.queuedBlocks = 0
+	d.hs.arena = d.hs.arena[:0]
+}
+
+// endPage flushes the last blocks' hashes and gives the buffers back.
+func (d *decoder) endPage() {
+	if d.hs == nil {
+		return // no blocks
+	}
+	d.endBlocks()
+	hs := d.hs
+	hs.input, hs.out, hs.blocks = nil, nil, nil
+	pageHashesPool.Put(hs)
+	d.hs = nil
+}
