@@ -439,3 +439,30 @@ func TestRawReaderShortLeavesInWideValues(t *testing.T) {
 		checkLegacyReaders(t, encodeLegacy(t, p, round%2 == 0))
 	}
 }
+
+// TestRawReaderHashesAcrossFlushes reads pages long enough that the raw
+// reader runs its queued hashes many times: every hashFlushBlocks blocks,
+// before the page's slice of blocks grows past its first 2048, and within
+// a block whose repeated key needs its values hashed at once. A sum
+// written to a slot of the wrong block, or read before its children were
+// run, is a block hash the tree reader does not give.
+func TestRawReaderHashesAcrossFlushes(t *testing.T) {
+	clear(seen)
+	defer seen.require(t, "decoded")
+	r := rand.New(rand.NewPCG(47, 48))
+	vals := randChain(r, 0, 2100)
+	acct := ArrayValue(Blob([]byte{1, 2}), Blob(randBytes(r, 32)))
+	for _, i := range []int{5, 63, 64, 65, 700, 2047, 2048, 2099} {
+		// Repeated keys deeper than the block's own Maps are no duplicate,
+		// so the block decodes, but its Map is hashed as it is read.
+		fs := append([]Field(nil), vals[i].Map...)
+		vals[i] = MapValue(append(fs, F("x", MapValue(F("k", acct), F("k", Uint(2)), F("j", Blob(randBytes(r, 40))))))...)
+	}
+	p := page{logLength: NatFromUint64(5000), values: vals}
+	for i := range vals {
+		p.ids = append(p.ids, 100+uint64(i))
+	}
+	checkGetBlocksReaders(t, encodeGetBlocks(t, p))
+	p.first, p.chainLen = 100, 100+uint64(len(vals))
+	checkLegacyReaders(t, encodeLegacy(t, p, false))
+}
