@@ -14,6 +14,6 @@ func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on thi
 
 const haveBatchSHA = false
 
-func sha256x16(*[8][16]uint32, *[16]uintptr, int) {
+func sha256x16(*sha256Group, int, int) {
 	panic("icrc3: no SHA-256 block function on this platform")
 }

@@ -2,11 +2,11 @@
 
 package icrc3
 
-// sha256x16 runs n blocks on each of sixteen SHA-256 states: lane i's
-// state is state[0..7][i], its blocks the n*64 bytes at ptrs[i].
+// sha256x16 computes the sixteen sums of grp, each of nfull whole blocks and
+// npad padded ones.
 //
 //go:noescape
-func sha256x16(state *[8][16]uint32, ptrs *[16]uintptr, n int)
+func sha256x16(grp *sha256Group, nfull, npad int)
 
 // haveBatchSHA reports what sha256x16 needs: AVX-512 F, BW and VL with the
 // OS saving the opmask and ZMM registers.

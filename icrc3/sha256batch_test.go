@@ -3,7 +3,9 @@ package icrc3
 import (
 	"crypto/sha256"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // bothSHA256Paths runs f with the sixteen-lane kernel (where the CPU has
@@ -106,7 +108,7 @@ func TestSHA256BatchSizes(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(23, 24))
 		var b sha256Batch
-		sizes := []int{0, 1, 15, 16, 17, sha256BatchMin - 1, sha256BatchMin, sha256BatchMin + 1, 100, 1000}
+		sizes := []int{0, 1, 15, 16, 17, sha256GroupMin - 1, sha256GroupMin, sha256GroupMin + 1, 100, 1000}
 		for _, n := range sizes {
 			for _, maxLen := range []int{55, 130, 2000} {
 				mixedCase(r, n, maxLen).check(t, &b)
@@ -198,4 +200,16 @@ func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSHA256GroupLayout holds sha256Group to the offsets sha256x16 reads
+// it at (G_H to G_SAVED in its assembly).
+func TestSHA256GroupLayout(t *testing.T) {
+	var g sha256Group
+	got := []uintptr{unsafe.Offsetof(g.h), unsafe.Offsetof(g.full), unsafe.Offsetof(g.rest),
+		unsafe.Offsetof(g.bits), unsafe.Offsetof(g.dst), unsafe.Offsetof(g.saved)}
+	want := []uintptr{0, 128, 256, 384, 512, 640}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sha256Group offsets %v, the kernel reads %v", got, want)
+	}
 }

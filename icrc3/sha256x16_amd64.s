@@ -129,10 +129,44 @@ GLOBL sha256xSwap<>(SB), RODATA|NOPTR, $64
 	VPTERNLOGD $0x96, Z31, Z30, Z29; \
 	VPADDD     Z29, w0, w0
 
-// LOADROW puts lane i's block, at ptrs[i] plus DX, in Zi.
+// TRANS4 transposes, in each 128-bit lane, the 4x4 dwords of x0..x3 into
+// y0..y3, with t0..t3 as scratch.
+#define TRANS4(x0, x1, x2, x3, y0, y1, y2, y3, t0, t1, t2, t3) \
+	VPUNPCKLDQ  x1, x0, t0; \
+	VPUNPCKHDQ  x1, x0, t1; \
+	VPUNPCKLDQ  x3, x2, t2; \
+	VPUNPCKHDQ  x3, x2, t3; \
+	VPUNPCKLQDQ t2, t0, y0; \
+	VPUNPCKHQDQ t2, t0, y1; \
+	VPUNPCKLQDQ t3, t1, y2; \
+	VPUNPCKHQDQ t3, t1, y3
+
+// LOADROW puts lane i's block DX bytes into its message in zi.
 #define LOADROW(i, zi) \
-	MOVQ      (i*8)(SI), AX; \
+	MOVQ      (G_FULL+i*8)(DI), AX; \
 	VMOVDQU32 (AX)(DX*1), zi
+
+// PADROW puts in zi lane i's last bytes (the rest after its whole blocks,
+// at R10 into the message) and the 0x80 after them, zeros elsewhere: a
+// masked load reads only the rest. R13 is 0x80.
+#define PADROW(i, zi) \
+	MOVQ         (G_FULL+i*8)(DI), SI; \
+	ADDQ         R10, SI; \
+	MOVQ         (G_REST+i*8)(DI), CX; \
+	MOVQ         $1, R11; \
+	SHLQ         CX, R11; \
+	LEAQ         -1(R11), R12; \
+	KMOVQ        R12, K1; \
+	KMOVQ        R11, K2; \
+	VMOVDQU8.Z   (SI), K1, zi; \
+	VPBROADCASTB R13, K2, zi
+
+// LENROW ends zi, lane i's last block, with the message's length in bits,
+// big-endian. K3 selects the last qword.
+#define LENROW(i, zi) \
+	MOVQ         (G_BITS+i*8)(DI), AX; \
+	BSWAPQ       AX; \
+	VPBROADCASTQ AX, K3, zi
 
 // UNPACK1 interleaves the dwords of two rows, UNPACK2 the qwords of two
 // of those results; SHUF4 pairs 128-bit lanes of two registers.
@@ -147,21 +181,95 @@ GLOBL sha256xSwap<>(SB), RODATA|NOPTR, $64
 #define SHUF4(x, y, imm, out) \
 	VSHUFI32X4 imm, y, x, out
 
-// func sha256x16(state *[8][16]uint32, ptrs *[16]uintptr, n int)
+// sha256Group offsets: sixteen state addresses, message addresses, rest
+// lengths, bit lengths and digest addresses, then the state before a block
+// (word-major).
+#define G_H 0
+#define G_FULL 128
+#define G_REST 256
+#define G_BITS 384
+#define G_DST 512
+#define G_SAVED 640
+
+// func sha256x16(grp *sha256Group, nfull, npad int)
 //
-// Runs n blocks on each of sixteen lanes: lane i's state is word-major in
-// state (state[j][i] is its word j), its blocks are the n*64 bytes at
-// ptrs[i]. n must be at least 1.
+// Computes sixteen sums at once: lane i starts from the state at grp.h[i],
+// runs the nfull whole blocks at grp.full[i], then npad (1 or 2) blocks of
+// the grp.rest[i] bytes after them padded with the length grp.bits[i],
+// and writes the digest to grp.dst[i].
 TEXT ·sha256x16(SB), NOSPLIT, $0-24
-	MOVQ state+0(FP), DI
-	MOVQ ptrs+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHLQ $6, CX
-	XORQ DX, DX
+	MOVQ  grp+0(FP), DI
+	MOVQ  nfull+8(FP), R8
+	MOVQ  npad+16(FP), R15
+	ADDQ  R8, R15
+	MOVQ  R8, R10
+	SHLQ  $6, R10
+	MOVQ  $0x80, AX
+	KMOVQ AX, K3
+	MOVL  $0x80, R13
 
-loop:
-	// Rows: Zi is lane i's block, sixteen dwords.
+	// The states in: lane 4k+m's words 0-3 go to 128-bit lane k of
+	// Z24+m, its words 4-7 to that of Z28+m; a 4x4 transpose in each
+	// 128-bit lane then leaves word j of every lane in Z16+j.
+	MOVQ         G_H+0(DI), AX
+	VINSERTI32X4 $0, (AX), Z24, Z24
+	VINSERTI32X4 $0, 16(AX), Z28, Z28
+	MOVQ         G_H+8(DI), AX
+	VINSERTI32X4 $0, (AX), Z25, Z25
+	VINSERTI32X4 $0, 16(AX), Z29, Z29
+	MOVQ         G_H+16(DI), AX
+	VINSERTI32X4 $0, (AX), Z26, Z26
+	VINSERTI32X4 $0, 16(AX), Z30, Z30
+	MOVQ         G_H+24(DI), AX
+	VINSERTI32X4 $0, (AX), Z27, Z27
+	VINSERTI32X4 $0, 16(AX), Z31, Z31
+	MOVQ         G_H+32(DI), AX
+	VINSERTI32X4 $1, (AX), Z24, Z24
+	VINSERTI32X4 $1, 16(AX), Z28, Z28
+	MOVQ         G_H+40(DI), AX
+	VINSERTI32X4 $1, (AX), Z25, Z25
+	VINSERTI32X4 $1, 16(AX), Z29, Z29
+	MOVQ         G_H+48(DI), AX
+	VINSERTI32X4 $1, (AX), Z26, Z26
+	VINSERTI32X4 $1, 16(AX), Z30, Z30
+	MOVQ         G_H+56(DI), AX
+	VINSERTI32X4 $1, (AX), Z27, Z27
+	VINSERTI32X4 $1, 16(AX), Z31, Z31
+	MOVQ         G_H+64(DI), AX
+	VINSERTI32X4 $2, (AX), Z24, Z24
+	VINSERTI32X4 $2, 16(AX), Z28, Z28
+	MOVQ         G_H+72(DI), AX
+	VINSERTI32X4 $2, (AX), Z25, Z25
+	VINSERTI32X4 $2, 16(AX), Z29, Z29
+	MOVQ         G_H+80(DI), AX
+	VINSERTI32X4 $2, (AX), Z26, Z26
+	VINSERTI32X4 $2, 16(AX), Z30, Z30
+	MOVQ         G_H+88(DI), AX
+	VINSERTI32X4 $2, (AX), Z27, Z27
+	VINSERTI32X4 $2, 16(AX), Z31, Z31
+	MOVQ         G_H+96(DI), AX
+	VINSERTI32X4 $3, (AX), Z24, Z24
+	VINSERTI32X4 $3, 16(AX), Z28, Z28
+	MOVQ         G_H+104(DI), AX
+	VINSERTI32X4 $3, (AX), Z25, Z25
+	VINSERTI32X4 $3, 16(AX), Z29, Z29
+	MOVQ         G_H+112(DI), AX
+	VINSERTI32X4 $3, (AX), Z26, Z26
+	VINSERTI32X4 $3, 16(AX), Z30, Z30
+	MOVQ         G_H+120(DI), AX
+	VINSERTI32X4 $3, (AX), Z27, Z27
+	VINSERTI32X4 $3, 16(AX), Z31, Z31
+	TRANS4(Z24, Z25, Z26, Z27, Z16, Z17, Z18, Z19, Z0, Z1, Z2, Z3)
+	TRANS4(Z28, Z29, Z30, Z31, Z20, Z21, Z22, Z23, Z0, Z1, Z2, Z3)
+	XORQ R9, R9
 
+step:
+	// Block R9 of every lane into Z0-Z15, one row a lane: a whole block in
+	// place, the first padded block or the second.
+	CMPQ R9, R8
+	JGE  padded
+	MOVQ R9, DX
+	SHLQ $6, DX
 	LOADROW(0, Z0)
 	LOADROW(1, Z1)
 	LOADROW(2, Z2)
@@ -178,6 +286,77 @@ loop:
 	LOADROW(13, Z13)
 	LOADROW(14, Z14)
 	LOADROW(15, Z15)
+	JMP  rounds
+
+padded:
+	JNE padB
+	PADROW(0, Z0)
+	PADROW(1, Z1)
+	PADROW(2, Z2)
+	PADROW(3, Z3)
+	PADROW(4, Z4)
+	PADROW(5, Z5)
+	PADROW(6, Z6)
+	PADROW(7, Z7)
+	PADROW(8, Z8)
+	PADROW(9, Z9)
+	PADROW(10, Z10)
+	PADROW(11, Z11)
+	PADROW(12, Z12)
+	PADROW(13, Z13)
+	PADROW(14, Z14)
+	PADROW(15, Z15)
+	MOVQ R15, AX
+	SUBQ R8, AX
+	CMPQ AX, $1
+	JNE  rounds
+	JMP  lengths
+
+padB:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+lengths:
+	LENROW(0, Z0)
+	LENROW(1, Z1)
+	LENROW(2, Z2)
+	LENROW(3, Z3)
+	LENROW(4, Z4)
+	LENROW(5, Z5)
+	LENROW(6, Z6)
+	LENROW(7, Z7)
+	LENROW(8, Z8)
+	LENROW(9, Z9)
+	LENROW(10, Z10)
+	LENROW(11, Z11)
+	LENROW(12, Z12)
+	LENROW(13, Z13)
+	LENROW(14, Z14)
+	LENROW(15, Z15)
+
+rounds:
+	VMOVDQU32 Z16, G_SAVED+0(DI)
+	VMOVDQU32 Z17, G_SAVED+64(DI)
+	VMOVDQU32 Z18, G_SAVED+128(DI)
+	VMOVDQU32 Z19, G_SAVED+192(DI)
+	VMOVDQU32 Z20, G_SAVED+256(DI)
+	VMOVDQU32 Z21, G_SAVED+320(DI)
+	VMOVDQU32 Z22, G_SAVED+384(DI)
+	VMOVDQU32 Z23, G_SAVED+448(DI)
 
 	// A 16x16 dword transpose in four passes of two-source shuffles,
 	// so that Zj holds word j of every lane.
@@ -247,15 +426,14 @@ loop:
 	VPSHUFB   Z16, Z14, Z14
 	VPSHUFB   Z16, Z15, Z15
 
-	// The working variables a..h start as the lanes' state.
-	VMOVDQU32 0(DI), Z16
-	VMOVDQU32 64(DI), Z17
-	VMOVDQU32 128(DI), Z18
-	VMOVDQU32 192(DI), Z19
-	VMOVDQU32 256(DI), Z20
-	VMOVDQU32 320(DI), Z21
-	VMOVDQU32 384(DI), Z22
-	VMOVDQU32 448(DI), Z23
+	VMOVDQU32 G_SAVED+0(DI), Z16
+	VMOVDQU32 G_SAVED+64(DI), Z17
+	VMOVDQU32 G_SAVED+128(DI), Z18
+	VMOVDQU32 G_SAVED+192(DI), Z19
+	VMOVDQU32 G_SAVED+256(DI), Z20
+	VMOVDQU32 G_SAVED+320(DI), Z21
+	VMOVDQU32 G_SAVED+384(DI), Z22
+	VMOVDQU32 G_SAVED+448(DI), Z23
 
 	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z0, 0)
 	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z1, 1)
@@ -370,26 +548,80 @@ loop:
 	SCHED(Z15, Z0, Z8, Z13)
 	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z15, 63)
 
-	// The state of each lane grows by its working variables.
-	VPADDD    0(DI), Z16, Z16
-	VMOVDQU32 Z16, 0(DI)
-	VPADDD    64(DI), Z17, Z17
-	VMOVDQU32 Z17, 64(DI)
-	VPADDD    128(DI), Z18, Z18
-	VMOVDQU32 Z18, 128(DI)
-	VPADDD    192(DI), Z19, Z19
-	VMOVDQU32 Z19, 192(DI)
-	VPADDD    256(DI), Z20, Z20
-	VMOVDQU32 Z20, 256(DI)
-	VPADDD    320(DI), Z21, Z21
-	VMOVDQU32 Z21, 320(DI)
-	VPADDD    384(DI), Z22, Z22
-	VMOVDQU32 Z22, 384(DI)
-	VPADDD    448(DI), Z23, Z23
-	VMOVDQU32 Z23, 448(DI)
+	// Each lane's state grows by its working variables.
+	VPADDD G_SAVED+0(DI), Z16, Z16
+	VPADDD G_SAVED+64(DI), Z17, Z17
+	VPADDD G_SAVED+128(DI), Z18, Z18
+	VPADDD G_SAVED+192(DI), Z19, Z19
+	VPADDD G_SAVED+256(DI), Z20, Z20
+	VPADDD G_SAVED+320(DI), Z21, Z21
+	VPADDD G_SAVED+384(DI), Z22, Z22
+	VPADDD G_SAVED+448(DI), Z23, Z23
 
-	ADDQ $64, DX
-	CMPQ DX, CX
-	JNE  loop
+	INCQ R9
+	CMPQ R9, R15
+	JLT  step
+
+	// The digests out: the transpose of the way in, each word then
+	// byte-swapped to big-endian.
+	TRANS4(Z16, Z17, Z18, Z19, Z24, Z25, Z26, Z27, Z0, Z1, Z2, Z3)
+	TRANS4(Z20, Z21, Z22, Z23, Z28, Z29, Z30, Z31, Z0, Z1, Z2, Z3)
+	VMOVDQU32 sha256xSwap<>(SB), Z0
+	VPSHUFB   Z0, Z24, Z24
+	VPSHUFB   Z0, Z25, Z25
+	VPSHUFB   Z0, Z26, Z26
+	VPSHUFB   Z0, Z27, Z27
+	VPSHUFB   Z0, Z28, Z28
+	VPSHUFB   Z0, Z29, Z29
+	VPSHUFB   Z0, Z30, Z30
+	VPSHUFB   Z0, Z31, Z31
+	MOVQ          G_DST+0(DI), AX
+	VEXTRACTI32X4 $0, Z24, (AX)
+	VEXTRACTI32X4 $0, Z28, 16(AX)
+	MOVQ          G_DST+8(DI), AX
+	VEXTRACTI32X4 $0, Z25, (AX)
+	VEXTRACTI32X4 $0, Z29, 16(AX)
+	MOVQ          G_DST+16(DI), AX
+	VEXTRACTI32X4 $0, Z26, (AX)
+	VEXTRACTI32X4 $0, Z30, 16(AX)
+	MOVQ          G_DST+24(DI), AX
+	VEXTRACTI32X4 $0, Z27, (AX)
+	VEXTRACTI32X4 $0, Z31, 16(AX)
+	MOVQ          G_DST+32(DI), AX
+	VEXTRACTI32X4 $1, Z24, (AX)
+	VEXTRACTI32X4 $1, Z28, 16(AX)
+	MOVQ          G_DST+40(DI), AX
+	VEXTRACTI32X4 $1, Z25, (AX)
+	VEXTRACTI32X4 $1, Z29, 16(AX)
+	MOVQ          G_DST+48(DI), AX
+	VEXTRACTI32X4 $1, Z26, (AX)
+	VEXTRACTI32X4 $1, Z30, 16(AX)
+	MOVQ          G_DST+56(DI), AX
+	VEXTRACTI32X4 $1, Z27, (AX)
+	VEXTRACTI32X4 $1, Z31, 16(AX)
+	MOVQ          G_DST+64(DI), AX
+	VEXTRACTI32X4 $2, Z24, (AX)
+	VEXTRACTI32X4 $2, Z28, 16(AX)
+	MOVQ          G_DST+72(DI), AX
+	VEXTRACTI32X4 $2, Z25, (AX)
+	VEXTRACTI32X4 $2, Z29, 16(AX)
+	MOVQ          G_DST+80(DI), AX
+	VEXTRACTI32X4 $2, Z26, (AX)
+	VEXTRACTI32X4 $2, Z30, 16(AX)
+	MOVQ          G_DST+88(DI), AX
+	VEXTRACTI32X4 $2, Z27, (AX)
+	VEXTRACTI32X4 $2, Z31, 16(AX)
+	MOVQ          G_DST+96(DI), AX
+	VEXTRACTI32X4 $3, Z24, (AX)
+	VEXTRACTI32X4 $3, Z28, 16(AX)
+	MOVQ          G_DST+104(DI), AX
+	VEXTRACTI32X4 $3, Z25, (AX)
+	VEXTRACTI32X4 $3, Z29, 16(AX)
+	MOVQ          G_DST+112(DI), AX
+	VEXTRACTI32X4 $3, Z26, (AX)
+	VEXTRACTI32X4 $3, Z30, 16(AX)
+	MOVQ          G_DST+120(DI), AX
+	VEXTRACTI32X4 $3, Z27, (AX)
+	VEXTRACTI32X4 $3, Z31, 16(AX)
 	VZEROUPPER
 	RET
