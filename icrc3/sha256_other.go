@@ -11,3 +11,9 @@ func sha256BlocksDigest(*[8]uint32, []byte, *Hash) {
 }
 
 func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on this platform") }
+
+const haveBatchSHA = false
+
+func sha256x16(*sha256Group, int, int) {
+	panic("icrc3: no SHA-256 block function on this platform")
+}

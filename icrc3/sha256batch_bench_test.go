@@ -1,0 +1,74 @@
+package icrc3
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// blockLikeSums is the SHA-256 work of n blocks' hashes: per block 13
+// leaves of 8 to 40 bytes, two arrays of two hashes (64 bytes) and maps of
+// 384 and 320 bytes. It returns the messages and their compressions.
+func blockLikeSums(r *rand.Rand, n int) ([][]byte, int) {
+	var msgs [][]byte
+	compressions := 0
+	for range n {
+		lens := []int{64, 64, 384, 320}
+		for range 13 {
+			lens = append(lens, 8+r.IntN(33))
+		}
+		r.Shuffle(len(lens), func(i, j int) { lens[i], lens[j] = lens[j], lens[i] })
+		for _, l := range lens {
+			msgs = append(msgs, randomBytes(r, l))
+			compressions += (l+8)/64 + 1
+		}
+	}
+	return msgs, compressions
+}
+
+func benchSums(b *testing.B, msgs [][]byte, compressions int, batch bool) {
+	dst := make([]Hash, len(msgs))
+	var q sha256Batch
+	b.ResetTimer()
+	for range b.N {
+		if batch {
+			for i, m := range msgs {
+				q.add(m, &dst[i])
+			}
+			q.run()
+		} else {
+			for i, m := range msgs {
+				sum256To(&dst[i], m)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(compressions), "ns/compression")
+}
+
+// BenchmarkSHA256Batch compares the sums of 64 blocks' hashes one by one
+// (seq) with the same sums queued in one batch.
+func BenchmarkSHA256Batch(b *testing.B) {
+	msgs, compressions := blockLikeSums(rand.New(rand.NewPCG(31, 32)), 64)
+	b.Run("seq", func(b *testing.B) { benchSums(b, msgs, compressions, false) })
+	b.Run("batch", func(b *testing.B) { benchSums(b, msgs, compressions, true) })
+}
+
+// BenchmarkSHA256BatchSize measures small batches of the same mix, to
+// place sha256GroupMin; the lanes are forced on whatever the batch size.
+func BenchmarkSHA256BatchSize(b *testing.B) {
+	all, _ := blockLikeSums(rand.New(rand.NewPCG(33, 34)), 8)
+	for _, n := range []int{4, 8, 12, 16, 20, 24, 32, 48, 64, 96} {
+		msgs := all[:n]
+		compressions := 0
+		for _, m := range msgs {
+			compressions += (len(m)+8)/64 + 1
+		}
+		b.Run(fmt.Sprintf("n=%d/seq", n), func(b *testing.B) { benchSums(b, msgs, compressions, false) })
+		b.Run(fmt.Sprintf("n=%d/batch", n), func(b *testing.B) {
+			saved := sha256GroupMinFor
+			sha256GroupMinFor = 0
+			defer func() { sha256GroupMinFor = saved }()
+			benchSums(b, msgs, compressions, true)
+		})
+	}
+}

@@ -1,0 +1,215 @@
+package icrc3
+
+import (
+	"crypto/sha256"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// bothSHA256Paths runs f with the sixteen-lane kernel (where the CPU has
+// it) and with the sequential path forced.
+func bothSHA256Paths(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	t.Logf("sixteen-lane kernel available: %v", haveBatchSHA)
+	for _, lanes := range []bool{true, false} {
+		name := "sequential"
+		if lanes {
+			name = "lanes"
+		}
+		t.Run(name, func(t *testing.T) {
+			saved := useBatchSHA
+			useBatchSHA = lanes && haveBatchSHA
+			defer func() { useBatchSHA = saved }()
+			f(t)
+		})
+	}
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// batchCase is a set of messages; resume[i] > 0 queues message i with
+// addFrom after that many whole blocks compressed with sha256Blocks.
+type batchCase struct {
+	msgs   [][]byte
+	resume []int
+}
+
+// check runs the case through b and holds every sum to crypto/sha256.
+func (c batchCase) check(t *testing.T, b *sha256Batch) {
+	t.Helper()
+	got := make([]Hash, len(c.msgs))
+	for i, m := range c.msgs {
+		if k := c.resume[i]; k > 0 {
+			h := sha256IV
+			sha256Blocks(&h, m[:64*k])
+			b.addFrom(&h, m[64*k:], uint64(len(m)), &got[i])
+			h = [8]uint32{} // addFrom copies the state
+		} else {
+			b.add(m, &got[i])
+		}
+	}
+	if b.len() != len(c.msgs) {
+		t.Fatalf("len %d after queueing %d", b.len(), len(c.msgs))
+	}
+	b.run()
+	if b.len() != 0 {
+		t.Fatalf("len %d after run", b.len())
+	}
+	for i, m := range c.msgs {
+		if want := Hash(sha256.Sum256(m)); got[i] != want {
+			t.Fatalf("sum %d of %d (length %d, resumed after %d blocks): %s, want %s",
+				i, len(c.msgs), len(m), c.resume[i], got[i], want)
+		}
+	}
+}
+
+// mixedCase has n messages of random lengths up to maxLen; with SHA-NI
+// (which produces mid-states) about a quarter of those with whole blocks
+// are resumed after one to four of them.
+func mixedCase(r *rand.Rand, n, maxLen int) batchCase {
+	c := batchCase{msgs: make([][]byte, n), resume: make([]int, n)}
+	for i := range n {
+		c.msgs[i] = randomBytes(r, r.IntN(maxLen+1))
+		if blocks := len(c.msgs[i]) / 64; haveSHANI && blocks > 0 && r.IntN(4) == 0 {
+			c.resume[i] = 1 + r.IntN(min(blocks, 4))
+		}
+	}
+	return c
+}
+
+// TestSHA256BatchEveryLength holds the batch to crypto/sha256 for every
+// length from 0 to 300 in one batch, in order and shuffled.
+func TestSHA256BatchEveryLength(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(21, 22))
+		c := batchCase{resume: make([]int, 301)}
+		for n := range 301 {
+			c.msgs = append(c.msgs, randomBytes(r, n))
+		}
+		var b sha256Batch
+		c.check(t, &b)
+		r.Shuffle(len(c.msgs), func(i, j int) { c.msgs[i], c.msgs[j] = c.msgs[j], c.msgs[i] })
+		c.check(t, &b)
+	})
+}
+
+// TestSHA256BatchSizes runs batches of every size around the lane count
+// and the sequential threshold, with mixed lengths up to 2000 bytes and
+// resumed sums, reusing one batch throughout.
+func TestSHA256BatchSizes(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(23, 24))
+		var b sha256Batch
+		sizes := []int{0, 1, 15, 16, 17, sha256GroupMin - 1, sha256GroupMin, sha256GroupMin + 1, 100, 1000}
+		for _, n := range sizes {
+			for _, maxLen := range []int{55, 130, 2000} {
+				mixedCase(r, n, maxLen).check(t, &b)
+			}
+		}
+	})
+}
+
+// TestSHA256BatchResumed queues only addFrom sums, after one to four
+// blocks, with every tail length from 0 to 130.
+func TestSHA256BatchResumed(t *testing.T) {
+	if !haveSHANI {
+		t.Log("no SHA-NI: sha256Blocks, which makes mid-states, is not available")
+		return
+	}
+	bothSHA256Paths(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(25, 26))
+		var c batchCase
+		for k := 1; k <= 4; k++ {
+			for tail := 0; tail <= 130; tail++ {
+				c.msgs = append(c.msgs, randomBytes(r, 64*k+tail))
+				c.resume = append(c.resume, k)
+			}
+		}
+		var b sha256Batch
+		c.check(t, &b)
+	})
+}
+
+// TestSHA256BatchLanesFinishApart starts the lanes on messages of 1 to 16
+// blocks and refills each as it finishes, with lengths that keep the
+// lanes' ends apart: a lane restarted at the wrong state, block or pad
+// buffer shows up as a wrong sum in it or in a neighbour.
+func TestSHA256BatchLanesFinishApart(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(27, 28))
+		var b sha256Batch
+		for round := range 20 {
+			c := batchCase{}
+			for i := range 16 {
+				// i whole blocks and a tail that pads to one or two blocks
+				c.msgs = append(c.msgs, randomBytes(r, 64*i+[]int{0, 30, 55, 56, 63}[(i+round)%5]))
+			}
+			for range 200 {
+				c.msgs = append(c.msgs, randomBytes(r, []int{0, 8, 40, 64, 120, 320, 384, 1000}[r.IntN(8)]))
+			}
+			c.resume = make([]int, len(c.msgs))
+			c.check(t, &b)
+		}
+	})
+}
+
+// TestSHA256BatchLeavesInputAndNeighbours checks that run writes only the
+// 32 bytes at each destination: not the messages' spare capacity (the
+// padding is the batch's own) and not the destinations' neighbours.
+func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		var b sha256Batch
+		var msgs [][]byte
+		for n := range 200 {
+			m := make([]byte, n, n+128)
+			full := m[:cap(m)]
+			for i := range full {
+				full[i] = 0xa5
+			}
+			msgs = append(msgs, m)
+		}
+		out := make([]Hash, 2*len(msgs)+1)
+		for i := range out {
+			out[i] = Hash{0: 0x5a, 31: 0x5a}
+		}
+		for i, m := range msgs {
+			b.add(m, &out[2*i+1])
+		}
+		b.run()
+		for i, m := range msgs {
+			for k, c := range m[:cap(m)] {
+				if c != 0xa5 {
+					t.Fatalf("length %d: byte %d changed to %#x", len(m), k, c)
+				}
+			}
+			if out[2*i+1] != Hash(sha256.Sum256(m)) {
+				t.Fatalf("length %d: wrong sum", len(m))
+			}
+		}
+		for i := 0; i < len(out); i += 2 {
+			if out[i] != (Hash{0: 0x5a, 31: 0x5a}) {
+				t.Fatalf("destination %d, between two sums, changed", i)
+			}
+		}
+	})
+}
+
+// TestSHA256GroupLayout holds sha256Group to the offsets sha256x16 reads
+// it at (G_H to G_SAVED in its assembly).
+func TestSHA256GroupLayout(t *testing.T) {
+	var g sha256Group
+	got := []uintptr{unsafe.Offsetof(g.h), unsafe.Offsetof(g.full), unsafe.Offsetof(g.rest),
+		unsafe.Offsetof(g.bits), unsafe.Offsetof(g.dst), unsafe.Offsetof(g.saved)}
+	want := []uintptr{0, 128, 256, 384, 512, 640}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sha256Group offsets %v, the kernel reads %v", got, want)
+	}
+}

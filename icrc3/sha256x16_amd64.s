@@ -1,0 +1,627 @@
+// A block's hash is about twenty SHA-256 compressions of short messages,
+// each a chain of dependent rounds that SHA-NI runs one message at a time
+// at its throughput limit. Sixteen independent messages fit the sixteen
+// dword lanes of a ZMM register, so this compresses one 64-byte block of
+// each of sixteen messages per pass with the FIPS 180-4 round functions in
+// AVX-512 (each of Sigma0, Sigma1, Ch and Maj one VPTERNLOGD), which on CPUs
+// with two 512-bit ports outruns SHA-NI on a batch of sums.
+
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// sha256xK holds the round constants K0..K63, each broadcast to the lanes
+// where it is used.
+
+DATA sha256xK<>+0(SB)/4, $0x428a2f98
+DATA sha256xK<>+4(SB)/4, $0x71374491
+DATA sha256xK<>+8(SB)/4, $0xb5c0fbcf
+DATA sha256xK<>+12(SB)/4, $0xe9b5dba5
+DATA sha256xK<>+16(SB)/4, $0x3956c25b
+DATA sha256xK<>+20(SB)/4, $0x59f111f1
+DATA sha256xK<>+24(SB)/4, $0x923f82a4
+DATA sha256xK<>+28(SB)/4, $0xab1c5ed5
+DATA sha256xK<>+32(SB)/4, $0xd807aa98
+DATA sha256xK<>+36(SB)/4, $0x12835b01
+DATA sha256xK<>+40(SB)/4, $0x243185be
+DATA sha256xK<>+44(SB)/4, $0x550c7dc3
+DATA sha256xK<>+48(SB)/4, $0x72be5d74
+DATA sha256xK<>+52(SB)/4, $0x80deb1fe
+DATA sha256xK<>+56(SB)/4, $0x9bdc06a7
+DATA sha256xK<>+60(SB)/4, $0xc19bf174
+DATA sha256xK<>+64(SB)/4, $0xe49b69c1
+DATA sha256xK<>+68(SB)/4, $0xefbe4786
+DATA sha256xK<>+72(SB)/4, $0x0fc19dc6
+DATA sha256xK<>+76(SB)/4, $0x240ca1cc
+DATA sha256xK<>+80(SB)/4, $0x2de92c6f
+DATA sha256xK<>+84(SB)/4, $0x4a7484aa
+DATA sha256xK<>+88(SB)/4, $0x5cb0a9dc
+DATA sha256xK<>+92(SB)/4, $0x76f988da
+DATA sha256xK<>+96(SB)/4, $0x983e5152
+DATA sha256xK<>+100(SB)/4, $0xa831c66d
+DATA sha256xK<>+104(SB)/4, $0xb00327c8
+DATA sha256xK<>+108(SB)/4, $0xbf597fc7
+DATA sha256xK<>+112(SB)/4, $0xc6e00bf3
+DATA sha256xK<>+116(SB)/4, $0xd5a79147
+DATA sha256xK<>+120(SB)/4, $0x06ca6351
+DATA sha256xK<>+124(SB)/4, $0x14292967
+DATA sha256xK<>+128(SB)/4, $0x27b70a85
+DATA sha256xK<>+132(SB)/4, $0x2e1b2138
+DATA sha256xK<>+136(SB)/4, $0x4d2c6dfc
+DATA sha256xK<>+140(SB)/4, $0x53380d13
+DATA sha256xK<>+144(SB)/4, $0x650a7354
+DATA sha256xK<>+148(SB)/4, $0x766a0abb
+DATA sha256xK<>+152(SB)/4, $0x81c2c92e
+DATA sha256xK<>+156(SB)/4, $0x92722c85
+DATA sha256xK<>+160(SB)/4, $0xa2bfe8a1
+DATA sha256xK<>+164(SB)/4, $0xa81a664b
+DATA sha256xK<>+168(SB)/4, $0xc24b8b70
+DATA sha256xK<>+172(SB)/4, $0xc76c51a3
+DATA sha256xK<>+176(SB)/4, $0xd192e819
+DATA sha256xK<>+180(SB)/4, $0xd6990624
+DATA sha256xK<>+184(SB)/4, $0xf40e3585
+DATA sha256xK<>+188(SB)/4, $0x106aa070
+DATA sha256xK<>+192(SB)/4, $0x19a4c116
+DATA sha256xK<>+196(SB)/4, $0x1e376c08
+DATA sha256xK<>+200(SB)/4, $0x2748774c
+DATA sha256xK<>+204(SB)/4, $0x34b0bcb5
+DATA sha256xK<>+208(SB)/4, $0x391c0cb3
+DATA sha256xK<>+212(SB)/4, $0x4ed8aa4a
+DATA sha256xK<>+216(SB)/4, $0x5b9cca4f
+DATA sha256xK<>+220(SB)/4, $0x682e6ff3
+DATA sha256xK<>+224(SB)/4, $0x748f82ee
+DATA sha256xK<>+228(SB)/4, $0x78a5636f
+DATA sha256xK<>+232(SB)/4, $0x84c87814
+DATA sha256xK<>+236(SB)/4, $0x8cc70208
+DATA sha256xK<>+240(SB)/4, $0x90befffa
+DATA sha256xK<>+244(SB)/4, $0xa4506ceb
+DATA sha256xK<>+248(SB)/4, $0xbef9a3f7
+DATA sha256xK<>+252(SB)/4, $0xc67178f2
+GLOBL sha256xK<>(SB), RODATA|NOPTR, $256
+
+// sha256xSwap reverses the bytes of each dword: the message words are big-endian.
+DATA sha256xSwap<>+0(SB)/8, $0x0405060700010203
+DATA sha256xSwap<>+8(SB)/8, $0x0c0d0e0f08090a0b
+DATA sha256xSwap<>+16(SB)/8, $0x0405060700010203
+DATA sha256xSwap<>+24(SB)/8, $0x0c0d0e0f08090a0b
+DATA sha256xSwap<>+32(SB)/8, $0x0405060700010203
+DATA sha256xSwap<>+40(SB)/8, $0x0c0d0e0f08090a0b
+DATA sha256xSwap<>+48(SB)/8, $0x0405060700010203
+DATA sha256xSwap<>+56(SB)/8, $0x0c0d0e0f08090a0b
+GLOBL sha256xSwap<>(SB), RODATA|NOPTR, $64
+
+// ROUND is round t on the lanes' working variables a..h, message word w
+// (W[t]); it leaves T1+T2 in h and d+T1 in d, so the next round takes the
+// registers rotated by one. Z24-Z28 are its scratch.
+#define ROUND(a, b, c, d, e, f, g, h, w, t) \
+	VPADDD.BCST sha256xK<>+(t*4)(SB), w, Z28; \
+	VPADDD      Z28, h, h; \
+	VMOVDQA32   e, Z27; \
+	VPTERNLOGD  $0xca, g, f, Z27; \
+	VPRORD      $6, e, Z24; \
+	VPRORD      $11, e, Z25; \
+	VPRORD      $25, e, Z26; \
+	VPTERNLOGD  $0x96, Z26, Z25, Z24; \
+	VPADDD      Z27, h, h; \
+	VPADDD      Z24, h, h; \
+	VPADDD      h, d, d; \
+	VMOVDQA32   a, Z27; \
+	VPTERNLOGD  $0xe8, c, b, Z27; \
+	VPRORD      $2, a, Z24; \
+	VPRORD      $13, a, Z25; \
+	VPRORD      $22, a, Z26; \
+	VPTERNLOGD  $0x96, Z26, Z25, Z24; \
+	VPADDD      Z27, h, h; \
+	VPADDD      Z24, h, h
+
+// SCHED turns w0, holding W[t-16], into W[t] from w1 = W[t-15],
+// w9 = W[t-7] and w14 = W[t-2]. Z29-Z31 are its scratch.
+#define SCHED(w0, w1, w9, w14) \
+	VPRORD     $7, w1, Z29; \
+	VPRORD     $18, w1, Z30; \
+	VPSRLD     $3, w1, Z31; \
+	VPTERNLOGD $0x96, Z31, Z30, Z29; \
+	VPADDD     Z29, w0, w0; \
+	VPADDD     w9, w0, w0; \
+	VPRORD     $17, w14, Z29; \
+	VPRORD     $19, w14, Z30; \
+	VPSRLD     $10, w14, Z31; \
+	VPTERNLOGD $0x96, Z31, Z30, Z29; \
+	VPADDD     Z29, w0, w0
+
+// TRANS4 transposes, in each 128-bit lane, the 4x4 dwords of x0..x3 into
+// y0..y3, with t0..t3 as scratch.
+#define TRANS4(x0, x1, x2, x3, y0, y1, y2, y3, t0, t1, t2, t3) \
+	VPUNPCKLDQ  x1, x0, t0; \
+	VPUNPCKHDQ  x1, x0, t1; \
+	VPUNPCKLDQ  x3, x2, t2; \
+	VPUNPCKHDQ  x3, x2, t3; \
+	VPUNPCKLQDQ t2, t0, y0; \
+	VPUNPCKHQDQ t2, t0, y1; \
+	VPUNPCKLQDQ t3, t1, y2; \
+	VPUNPCKHQDQ t3, t1, y3
+
+// LOADROW puts lane i's block DX bytes into its message in zi.
+#define LOADROW(i, zi) \
+	MOVQ      (G_FULL+i*8)(DI), AX; \
+	VMOVDQU32 (AX)(DX*1), zi
+
+// PADROW puts in zi lane i's last bytes (the rest after its whole blocks,
+// at R10 into the message) and the 0x80 after them, zeros elsewhere: a
+// masked load reads only the rest. R13 is 0x80.
+#define PADROW(i, zi) \
+	MOVQ         (G_FULL+i*8)(DI), SI; \
+	ADDQ         R10, SI; \
+	MOVQ         (G_REST+i*8)(DI), CX; \
+	MOVQ         $1, R11; \
+	SHLQ         CX, R11; \
+	LEAQ         -1(R11), R12; \
+	KMOVQ        R12, K1; \
+	KMOVQ        R11, K2; \
+	VMOVDQU8.Z   (SI), K1, zi; \
+	VPBROADCASTB R13, K2, zi
+
+// LENROW ends zi, lane i's last block, with the message's length in bits,
+// big-endian. K3 selects the last qword.
+#define LENROW(i, zi) \
+	MOVQ         (G_BITS+i*8)(DI), AX; \
+	BSWAPQ       AX; \
+	VPBROADCASTQ AX, K3, zi
+
+// UNPACK1 interleaves the dwords of two rows, UNPACK2 the qwords of two
+// of those results; SHUF4 pairs 128-bit lanes of two registers.
+#define UNPACK1(x, y, lo, hi) \
+	VPUNPCKLDQ y, x, lo; \
+	VPUNPCKHDQ y, x, hi
+
+#define UNPACK2(x, y, lo, hi) \
+	VPUNPCKLQDQ y, x, lo; \
+	VPUNPCKHQDQ y, x, hi
+
+#define SHUF4(x, y, imm, out) \
+	VSHUFI32X4 imm, y, x, out
+
+// sha256Group offsets: sixteen state addresses, message addresses, rest
+// lengths, bit lengths and digest addresses, then the state before a block
+// (word-major).
+#define G_H 0
+#define G_FULL 128
+#define G_REST 256
+#define G_BITS 384
+#define G_DST 512
+#define G_SAVED 640
+
+// func sha256x16(grp *sha256Group, nfull, npad int)
+//
+// Computes sixteen sums at once: lane i starts from the state at grp.h[i],
+// runs the nfull whole blocks at grp.full[i], then npad (1 or 2) blocks of
+// the grp.rest[i] bytes after them padded with the length grp.bits[i],
+// and writes the digest to grp.dst[i].
+TEXT ·sha256x16(SB), NOSPLIT, $0-24
+	MOVQ  grp+0(FP), DI
+	MOVQ  nfull+8(FP), R8
+	MOVQ  npad+16(FP), R15
+	ADDQ  R8, R15
+	MOVQ  R8, R10
+	SHLQ  $6, R10
+	MOVQ  $0x80, AX
+	KMOVQ AX, K3
+	MOVL  $0x80, R13
+
+	// The states in: lane 4k+m's words 0-3 go to 128-bit lane k of
+	// Z24+m, its words 4-7 to that of Z28+m; a 4x4 transpose in each
+	// 128-bit lane then leaves word j of every lane in Z16+j.
+	MOVQ         G_H+0(DI), AX
+	VINSERTI32X4 $0, (AX), Z24, Z24
+	VINSERTI32X4 $0, 16(AX), Z28, Z28
+	MOVQ         G_H+8(DI), AX
+	VINSERTI32X4 $0, (AX), Z25, Z25
+	VINSERTI32X4 $0, 16(AX), Z29, Z29
+	MOVQ         G_H+16(DI), AX
+	VINSERTI32X4 $0, (AX), Z26, Z26
+	VINSERTI32X4 $0, 16(AX), Z30, Z30
+	MOVQ         G_H+24(DI), AX
+	VINSERTI32X4 $0, (AX), Z27, Z27
+	VINSERTI32X4 $0, 16(AX), Z31, Z31
+	MOVQ         G_H+32(DI), AX
+	VINSERTI32X4 $1, (AX), Z24, Z24
+	VINSERTI32X4 $1, 16(AX), Z28, Z28
+	MOVQ         G_H+40(DI), AX
+	VINSERTI32X4 $1, (AX), Z25, Z25
+	VINSERTI32X4 $1, 16(AX), Z29, Z29
+	MOVQ         G_H+48(DI), AX
+	VINSERTI32X4 $1, (AX), Z26, Z26
+	VINSERTI32X4 $1, 16(AX), Z30, Z30
+	MOVQ         G_H+56(DI), AX
+	VINSERTI32X4 $1, (AX), Z27, Z27
+	VINSERTI32X4 $1, 16(AX), Z31, Z31
+	MOVQ         G_H+64(DI), AX
+	VINSERTI32X4 $2, (AX), Z24, Z24
+	VINSERTI32X4 $2, 16(AX), Z28, Z28
+	MOVQ         G_H+72(DI), AX
+	VINSERTI32X4 $2, (AX), Z25, Z25
+	VINSERTI32X4 $2, 16(AX), Z29, Z29
+	MOVQ         G_H+80(DI), AX
+	VINSERTI32X4 $2, (AX), Z26, Z26
+	VINSERTI32X4 $2, 16(AX), Z30, Z30
+	MOVQ         G_H+88(DI), AX
+	VINSERTI32X4 $2, (AX), Z27, Z27
+	VINSERTI32X4 $2, 16(AX), Z31, Z31
+	MOVQ         G_H+96(DI), AX
+	VINSERTI32X4 $3, (AX), Z24, Z24
+	VINSERTI32X4 $3, 16(AX), Z28, Z28
+	MOVQ         G_H+104(DI), AX
+	VINSERTI32X4 $3, (AX), Z25, Z25
+	VINSERTI32X4 $3, 16(AX), Z29, Z29
+	MOVQ         G_H+112(DI), AX
+	VINSERTI32X4 $3, (AX), Z26, Z26
+	VINSERTI32X4 $3, 16(AX), Z30, Z30
+	MOVQ         G_H+120(DI), AX
+	VINSERTI32X4 $3, (AX), Z27, Z27
+	VINSERTI32X4 $3, 16(AX), Z31, Z31
+	TRANS4(Z24, Z25, Z26, Z27, Z16, Z17, Z18, Z19, Z0, Z1, Z2, Z3)
+	TRANS4(Z28, Z29, Z30, Z31, Z20, Z21, Z22, Z23, Z0, Z1, Z2, Z3)
+	XORQ R9, R9
+
+step:
+	// Block R9 of every lane into Z0-Z15, one row a lane: a whole block in
+	// place, the first padded block or the second.
+	CMPQ R9, R8
+	JGE  padded
+	MOVQ R9, DX
+	SHLQ $6, DX
+	LOADROW(0, Z0)
+	LOADROW(1, Z1)
+	LOADROW(2, Z2)
+	LOADROW(3, Z3)
+	LOADROW(4, Z4)
+	LOADROW(5, Z5)
+	LOADROW(6, Z6)
+	LOADROW(7, Z7)
+	LOADROW(8, Z8)
+	LOADROW(9, Z9)
+	LOADROW(10, Z10)
+	LOADROW(11, Z11)
+	LOADROW(12, Z12)
+	LOADROW(13, Z13)
+	LOADROW(14, Z14)
+	LOADROW(15, Z15)
+	JMP  rounds
+
+padded:
+	JNE padB
+	PADROW(0, Z0)
+	PADROW(1, Z1)
+	PADROW(2, Z2)
+	PADROW(3, Z3)
+	PADROW(4, Z4)
+	PADROW(5, Z5)
+	PADROW(6, Z6)
+	PADROW(7, Z7)
+	PADROW(8, Z8)
+	PADROW(9, Z9)
+	PADROW(10, Z10)
+	PADROW(11, Z11)
+	PADROW(12, Z12)
+	PADROW(13, Z13)
+	PADROW(14, Z14)
+	PADROW(15, Z15)
+	MOVQ R15, AX
+	SUBQ R8, AX
+	CMPQ AX, $1
+	JNE  rounds
+	JMP  lengths
+
+padB:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+lengths:
+	LENROW(0, Z0)
+	LENROW(1, Z1)
+	LENROW(2, Z2)
+	LENROW(3, Z3)
+	LENROW(4, Z4)
+	LENROW(5, Z5)
+	LENROW(6, Z6)
+	LENROW(7, Z7)
+	LENROW(8, Z8)
+	LENROW(9, Z9)
+	LENROW(10, Z10)
+	LENROW(11, Z11)
+	LENROW(12, Z12)
+	LENROW(13, Z13)
+	LENROW(14, Z14)
+	LENROW(15, Z15)
+
+rounds:
+	VMOVDQU32 Z16, G_SAVED+0(DI)
+	VMOVDQU32 Z17, G_SAVED+64(DI)
+	VMOVDQU32 Z18, G_SAVED+128(DI)
+	VMOVDQU32 Z19, G_SAVED+192(DI)
+	VMOVDQU32 Z20, G_SAVED+256(DI)
+	VMOVDQU32 Z21, G_SAVED+320(DI)
+	VMOVDQU32 Z22, G_SAVED+384(DI)
+	VMOVDQU32 Z23, G_SAVED+448(DI)
+
+	// A 16x16 dword transpose in four passes of two-source shuffles,
+	// so that Zj holds word j of every lane.
+	UNPACK1(Z0, Z1, Z16, Z17)
+	UNPACK1(Z2, Z3, Z18, Z19)
+	UNPACK1(Z4, Z5, Z20, Z21)
+	UNPACK1(Z6, Z7, Z22, Z23)
+	UNPACK1(Z8, Z9, Z24, Z25)
+	UNPACK1(Z10, Z11, Z26, Z27)
+	UNPACK1(Z12, Z13, Z28, Z29)
+	UNPACK1(Z14, Z15, Z30, Z31)
+	UNPACK2(Z16, Z18, Z0, Z1)
+	UNPACK2(Z17, Z19, Z2, Z3)
+	UNPACK2(Z20, Z22, Z4, Z5)
+	UNPACK2(Z21, Z23, Z6, Z7)
+	UNPACK2(Z24, Z26, Z8, Z9)
+	UNPACK2(Z25, Z27, Z10, Z11)
+	UNPACK2(Z28, Z30, Z12, Z13)
+	UNPACK2(Z29, Z31, Z14, Z15)
+	SHUF4(Z0, Z4, $0x44, Z16)
+	SHUF4(Z0, Z4, $0xee, Z17)
+	SHUF4(Z8, Z12, $0x44, Z18)
+	SHUF4(Z8, Z12, $0xee, Z19)
+	SHUF4(Z1, Z5, $0x44, Z20)
+	SHUF4(Z1, Z5, $0xee, Z21)
+	SHUF4(Z9, Z13, $0x44, Z22)
+	SHUF4(Z9, Z13, $0xee, Z23)
+	SHUF4(Z2, Z6, $0x44, Z24)
+	SHUF4(Z2, Z6, $0xee, Z25)
+	SHUF4(Z10, Z14, $0x44, Z26)
+	SHUF4(Z10, Z14, $0xee, Z27)
+	SHUF4(Z3, Z7, $0x44, Z28)
+	SHUF4(Z3, Z7, $0xee, Z29)
+	SHUF4(Z11, Z15, $0x44, Z30)
+	SHUF4(Z11, Z15, $0xee, Z31)
+	SHUF4(Z16, Z18, $0x88, Z0)
+	SHUF4(Z16, Z18, $0xdd, Z4)
+	SHUF4(Z17, Z19, $0x88, Z8)
+	SHUF4(Z17, Z19, $0xdd, Z12)
+	SHUF4(Z20, Z22, $0x88, Z1)
+	SHUF4(Z20, Z22, $0xdd, Z5)
+	SHUF4(Z21, Z23, $0x88, Z9)
+	SHUF4(Z21, Z23, $0xdd, Z13)
+	SHUF4(Z24, Z26, $0x88, Z2)
+	SHUF4(Z24, Z26, $0xdd, Z6)
+	SHUF4(Z25, Z27, $0x88, Z10)
+	SHUF4(Z25, Z27, $0xdd, Z14)
+	SHUF4(Z28, Z30, $0x88, Z3)
+	SHUF4(Z28, Z30, $0xdd, Z7)
+	SHUF4(Z29, Z31, $0x88, Z11)
+	SHUF4(Z29, Z31, $0xdd, Z15)
+	VMOVDQU32 sha256xSwap<>(SB), Z16
+	VPSHUFB   Z16, Z0, Z0
+	VPSHUFB   Z16, Z1, Z1
+	VPSHUFB   Z16, Z2, Z2
+	VPSHUFB   Z16, Z3, Z3
+	VPSHUFB   Z16, Z4, Z4
+	VPSHUFB   Z16, Z5, Z5
+	VPSHUFB   Z16, Z6, Z6
+	VPSHUFB   Z16, Z7, Z7
+	VPSHUFB   Z16, Z8, Z8
+	VPSHUFB   Z16, Z9, Z9
+	VPSHUFB   Z16, Z10, Z10
+	VPSHUFB   Z16, Z11, Z11
+	VPSHUFB   Z16, Z12, Z12
+	VPSHUFB   Z16, Z13, Z13
+	VPSHUFB   Z16, Z14, Z14
+	VPSHUFB   Z16, Z15, Z15
+
+	VMOVDQU32 G_SAVED+0(DI), Z16
+	VMOVDQU32 G_SAVED+64(DI), Z17
+	VMOVDQU32 G_SAVED+128(DI), Z18
+	VMOVDQU32 G_SAVED+192(DI), Z19
+	VMOVDQU32 G_SAVED+256(DI), Z20
+	VMOVDQU32 G_SAVED+320(DI), Z21
+	VMOVDQU32 G_SAVED+384(DI), Z22
+	VMOVDQU32 G_SAVED+448(DI), Z23
+
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z0, 0)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z1, 1)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z2, 2)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z3, 3)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z4, 4)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z5, 5)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z6, 6)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z7, 7)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z8, 8)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z9, 9)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z10, 10)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z11, 11)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z12, 12)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z13, 13)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z14, 14)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z15, 15)
+	SCHED(Z0, Z1, Z9, Z14)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z0, 16)
+	SCHED(Z1, Z2, Z10, Z15)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z1, 17)
+	SCHED(Z2, Z3, Z11, Z0)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z2, 18)
+	SCHED(Z3, Z4, Z12, Z1)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z3, 19)
+	SCHED(Z4, Z5, Z13, Z2)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z4, 20)
+	SCHED(Z5, Z6, Z14, Z3)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z5, 21)
+	SCHED(Z6, Z7, Z15, Z4)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z6, 22)
+	SCHED(Z7, Z8, Z0, Z5)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z7, 23)
+	SCHED(Z8, Z9, Z1, Z6)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z8, 24)
+	SCHED(Z9, Z10, Z2, Z7)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z9, 25)
+	SCHED(Z10, Z11, Z3, Z8)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z10, 26)
+	SCHED(Z11, Z12, Z4, Z9)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z11, 27)
+	SCHED(Z12, Z13, Z5, Z10)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z12, 28)
+	SCHED(Z13, Z14, Z6, Z11)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z13, 29)
+	SCHED(Z14, Z15, Z7, Z12)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z14, 30)
+	SCHED(Z15, Z0, Z8, Z13)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z15, 31)
+	SCHED(Z0, Z1, Z9, Z14)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z0, 32)
+	SCHED(Z1, Z2, Z10, Z15)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z1, 33)
+	SCHED(Z2, Z3, Z11, Z0)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z2, 34)
+	SCHED(Z3, Z4, Z12, Z1)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z3, 35)
+	SCHED(Z4, Z5, Z13, Z2)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z4, 36)
+	SCHED(Z5, Z6, Z14, Z3)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z5, 37)
+	SCHED(Z6, Z7, Z15, Z4)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z6, 38)
+	SCHED(Z7, Z8, Z0, Z5)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z7, 39)
+	SCHED(Z8, Z9, Z1, Z6)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z8, 40)
+	SCHED(Z9, Z10, Z2, Z7)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z9, 41)
+	SCHED(Z10, Z11, Z3, Z8)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z10, 42)
+	SCHED(Z11, Z12, Z4, Z9)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z11, 43)
+	SCHED(Z12, Z13, Z5, Z10)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z12, 44)
+	SCHED(Z13, Z14, Z6, Z11)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z13, 45)
+	SCHED(Z14, Z15, Z7, Z12)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z14, 46)
+	SCHED(Z15, Z0, Z8, Z13)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z15, 47)
+	SCHED(Z0, Z1, Z9, Z14)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z0, 48)
+	SCHED(Z1, Z2, Z10, Z15)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z1, 49)
+	SCHED(Z2, Z3, Z11, Z0)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z2, 50)
+	SCHED(Z3, Z4, Z12, Z1)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z3, 51)
+	SCHED(Z4, Z5, Z13, Z2)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z4, 52)
+	SCHED(Z5, Z6, Z14, Z3)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z5, 53)
+	SCHED(Z6, Z7, Z15, Z4)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z6, 54)
+	SCHED(Z7, Z8, Z0, Z5)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z7, 55)
+	SCHED(Z8, Z9, Z1, Z6)
+	ROUND(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z8, 56)
+	SCHED(Z9, Z10, Z2, Z7)
+	ROUND(Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z9, 57)
+	SCHED(Z10, Z11, Z3, Z8)
+	ROUND(Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z21, Z10, 58)
+	SCHED(Z11, Z12, Z4, Z9)
+	ROUND(Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z20, Z11, 59)
+	SCHED(Z12, Z13, Z5, Z10)
+	ROUND(Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z19, Z12, 60)
+	SCHED(Z13, Z14, Z6, Z11)
+	ROUND(Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z18, Z13, 61)
+	SCHED(Z14, Z15, Z7, Z12)
+	ROUND(Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z17, Z14, 62)
+	SCHED(Z15, Z0, Z8, Z13)
+	ROUND(Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z16, Z15, 63)
+
+	// Each lane's state grows by its working variables.
+	VPADDD G_SAVED+0(DI), Z16, Z16
+	VPADDD G_SAVED+64(DI), Z17, Z17
+	VPADDD G_SAVED+128(DI), Z18, Z18
+	VPADDD G_SAVED+192(DI), Z19, Z19
+	VPADDD G_SAVED+256(DI), Z20, Z20
+	VPADDD G_SAVED+320(DI), Z21, Z21
+	VPADDD G_SAVED+384(DI), Z22, Z22
+	VPADDD G_SAVED+448(DI), Z23, Z23
+
+	INCQ R9
+	CMPQ R9, R15
+	JLT  step
+
+	// The digests out: the transpose of the way in, each word then
+	// byte-swapped to big-endian.
+	TRANS4(Z16, Z17, Z18, Z19, Z24, Z25, Z26, Z27, Z0, Z1, Z2, Z3)
+	TRANS4(Z20, Z21, Z22, Z23, Z28, Z29, Z30, Z31, Z0, Z1, Z2, Z3)
+	VMOVDQU32 sha256xSwap<>(SB), Z0
+	VPSHUFB   Z0, Z24, Z24
+	VPSHUFB   Z0, Z25, Z25
+	VPSHUFB   Z0, Z26, Z26
+	VPSHUFB   Z0, Z27, Z27
+	VPSHUFB   Z0, Z28, Z28
+	VPSHUFB   Z0, Z29, Z29
+	VPSHUFB   Z0, Z30, Z30
+	VPSHUFB   Z0, Z31, Z31
+	MOVQ          G_DST+0(DI), AX
+	VEXTRACTI32X4 $0, Z24, (AX)
+	VEXTRACTI32X4 $0, Z28, 16(AX)
+	MOVQ          G_DST+8(DI), AX
+	VEXTRACTI32X4 $0, Z25, (AX)
+	VEXTRACTI32X4 $0, Z29, 16(AX)
+	MOVQ          G_DST+16(DI), AX
+	VEXTRACTI32X4 $0, Z26, (AX)
+	VEXTRACTI32X4 $0, Z30, 16(AX)
+	MOVQ          G_DST+24(DI), AX
+	VEXTRACTI32X4 $0, Z27, (AX)
+	VEXTRACTI32X4 $0, Z31, 16(AX)
+	MOVQ          G_DST+32(DI), AX
+	VEXTRACTI32X4 $1, Z24, (AX)
+	VEXTRACTI32X4 $1, Z28, 16(AX)
+	MOVQ          G_DST+40(DI), AX
+	VEXTRACTI32X4 $1, Z25, (AX)
+	VEXTRACTI32X4 $1, Z29, 16(AX)
+	MOVQ          G_DST+48(DI), AX
+	VEXTRACTI32X4 $1, Z26, (AX)
+	VEXTRACTI32X4 $1, Z30, 16(AX)
+	MOVQ          G_DST+56(DI), AX
+	VEXTRACTI32X4 $1, Z27, (AX)
+	VEXTRACTI32X4 $1, Z31, 16(AX)
+	MOVQ          G_DST+64(DI), AX
+	VEXTRACTI32X4 $2, Z24, (AX)
+	VEXTRACTI32X4 $2, Z28, 16(AX)
+	MOVQ          G_DST+72(DI), AX
+	VEXTRACTI32X4 $2, Z25, (AX)
+	VEXTRACTI32X4 $2, Z29, 16(AX)
+	MOVQ          G_DST+80(DI), AX
+	VEXTRACTI32X4 $2, Z26, (AX)
+	VEXTRACTI32X4 $2, Z30, 16(AX)
+	MOVQ          G_DST+88(DI), AX
+	VEXTRACTI32X4 $2, Z27, (AX)
+	VEXTRACTI32X4 $2, Z31, 16(AX)
+	MOVQ          G_DST+96(DI), AX
+	VEXTRACTI32X4 $3, Z24, (AX)
+	VEXTRACTI32X4 $3, Z28, 16(AX)
+	MOVQ          G_DST+104(DI), AX
+	VEXTRACTI32X4 $3, Z25, (AX)
+	VEXTRACTI32X4 $3, Z29, 16(AX)
+	MOVQ          G_DST+112(DI), AX
+	VEXTRACTI32X4 $3, Z26, (AX)
+	VEXTRACTI32X4 $3, Z30, 16(AX)
+	MOVQ          G_DST+120(DI), AX
+	VEXTRACTI32X4 $3, Z27, (AX)
+	VEXTRACTI32X4 $3, Z31, 16(AX)
+	VZEROUPPER
+	RET
