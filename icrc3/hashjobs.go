@@ -43,9 +43,9 @@ type hashJob struct {
 	off, n uint32 // the message, in src
 	dst    hashRef
 	src    hashSrc
-	// With mid, the message's first 64 bytes are already compressed, into
+	// The message's first skip blocks are already compressed, into
 	// pageHashes.states[state].
-	mid   bool
+	skip  uint8
 	state uint32
 }
 
@@ -62,7 +62,8 @@ type compJob struct {
 // page's blocks are first read and returned once their hashes are all
 // written, so its buffers are reused from page to page.
 type pageHashes struct {
-	jobs         []hashJob
+	lanes        sha256Lanes
+	jobs         [sha256Shapes][]hashJob // by the shape of their tails
 	states       [][8]uint32
 	comps        [][]compJob // by height - 1
 	queuedBlocks int         // blocks read since the last flush
@@ -106,36 +107,52 @@ func (hs *pageHashes) add(src hashSrc, off, n int, dst hashRef) {
 	hs.push(hashJob{off: uint32(off), n: uint32(n), dst: dst, src: src})
 }
 
-// push is hs.jobs = append(hs.jobs, j), storing only the length while
-// there is room: storing the whole header costs a write barrier while the
-// GC marks. The same goes for the other appends below.
+// push queues j. It appends storing only the length while there is
+// room: storing the whole header costs a write barrier while the GC marks.
+// The same goes for the other appends below.
 func (hs *pageHashes) push(j hashJob) {
-	n := len(hs.jobs)
-	if n == cap(hs.jobs) {
-		hs.jobs = append(hs.jobs, j)
+	q := &hs.jobs[sha256ShapeOf(int(j.n)-64*int(j.skip))]
+	n := len(*q)
+	if n == cap(*q) {
+		*q = append(*q, j)
 		return
 	}
-	hs.jobs = hs.jobs[:n+1]
-	hs.jobs[n] = j
+	*q = (*q)[:n+1]
+	(*q)[n] = j
 }
 
-// run computes every queued sum.
+// run computes every queued sum: sixteen of a shape at a time where the
+// lanes are there and there are enough of them, the rest one by one.
 func (hs *pageHashes) run() {
-	for i := range hs.jobs {
-		j := &hs.jobs[i]
-		msg := hs.base(j.src)[j.off : j.off+j.n]
-		dst := hs.slot(j.dst)
-		if j.mid {
-			h := hs.states[j.state]
-			sha256Finish(&h, msg[64:], uint64(len(msg)), dst)
-		} else if j.src == srcInput {
-			sum256Input(dst, msg)
-		} else {
-			sum256To(dst, msg)
+	for si := range hs.jobs {
+		list := hs.jobs[si]
+		if si < sha256Shapes-1 && useBatchSHA {
+			for len(list) >= sha256GroupMinFor {
+				k := min(16, len(list))
+				var g sha256Group
+				for lane := range k {
+					g.set(lane, hs.job(&list[lane]))
+				}
+				hs.lanes.pass(&g, k, si)
+				list = list[k:]
+			}
 		}
+		for i := range list {
+			j := hs.job(&list[i])
+			j.finish()
+		}
+		hs.jobs[si] = hs.jobs[si][:0]
 	}
-	hs.jobs = hs.jobs[:0]
 	hs.states = hs.states[:0]
+}
+
+// job is j with its buffers resolved, valid until they next grow.
+func (hs *pageHashes) job(j *hashJob) sha256Job {
+	msg := hs.base(j.src)[j.off : j.off+j.n]
+	if j.skip > 0 {
+		return sha256Job{&hs.states[j.state], msg[64*int(j.skip):], uint64(j.n), hs.slot(j.dst)}
+	}
+	return sha256Job{&sha256IV, msg, uint64(j.n), hs.slot(j.dst)}
 }
 
 // queueComp queues j at height h (≥ 1).
@@ -222,7 +239,7 @@ func (d *decoder) batchComp(j *compJob, at int) int {
 		m.ok = true
 	}
 	hs.states = append(hs.states, m.state)
-	hs.push(hashJob{off: uint32(at), n: uint32(size), dst: j.dst, src: srcMsgs, mid: true, state: uint32(len(hs.states) - 1)})
+	hs.push(hashJob{off: uint32(at), n: uint32(size), dst: j.dst, src: srcMsgs, skip: 1, state: uint32(len(hs.states) - 1)})
 	return at + size
 }
 

@@ -4,30 +4,15 @@ import "unsafe"
 
 // A page's block hashes are thousands of independent SHA-256 sums, most of
 // one or two blocks. SHA-NI runs one message's rounds at a time, and two
-// interleaved messages gain little, so where AVX-512 is there
-// sha256Batch queues the sums and computes sixteen at once (sha256x16),
-// one message in each dword lane. The sums are queued by shape (whole
-// blocks, then one or two padded ones) in groups of sixteen of one shape,
-// whose lanes start and finish together: the kernel takes the states in,
-// pads the last block in registers and puts the digests out itself, so a
-// queued sum costs Go five stores and the lanes never wait on Go.
-
-// sha256Batch queues SHA-256 sums and computes them together. Its zero
-// value is ready to use; after run it is empty and can be used again
-// without allocating.
-type sha256Batch struct {
-	// shapes[2*full+pads-1] queues the sums of full whole blocks and
-	// pads padded ones.
-	shapes [2 * sha256MaxFull]sha256Shape
-	queued int
-	// long are the sums of sha256MaxFull whole blocks or more (none in a
-	// block hash), summed one by one.
-	long []sha256Job
-	// mids holds addFrom's states, in chunks that never move.
-	mids [][64][8]uint32
-	nmid int
-	idle *sha256Idle
-}
+// interleaved messages gain little, so where AVX-512 is there the sums
+// are queued (pageHashes) and computed sixteen at once (sha256x16), one
+// message in each dword lane. They are queued by shape (whole blocks, then
+// one or two padded ones) and run in groups of sixteen of one shape, whose
+// lanes start and finish together: the kernel takes the states in, pads
+// the last block in registers and puts the digests out itself, so the
+// lanes never wait on Go. A group is filled on the stack just before its
+// pass: filling one in the heap would cost a write barrier per pointer
+// while the GC marks.
 
 // sha256Group is sixteen sums of one shape as sha256x16 reads them, at
 // offsets the assembly spells out (TestSHA256GroupLayout).
@@ -38,22 +23,6 @@ type sha256Group struct {
 	bits  [16]uint64     // the whole message's length in bits
 	dst   [16]*Hash      // where its digest goes
 	saved [8][16]uint32  // the kernel's own: the state before a block
-}
-
-// sha256Shape is the queue of one shape: groups[:used] are in use, the
-// last of them with n lanes filled.
-type sha256Shape struct {
-	groups []*sha256Group
-	used   int
-	n      int
-}
-
-// sha256Job is a sum for sha256Finish.
-type sha256Job struct {
-	h     *[8]uint32
-	tail  []byte
-	total uint64
-	dst   *Hash
 }
 
 // sha256Idle is what the idle lanes of a group short of sixteen read and
@@ -80,102 +49,60 @@ var useBatchSHA = haveBatchSHA
 // measure the lanes below it.
 var sha256GroupMinFor = sha256GroupMin
 
-// add queues sum256(msg) to be written to *dst by run. msg is read only in
-// run and must not change before it; dst must stay valid until then.
-func (b *sha256Batch) add(msg []byte, dst *Hash) {
-	b.queue(&sha256IV, msg, uint64(len(msg)), dst)
-}
+// sha256Shapes counts the shapes a group can have, plus one for the sums
+// of sha256MaxFull whole blocks or more (none in a block hash), which are
+// summed one by one.
+const sha256Shapes = 2*sha256MaxFull + 1
 
-// addFrom queues what sha256Finish(h, tail, total, dst) computes: h, the
-// state after the whole blocks before tail, is copied now; tail is read
-// only in run.
-func (b *sha256Batch) addFrom(h *[8]uint32, tail []byte, total uint64, dst *Hash) {
-	if b.nmid == 64*len(b.mids) {
-		b.mids = append(b.mids, [64][8]uint32{})
-	}
-	mid := &b.mids[b.nmid/64][b.nmid%64]
-	b.nmid++
-	*mid = *h
-	b.queue(mid, tail, total, dst)
-}
-
-func (b *sha256Batch) queue(h *[8]uint32, tail []byte, total uint64, dst *Hash) {
-	b.queued++
-	full := len(tail) / 64
+// sha256ShapeOf is the shape of a sum whose tail (its message after the
+// blocks its state holds) is n bytes long: twice its whole blocks, plus
+// one if its padding takes two blocks.
+func sha256ShapeOf(n int) int {
+	full := n / 64
 	if full >= sha256MaxFull {
-		b.long = append(b.long, sha256Job{h, tail, total, dst})
-		return
+		return sha256Shapes - 1
 	}
-	rest := len(tail) % 64
-	si := 2 * full
-	if rest >= 56 {
-		si++
+	if n%64 >= 56 {
+		return 2*full + 1
 	}
-	s := &b.shapes[si]
-	if s.n == 16 || s.used == 0 {
-		if s.used == len(s.groups) {
-			s.groups = append(s.groups, new(sha256Group))
-		}
-		s.used++
-		s.n = 0
-	}
-	g, i := s.groups[s.used-1], s.n
-	s.n++
-	g.h[i] = h
-	g.full[i] = unsafe.SliceData(tail)
-	g.rest[i] = uint64(rest)
-	g.bits[i] = total << 3
-	g.dst[i] = dst
+	return 2 * full
 }
 
-// len reports the queued sums.
-func (b *sha256Batch) len() int { return b.queued }
+// set puts j in the lane.
+func (g *sha256Group) set(lane int, j sha256Job) {
+	g.h[lane] = j.h
+	g.full[lane] = unsafe.SliceData(j.tail)
+	g.rest[lane] = uint64(len(j.tail) % 64)
+	g.bits[lane] = j.total << 3
+	g.dst[lane] = j.dst
+}
 
-// run computes every queued sum, writes each to its dst and empties the
-// batch.
-func (b *sha256Batch) run() {
-	lanes := useBatchSHA
-	if lanes && b.idle == nil {
-		b.idle = new(sha256Idle)
-	}
-	for si := range b.shapes {
-		s := &b.shapes[si]
-		full, pads := si/2, si%2+1
-		for k, g := range s.groups[:s.used] {
-			n := 16
-			if k == s.used-1 {
-				n = s.n
-			}
-			switch {
-			case lanes && n == 16:
-				sha256x16(g, full, pads)
-			case lanes && n >= sha256GroupMinFor:
-				for i := n; i < 16; i++ {
-					g.h[i] = &sha256IV
-					g.full[i] = &b.idle.blocks[0]
-					g.rest[i] = 0
-					g.dst[i] = &b.idle.sink
-				}
-				sha256x16(g, full, pads)
-			default:
-				for i := range n {
-					j := sha256Job{g.h[i], unsafe.Slice(g.full[i], 64*full+int(g.rest[i])), g.bits[i] >> 3, g.dst[i]}
-					j.finish()
-				}
-			}
-			// Drop the references to messages and destinations.
-			clear(g.h[:])
-			clear(g.full[:])
-			clear(g.dst[:])
+// sha256Lanes holds what the idle lanes of a short group use.
+type sha256Lanes struct{ idle *sha256Idle }
+
+// pass computes the sums in g's first k lanes, all of shape si; the other
+// lanes idle. g should be on the caller's stack (see above).
+func (l *sha256Lanes) pass(g *sha256Group, k, si int) {
+	if k < 16 {
+		if l.idle == nil {
+			l.idle = new(sha256Idle)
 		}
-		s.used, s.n = 0, 0
+		for lane := k; lane < 16; lane++ {
+			g.h[lane] = &sha256IV
+			g.full[lane] = &l.idle.blocks[0]
+			g.rest[lane] = 0
+			g.dst[lane] = &l.idle.sink
+		}
 	}
-	for i := range b.long {
-		b.long[i].finish()
-	}
-	clear(b.long)
-	b.long = b.long[:0]
-	b.queued, b.nmid = 0, 0
+	sha256x16(g, si/2, si%2+1)
+}
+
+// sha256Job is a sum for sha256Finish.
+type sha256Job struct {
+	h     *[8]uint32
+	tail  []byte
+	total uint64
+	dst   *Hash
 }
 
 // finish computes the job's sum one message at a time.

@@ -59,7 +59,7 @@ func (c batchCase) check(t *testing.T, b *sha256Batch) {
 	if b.len() != len(c.msgs) {
 		t.Fatalf("len %d after queueing %d", b.len(), len(c.msgs))
 	}
-	b.run()
+	b.run(t)
 	if b.len() != 0 {
 		t.Fatalf("len %d after run", b.len())
 	}
@@ -183,7 +183,7 @@ func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 		for i, m := range msgs {
 			b.add(m, &out[2*i+1])
 		}
-		b.run()
+		b.run(t)
 		for i, m := range msgs {
 			for k, c := range m[:cap(m)] {
 				if c != 0xa5 {
