@@ -247,7 +247,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 					}
 				}
 			}
-			d.mapHash(depth, s, d.hs.slot(dst))
+			sum256To(d.hs.slot(dst), s)
 			return 0, nil
 		}
 		mid := int8(-1)
@@ -260,33 +260,13 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 	return 0, d.errf("Value: unknown variant tag %d", f.id)
 }
 
-// mapMidstate is the SHA-256 state after the first 64-byte block of the
-// last map hashed at one depth.
+// mapMidstate is the SHA-256 state after the first 64-byte block (the
+// first pair) of the last map hashed at one depth (see batchComp).
 type mapMidstate struct {
 	first [64]byte
 	state [8]uint32
-	ok    bool
-}
-
-// mapHash is sum256 of a map's sorted pairs. A page's maps at one depth
-// often begin with the same pair: tx.op sorts first among a DFINITY
-// transfer's keys and btype first among an ICRC-3 block's, and both repeat
-// block after block. The state after that pair is kept per depth and
-// reused while the pair repeats, saving one of the block's compressions.
-func (d *decoder) mapHash(depth int, s []byte, dst *Hash) {
-	if !haveSHANI || len(s) < 128 || depth >= len(d.mid) {
-		sum256To(dst, s)
-		return
-	}
-	m := &d.mid[depth]
-	if !m.ok || !same64(&m.first, s[:64]) {
-		m.first = [64]byte(s[:64])
-		m.state = sha256IV
-		sha256Blocks(&m.state, s[:64])
-		m.ok = true
-	}
-	h := m.state
-	sha256Finish(&h, s[64:], uint64(len(s)), dst)
+	ok    bool // state is after first
+	seen  bool // first is the last map's, state not yet computed
 }
 
 // same64 is *a == [64]byte(b) in eight word compares: the array compare

@@ -230,10 +230,18 @@ func (d *decoder) batchComp(j *compJob, at int) int {
 	// sorts first among a DFINITY transfer's keys and btype first among an
 	// ICRC-3 block's, and both repeat block after block. The state after
 	// that pair is kept per depth and reused while the pair repeats,
-	// saving one of the block's compressions.
+	// saving one of the block's compressions. It is computed when a pair
+	// comes a second time: a first pair that changes with every block
+	// (a timestamp or parent hash sorting first) would otherwise cost a
+	// compression outside the lanes for each map.
 	m := &d.mid[j.mid]
-	if !m.ok || !same64(&m.first, msg[:64]) {
+	if !(m.ok || m.seen) || !same64(&m.first, msg[:64]) {
 		m.first = [64]byte(msg[:64])
+		m.ok, m.seen = false, true
+		hs.add(srcMsgs, at, size, j.dst)
+		return at + size
+	}
+	if !m.ok {
 		m.state = sha256IV
 		sha256Blocks(&m.state, msg[:64])
 		m.ok = true

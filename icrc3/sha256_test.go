@@ -111,11 +111,14 @@ func TestSortPairsMatchesBytesOrder(t *testing.T) {
 }
 
 // TestMapHashMidstate drives the map hash's kept state through repeats and
-// changes of the first pair, at every depth it keeps and beyond, against
-// crypto/sha256: a stale state would be a wrong block hash.
+// changes of the first pair, at every depth it keeps and beyond, with one
+// to four maps queued before each run, against crypto/sha256: a stale
+// state, or a queued map reading a state changed after it was queued,
+// would be a wrong block hash.
 func TestMapHashMidstate(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	d := newDecoder(nil)
+	d.hs = new(pageHashes)
 	firsts := make([][]byte, 3)
 	for i := range firsts {
 		firsts[i] = make([]byte, 64)
@@ -123,24 +126,50 @@ func TestMapHashMidstate(t *testing.T) {
 			firsts[i][j] = byte(r.Uint32())
 		}
 	}
-	for round := range 5000 {
-		n := 1 + r.IntN(9)
-		s := make([]byte, 64*n)
-		for j := range s {
-			s[j] = byte(r.Uint32())
+	var identity pairPerm
+	for i := range identity {
+		identity[i] = uint8(i)
+	}
+	for round := range 2000 {
+		hs := d.hs
+		hs.arena = hs.arena[:0]
+		var maps [][]byte
+		var jobs []compJob
+		size := 0
+		for range 1 + r.IntN(4) {
+			n := 1 + r.IntN(9)
+			s := make([]byte, 64*n)
+			for j := range s {
+				s[j] = byte(r.Uint32())
+			}
+			switch r.IntN(4) {
+			case 0, 1: // one of a few first pairs, as the blocks of a page have
+				copy(s, firsts[r.IntN(len(firsts))])
+			case 2: // a first pair that differs from a kept one in one bit
+				copy(s, firsts[r.IntN(len(firsts))])
+				s[r.IntN(64)] ^= 1 << r.IntN(8)
+			}
+			mid := int8(r.IntN(len(d.mid)+1)) // len(d.mid): none
+			if int(mid) == len(d.mid) {
+				mid = -1
+			}
+			off := len(hs.arena)
+			hs.arena = append(hs.arena, s...)
+			hs.arena = append(hs.arena, make([]byte, 32)...)
+			maps = append(maps, s)
+			jobs = append(jobs, compJob{off: uint32(off), n: uint32(n), dst: hashRef(off + len(s)), perm: identity, isMap: true, mid: mid})
+			size += len(s)
 		}
-		switch r.IntN(4) {
-		case 0, 1: // one of a few first pairs, as the blocks of a page have
-			copy(s, firsts[r.IntN(len(firsts))])
-		case 2: // a first pair that differs from a kept one in one bit
-			copy(s, firsts[r.IntN(len(firsts))])
-			s[r.IntN(64)] ^= 1 << r.IntN(8)
+		hs.msgs = make([]byte, size)
+		at := 0
+		for i := range jobs {
+			at = d.batchComp(&jobs[i], at)
 		}
-		depth := r.IntN(len(d.mid) + 1)
-		var got Hash
-		d.mapHash(depth, s, &got)
-		if want := Hash(sha256.Sum256(s)); got != want {
-			t.Fatalf("round %d, depth %d, %d pairs: %s, want %s", round, depth, n, got, want)
+		hs.run()
+		for i, s := range maps {
+			if got, want := *hs.slot(jobs[i].dst), Hash(sha256.Sum256(s)); got != want {
+				t.Fatalf("round %d, map %d (slot %d, %d pairs): %s, want %s", round, i, jobs[i].mid, len(s)/64, got, want)
+			}
 		}
 	}
 }
