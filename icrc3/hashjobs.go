@@ -81,19 +81,6 @@ var pageHashesPool = sync.Pool{New: func() any { return new(pageHashes) }}
 // and messages stay in cache.
 const hashFlushBlocks = 64
 
-func (hs *pageHashes) base(src hashSrc) []byte {
-	switch src {
-	case srcInput:
-		return hs.input
-	case srcOut:
-		return hs.out
-	case srcArena:
-		return hs.arena
-	default:
-		return hs.msgs
-	}
-}
-
 // slot is the hash r names.
 func (hs *pageHashes) slot(r hashRef) *Hash {
 	if r&blockRef != 0 {
@@ -124,6 +111,7 @@ func (hs *pageHashes) push(j hashJob) {
 // run computes every queued sum: sixteen of a shape at a time where the
 // lanes are there and there are enough of them, the rest one by one.
 func (hs *pageHashes) run() {
+	bases := [...][]byte{srcInput: hs.input, srcOut: hs.out, srcArena: hs.arena, srcMsgs: hs.msgs}
 	for si := range hs.jobs {
 		list := hs.jobs[si]
 		if si < sha256Shapes-1 && useBatchSHA {
@@ -131,14 +119,14 @@ func (hs *pageHashes) run() {
 				k := min(16, len(list))
 				var g sha256Group
 				for lane := range k {
-					g.set(lane, hs.job(&list[lane]))
+					g.set(lane, hs.job(&bases, &list[lane]))
 				}
 				hs.lanes.pass(&g, k, si)
 				list = list[k:]
 			}
 		}
 		for i := range list {
-			j := hs.job(&list[i])
+			j := hs.job(&bases, &list[i])
 			j.finish()
 		}
 		hs.jobs[si] = hs.jobs[si][:0]
@@ -147,12 +135,18 @@ func (hs *pageHashes) run() {
 }
 
 // job is j with its buffers resolved, valid until they next grow.
-func (hs *pageHashes) job(j *hashJob) sha256Job {
-	msg := hs.base(j.src)[j.off : j.off+j.n]
-	if j.skip > 0 {
-		return sha256Job{&hs.states[j.state], msg[64*int(j.skip):], uint64(j.n), hs.slot(j.dst)}
+func (hs *pageHashes) job(bases *[4][]byte, j *hashJob) sha256Job {
+	msg := bases[j.src&3][j.off : j.off+j.n]
+	var dst *Hash
+	if j.dst&blockRef != 0 {
+		dst = &hs.blocks[j.dst&^blockRef].Hash
+	} else {
+		dst = (*Hash)(bases[srcArena][j.dst : j.dst+32])
 	}
-	return sha256Job{&sha256IV, msg, uint64(j.n), hs.slot(j.dst)}
+	if j.skip > 0 {
+		return sha256Job{&hs.states[j.state], msg[64*int(j.skip):], uint64(j.n), dst}
+	}
+	return sha256Job{&sha256IV, msg, uint64(j.n), dst}
 }
 
 // queueComp queues j at height h (≥ 1).
