@@ -149,7 +149,7 @@ func TestMapHashMidstate(t *testing.T) {
 				copy(s, firsts[r.IntN(len(firsts))])
 				s[r.IntN(64)] ^= 1 << r.IntN(8)
 			}
-			mid := int8(r.IntN(len(d.mid)+1)) // len(d.mid): none
+			mid := int8(r.IntN(len(d.mid) + 1)) // len(d.mid): none
 			if int(mid) == len(d.mid) {
 				mid = -1
 			}
