@@ -53,22 +53,30 @@ func BenchmarkSHA256Batch(b *testing.B) {
 	b.Run("batch", func(b *testing.B) { benchSums(b, msgs, compressions, true) })
 }
 
-// BenchmarkSHA256BatchSize measures small batches of the same mix, to
-// place sha256GroupMin; the lanes are forced on whatever the batch size.
+// BenchmarkSHA256BatchSize measures groups short of sixteen sums of one
+// shape (leaves of 8 to 40 bytes, arrays of two hashes, maps of six
+// pairs), the lanes forced on at every size, to place sha256GroupMin.
 func BenchmarkSHA256BatchSize(b *testing.B) {
-	all, _ := blockLikeSums(rand.New(rand.NewPCG(33, 34)), 8)
-	for _, n := range []int{4, 8, 12, 16, 20, 24, 32, 48, 64, 96} {
-		msgs := all[:n]
-		compressions := 0
-		for _, m := range msgs {
-			compressions += (len(m)+8)/64 + 1
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, shape := range []struct {
+		name string
+		min  int
+		max  int
+	}{{"leaf", 8, 40}, {"pair", 64, 64}, {"map", 384, 384}} {
+		for _, n := range []int{2, 4, 5, 6, 7, 8, 10, 12, 16} {
+			msgs := make([][]byte, n)
+			compressions := 0
+			for i := range msgs {
+				msgs[i] = randomBytes(r, shape.min+r.IntN(shape.max-shape.min+1))
+				compressions += (len(msgs[i])+8)/64 + 1
+			}
+			b.Run(fmt.Sprintf("%s/n=%d/seq", shape.name, n), func(b *testing.B) { benchSums(b, msgs, compressions, false) })
+			b.Run(fmt.Sprintf("%s/n=%d/batch", shape.name, n), func(b *testing.B) {
+				saved := sha256GroupMinFor
+				sha256GroupMinFor = 1
+				defer func() { sha256GroupMinFor = saved }()
+				benchSums(b, msgs, compressions, true)
+			})
 		}
-		b.Run(fmt.Sprintf("n=%d/seq", n), func(b *testing.B) { benchSums(b, msgs, compressions, false) })
-		b.Run(fmt.Sprintf("n=%d/batch", n), func(b *testing.B) {
-			saved := sha256GroupMinFor
-			sha256GroupMinFor = 0
-			defer func() { sha256GroupMinFor = saved }()
-			benchSums(b, msgs, compressions, true)
-		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -138,32 +139,66 @@ func TestSHA256BatchResumed(t *testing.T) {
 	})
 }
 
-// TestSHA256BatchLanesFinishApart starts the lanes on messages of 1 to 16
-// blocks and refills each as it finishes, with lengths that keep the
-// lanes' ends apart: a lane restarted at the wrong state, block or pad
-// buffer shows up as a wrong sum in it or in a neighbour.
-func TestSHA256BatchLanesFinishApart(t *testing.T) {
+// TestSHA256BatchShapesApart queues messages of 0 to 15 whole blocks with
+// tails on either side of the padding boundary, interleaved with short
+// and long ones, so that groups of every shape fill at different times,
+// the last of each is short of sixteen (idle lanes, or summed one by one)
+// and groups are reused from run to run with other messages: a lane given
+// another's state, block, rest or length shows up as a wrong sum.
+func TestSHA256BatchShapesApart(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(27, 28))
 		var b sha256Batch
 		for round := range 20 {
 			c := batchCase{}
 			for i := range 16 {
-				// i whole blocks and a tail that pads to one or two blocks
 				c.msgs = append(c.msgs, randomBytes(r, 64*i+[]int{0, 30, 55, 56, 63}[(i+round)%5]))
 			}
-			for range 200 {
+			for range 100 + 20*round {
 				c.msgs = append(c.msgs, randomBytes(r, []int{0, 8, 40, 64, 120, 320, 384, 1000}[r.IntN(8)]))
 			}
+			r.Shuffle(len(c.msgs), func(i, j int) { c.msgs[i], c.msgs[j] = c.msgs[j], c.msgs[i] })
 			c.resume = make([]int, len(c.msgs))
 			c.check(t, &b)
 		}
 	})
 }
 
+// TestSHA256BatchAtTheEdgeOfMemory ends every message of up to 200 bytes
+// exactly where readable memory ends: the kernel's loads of the last bytes
+// must neither read nor fault past the message.
+func TestSHA256BatchAtTheEdgeOfMemory(t *testing.T) {
+	page := syscall.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(29, 30))
+	for i := range page {
+		mem[i] = byte(r.Uint32())
+	}
+	bothSHA256Paths(t, func(t *testing.T) {
+		c := batchCase{}
+		for n := 0; n <= 200; n++ {
+			// Sixteen of each length fill a group of every shape.
+			for range 16 {
+				c.msgs = append(c.msgs, mem[page-n:page:page])
+			}
+		}
+		c.resume = make([]int, len(c.msgs))
+		var b sha256Batch
+		c.check(t, &b)
+	})
+}
+
 // TestSHA256BatchLeavesInputAndNeighbours checks that run writes only the
-// 32 bytes at each destination: not the messages' spare capacity (the
-// padding is the batch's own) and not the destinations' neighbours.
+// 32 bytes at each destination, at any alignment: not the messages' spare
+// capacity (the padding is made in registers) and not the destinations'
+// neighbours.
 func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		var b sha256Batch
@@ -176,12 +211,14 @@ func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 			}
 			msgs = append(msgs, m)
 		}
-		out := make([]Hash, 2*len(msgs)+1)
+		// Destinations 33 bytes apart, so at every alignment, with a
+		// guard byte between each two.
+		out := make([]byte, 33*len(msgs)+1)
 		for i := range out {
-			out[i] = Hash{0: 0x5a, 31: 0x5a}
+			out[i] = 0x5a
 		}
 		for i, m := range msgs {
-			b.add(m, &out[2*i+1])
+			b.add(m, (*Hash)(out[33*i+1:]))
 		}
 		b.run()
 		for i, m := range msgs {
@@ -190,13 +227,11 @@ func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 					t.Fatalf("length %d: byte %d changed to %#x", len(m), k, c)
 				}
 			}
-			if out[2*i+1] != Hash(sha256.Sum256(m)) {
+			if *(*Hash)(out[33*i+1:]) != Hash(sha256.Sum256(m)) {
 				t.Fatalf("length %d: wrong sum", len(m))
 			}
-		}
-		for i := 0; i < len(out); i += 2 {
-			if out[i] != (Hash{0: 0x5a, 31: 0x5a}) {
-				t.Fatalf("destination %d, between two sums, changed", i)
+			if out[33*i] != 0x5a {
+				t.Fatalf("the guard byte before the sum of length %d changed", len(m))
 			}
 		}
 	})
