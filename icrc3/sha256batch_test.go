@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"slices"
-	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -168,19 +167,8 @@ func TestSHA256BatchShapesApart(t *testing.T) {
 // exactly where readable memory ends: the kernel's loads of the last bytes
 // must neither read nor fault past the message.
 func TestSHA256BatchAtTheEdgeOfMemory(t *testing.T) {
-	page := syscall.Getpagesize()
-	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Munmap(mem)
-	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(29, 30))
-	for i := range page {
-		mem[i] = byte(r.Uint32())
-	}
+	mem := readableUpTo(t, rand.New(rand.NewPCG(29, 30)))
+	page := len(mem)
 	bothSHA256Paths(t, func(t *testing.T) {
 		c := batchCase{}
 		for n := 0; n <= 200; n++ {
