@@ -236,3 +236,39 @@ func TestSHA256GroupLayout(t *testing.T) {
 		t.Fatalf("sha256Group offsets %v, the kernel reads %v", got, want)
 	}
 }
+
+// TestSHA256BatchReuseAllocatesNothing holds a reused batch to no
+// allocation once it has seen a page's worth of sums.
+func TestSHA256BatchReuseAllocatesNothing(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		c := mixedCase(rand.New(rand.NewPCG(35, 36)), 500, 400)
+		dst := make([]Hash, len(c.msgs))
+		mids := make([][8]uint32, len(c.msgs))
+		for i, m := range c.msgs {
+			mids[i] = sha256IV
+			if k := c.resume[i]; k > 0 {
+				sha256Blocks(&mids[i], m[:64*k])
+			}
+		}
+		var b sha256Batch
+		queue := func() {
+			for i, m := range c.msgs {
+				if k := c.resume[i]; k > 0 {
+					b.addFrom(&mids[i], m[64*k:], uint64(len(m)), &dst[i])
+				} else {
+					b.add(m, &dst[i])
+				}
+			}
+			b.run()
+		}
+		queue()
+		if n := testing.AllocsPerRun(10, queue); n != 0 {
+			t.Fatalf("%v allocations a run of a reused batch", n)
+		}
+		for i, m := range c.msgs {
+			if dst[i] != Hash(sha256.Sum256(m)) {
+				t.Fatalf("sum %d (length %d) wrong", i, len(m))
+			}
+		}
+	})
+}
