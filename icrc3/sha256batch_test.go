@@ -86,14 +86,16 @@ func mixedCase(r *rand.Rand, n, maxLen int) batchCase {
 }
 
 // TestSHA256BatchEveryLength holds the batch to crypto/sha256 for every
-// length from 0 to 300 in one batch, in order and shuffled.
+// length from 0 to 300 and a nil message in one batch, in order and
+// shuffled.
 func TestSHA256BatchEveryLength(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(21, 22))
-		c := batchCase{resume: make([]int, 301)}
+		c := batchCase{resume: make([]int, 302)}
 		for n := range 301 {
 			c.msgs = append(c.msgs, randomBytes(r, n))
 		}
+		c.msgs = append(c.msgs, nil) // no memory at all behind it
 		var b sha256Batch
 		c.check(t, &b)
 		r.Shuffle(len(c.msgs), func(i, j int) { c.msgs[i], c.msgs[j] = c.msgs[j], c.msgs[i] })
