@@ -174,23 +174,31 @@ func TestMapHashMidstate(t *testing.T) {
 	}
 }
 
-// TestSum256ShortAtTheEdgeOfMemory puts every short message (the ones
-// hashed with one masked load) so that it ends exactly where readable
-// memory ends: the load must neither read nor fault past the message.
-func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
+// readableUpTo returns a page of random bytes followed by memory that
+// faults when read; the mapping goes at the test's end.
+func readableUpTo(t *testing.T, r *rand.Rand) []byte {
+	t.Helper()
 	page := syscall.Getpagesize()
 	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Munmap(mem)
+	t.Cleanup(func() { syscall.Munmap(mem) })
 	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
 		t.Fatal(err)
 	}
-	r := rand.New(rand.NewPCG(9, 10))
 	for i := range page {
 		mem[i] = byte(r.Uint32())
 	}
+	return mem[:page:page]
+}
+
+// TestSum256ShortAtTheEdgeOfMemory puts every short message (the ones
+// hashed with one masked load) so that it ends exactly where readable
+// memory ends: the load must neither read nor fault past the message.
+func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
+	mem := readableUpTo(t, rand.New(rand.NewPCG(9, 10)))
+	page := len(mem)
 	for n := 0; n < 56; n++ {
 		b := mem[page-n : page : page]
 		var got Hash

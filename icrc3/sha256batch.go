@@ -38,7 +38,7 @@ const (
 	// sha256GroupMin is the fewest sums of one shape worth a pass of the
 	// lanes, which costs the same for one as for sixteen: fewer are
 	// summed one by one (BenchmarkSHA256BatchSize).
-	sha256GroupMin = 6
+	sha256GroupMin = 8
 )
 
 // useBatchSHA says run uses the sixteen-lane kernel; tests turn it off to

@@ -26,17 +26,31 @@ func blockLikeSums(r *rand.Rand, n int) ([][]byte, int) {
 	return msgs, compressions
 }
 
-func benchSums(b *testing.B, msgs [][]byte, compressions int, batch bool) {
+// sumMode is how benchSums computes its sums.
+type sumMode int
+
+const (
+	sumEach  sumMode = iota // sum256To one by one
+	sumInput                // sum256Input one by one: short ones with one masked load
+	sumBatch                // queued in a sha256Batch
+)
+
+func benchSums(b *testing.B, msgs [][]byte, compressions int, mode sumMode) {
 	dst := make([]Hash, len(msgs))
 	var q sha256Batch
 	b.ResetTimer()
 	for range b.N {
-		if batch {
+		switch mode {
+		case sumBatch:
 			for i, m := range msgs {
 				q.add(m, &dst[i])
 			}
 			q.run(nil)
-		} else {
+		case sumInput:
+			for i, m := range msgs {
+				sum256Input(&dst[i], m)
+			}
+		default:
 			for i, m := range msgs {
 				sum256To(&dst[i], m)
 			}
@@ -46,29 +60,40 @@ func benchSums(b *testing.B, msgs [][]byte, compressions int, batch bool) {
 }
 
 // BenchmarkSHA256Batch compares the sums of 64 blocks' hashes one by one
-// (seq) with the same sums queued in one batch.
+// (seq; seq_input with short messages read by one masked load, as the
+// decoder does for the page's leaves) with the same sums queued in one
+// batch.
 func BenchmarkSHA256Batch(b *testing.B) {
 	msgs, compressions := blockLikeSums(rand.New(rand.NewPCG(31, 32)), 64)
-	b.Run("seq", func(b *testing.B) { benchSums(b, msgs, compressions, false) })
-	b.Run("batch", func(b *testing.B) { benchSums(b, msgs, compressions, true) })
+	b.Run("seq", func(b *testing.B) { benchSums(b, msgs, compressions, sumEach) })
+	b.Run("seq_input", func(b *testing.B) { benchSums(b, msgs, compressions, sumInput) })
+	b.Run("batch", func(b *testing.B) { benchSums(b, msgs, compressions, sumBatch) })
 }
 
-// BenchmarkSHA256BatchSize measures small batches of the same mix, to
-// place sha256GroupMin; the lanes are forced on whatever the batch size.
+// BenchmarkSHA256BatchSize measures groups short of sixteen sums of one
+// shape (leaves of 8 to 40 bytes, arrays of two hashes, maps of six
+// pairs), the lanes forced on at every size, to place sha256GroupMin.
 func BenchmarkSHA256BatchSize(b *testing.B) {
-	all, _ := blockLikeSums(rand.New(rand.NewPCG(33, 34)), 8)
-	for _, n := range []int{4, 8, 12, 16, 20, 24, 32, 48, 64, 96} {
-		msgs := all[:n]
-		compressions := 0
-		for _, m := range msgs {
-			compressions += (len(m)+8)/64 + 1
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, shape := range []struct {
+		name string
+		min  int
+		max  int
+	}{{"leaf", 8, 40}, {"pair", 64, 64}, {"map", 384, 384}} {
+		for _, n := range []int{2, 4, 6, 7, 8, 9, 10, 12, 16} {
+			msgs := make([][]byte, n)
+			compressions := 0
+			for i := range msgs {
+				msgs[i] = randomBytes(r, shape.min+r.IntN(shape.max-shape.min+1))
+				compressions += (len(msgs[i])+8)/64 + 1
+			}
+			b.Run(fmt.Sprintf("%s/n=%d/seq", shape.name, n), func(b *testing.B) { benchSums(b, msgs, compressions, sumEach) })
+			b.Run(fmt.Sprintf("%s/n=%d/batch", shape.name, n), func(b *testing.B) {
+				saved := sha256GroupMinFor
+				sha256GroupMinFor = 1
+				defer func() { sha256GroupMinFor = saved }()
+				benchSums(b, msgs, compressions, sumBatch)
+			})
 		}
-		b.Run(fmt.Sprintf("n=%d/seq", n), func(b *testing.B) { benchSums(b, msgs, compressions, false) })
-		b.Run(fmt.Sprintf("n=%d/batch", n), func(b *testing.B) {
-			saved := sha256GroupMinFor
-			sha256GroupMinFor = 0
-			defer func() { sha256GroupMinFor = saved }()
-			benchSums(b, msgs, compressions, true)
-		})
 	}
 }

@@ -1,6 +1,7 @@
 package icrc3
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"math/rand/v2"
 	"slices"
@@ -86,14 +87,16 @@ func mixedCase(r *rand.Rand, n, maxLen int) batchCase {
 }
 
 // TestSHA256BatchEveryLength holds the batch to crypto/sha256 for every
-// length from 0 to 300 in one batch, in order and shuffled.
+// length from 0 to 300 and a nil message in one batch, in order and
+// shuffled.
 func TestSHA256BatchEveryLength(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(21, 22))
-		c := batchCase{resume: make([]int, 301)}
+		c := batchCase{resume: make([]int, 302)}
 		for n := range 301 {
 			c.msgs = append(c.msgs, randomBytes(r, n))
 		}
+		c.msgs = append(c.msgs, nil) // no memory at all behind it
 		var b sha256Batch
 		c.check(t, &b)
 		r.Shuffle(len(c.msgs), func(i, j int) { c.msgs[i], c.msgs[j] = c.msgs[j], c.msgs[i] })
@@ -138,65 +141,76 @@ func TestSHA256BatchResumed(t *testing.T) {
 	})
 }
 
-// TestSHA256BatchLanesFinishApart starts the lanes on messages of 1 to 16
-// blocks and refills each as it finishes, with lengths that keep the
-// lanes' ends apart: a lane restarted at the wrong state, block or pad
-// buffer shows up as a wrong sum in it or in a neighbour.
-func TestSHA256BatchLanesFinishApart(t *testing.T) {
+// TestSHA256BatchShapesApart queues messages of 0 to 15 whole blocks with
+// tails on either side of the padding boundary, interleaved with short
+// and long ones, so that groups of every shape fill at different times,
+// the last of each is short of sixteen (idle lanes, or summed one by one)
+// and groups are reused from run to run with other messages: a lane given
+// another's state, block, rest or length shows up as a wrong sum.
+func TestSHA256BatchShapesApart(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(27, 28))
 		var b sha256Batch
 		for round := range 20 {
 			c := batchCase{}
 			for i := range 16 {
-				// i whole blocks and a tail that pads to one or two blocks
 				c.msgs = append(c.msgs, randomBytes(r, 64*i+[]int{0, 30, 55, 56, 63}[(i+round)%5]))
 			}
-			for range 200 {
+			for range 100 + 20*round {
 				c.msgs = append(c.msgs, randomBytes(r, []int{0, 8, 40, 64, 120, 320, 384, 1000}[r.IntN(8)]))
 			}
+			r.Shuffle(len(c.msgs), func(i, j int) { c.msgs[i], c.msgs[j] = c.msgs[j], c.msgs[i] })
 			c.resume = make([]int, len(c.msgs))
 			c.check(t, &b)
 		}
 	})
 }
 
+// TestSHA256BatchAtTheEdgeOfMemory ends every message of up to 200 bytes
+// exactly where readable memory ends: the kernel's loads of the last bytes
+// must neither read nor fault past the message.
+func TestSHA256BatchAtTheEdgeOfMemory(t *testing.T) {
+	mem := readableUpTo(t, rand.New(rand.NewPCG(29, 30)))
+	page := len(mem)
+	bothSHA256Paths(t, func(t *testing.T) {
+		c := batchCase{}
+		for n := 0; n <= 200; n++ {
+			// Sixteen of each length fill a group of every shape.
+			for range 16 {
+				c.msgs = append(c.msgs, mem[page-n:page:page])
+			}
+		}
+		c.resume = make([]int, len(c.msgs))
+		b := sha256Batch{within: mem}
+		c.check(t, &b)
+	})
+}
+
 // TestSHA256BatchLeavesInputAndNeighbours checks that run writes only the
-// 32 bytes at each destination: not the messages' spare capacity (the
-// padding is the batch's own) and not the destinations' neighbours.
+// 32 bytes at each destination, at any alignment (the batch's slots put
+// them so, among guard bytes): not the bytes after each message (the
+// padding is made in registers), which are read in place from one buffer.
 func TestSHA256BatchLeavesInputAndNeighbours(t *testing.T) {
 	bothSHA256Paths(t, func(t *testing.T) {
-		var b sha256Batch
-		var msgs [][]byte
+		var buf []byte
+		var at []int
 		for n := range 200 {
-			m := make([]byte, n, n+128)
-			full := m[:cap(m)]
-			for i := range full {
-				full[i] = 0xa5
-			}
-			msgs = append(msgs, m)
+			at = append(at, len(buf))
+			buf = append(buf, bytes.Repeat([]byte{0xa5}, n+128)...)
 		}
-		out := make([]Hash, 2*len(msgs)+1)
-		for i := range out {
-			out[i] = Hash{0: 0x5a, 31: 0x5a}
-		}
-		for i, m := range msgs {
-			b.add(m, &out[2*i+1])
+		want := bytes.Clone(buf)
+		b := sha256Batch{within: buf}
+		out := make([]Hash, len(at))
+		for n, off := range at {
+			b.add(buf[off:off+n], &out[n])
 		}
 		b.run(t)
-		for i, m := range msgs {
-			for k, c := range m[:cap(m)] {
-				if c != 0xa5 {
-					t.Fatalf("length %d: byte %d changed to %#x", len(m), k, c)
-				}
-			}
-			if out[2*i+1] != Hash(sha256.Sum256(m)) {
-				t.Fatalf("length %d: wrong sum", len(m))
-			}
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("run wrote into the messages' buffer")
 		}
-		for i := 0; i < len(out); i += 2 {
-			if out[i] != (Hash{0: 0x5a, 31: 0x5a}) {
-				t.Fatalf("destination %d, between two sums, changed", i)
+		for n, off := range at {
+			if out[n] != Hash(sha256.Sum256(buf[off:off+n])) {
+				t.Fatalf("length %d: wrong sum", n)
 			}
 		}
 	})
@@ -212,4 +226,40 @@ func TestSHA256GroupLayout(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("sha256Group offsets %v, the kernel reads %v", got, want)
 	}
+}
+
+// TestSHA256BatchReuseAllocatesNothing holds a reused batch to no
+// allocation once it has seen a page's worth of sums.
+func TestSHA256BatchReuseAllocatesNothing(t *testing.T) {
+	bothSHA256Paths(t, func(t *testing.T) {
+		c := mixedCase(rand.New(rand.NewPCG(35, 36)), 500, 400)
+		dst := make([]Hash, len(c.msgs))
+		mids := make([][8]uint32, len(c.msgs))
+		for i, m := range c.msgs {
+			mids[i] = sha256IV
+			if k := c.resume[i]; k > 0 {
+				sha256Blocks(&mids[i], m[:64*k])
+			}
+		}
+		var b sha256Batch
+		queue := func() {
+			for i, m := range c.msgs {
+				if k := c.resume[i]; k > 0 {
+					b.addFrom(&mids[i], m[64*k:], uint64(len(m)), &dst[i])
+				} else {
+					b.add(m, &dst[i])
+				}
+			}
+			b.run(nil)
+		}
+		queue()
+		if n := testing.AllocsPerRun(10, queue); n != 0 {
+			t.Fatalf("%v allocations a run of a reused batch", n)
+		}
+		for i, m := range c.msgs {
+			if dst[i] != Hash(sha256.Sum256(m)) {
+				t.Fatalf("sum %d (length %d) wrong", i, len(m))
+			}
+		}
+	})
 }

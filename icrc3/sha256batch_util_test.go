@@ -3,17 +3,20 @@ package icrc3
 import (
 	"bytes"
 	"testing"
+	"unsafe"
 )
 
 // sha256Batch queues sums given as slices and pointers and runs them
 // through pageHashes, the decoder's queue, as the tests and benchmarks of
-// the lanes drive them. The messages are copied into the queue's buffer
-// and the digests come back through its arena, whose slots are spaced
-// with guard bytes that run must leave alone, as it must the messages.
+// the lanes drive them. The messages are copied into the queue's buffer,
+// or, with within set, read in place from it; the digests come back
+// through the queue's arena, at every alignment, in slots whose guard
+// bytes run must leave alone, as it must the messages.
 type sha256Batch struct {
-	hs   pageHashes
-	sums []batchSum
-	buf  []byte
+	hs     pageHashes
+	sums   []batchSum
+	within []byte
+	buf    []byte
 }
 
 type batchSum struct {
@@ -24,7 +27,10 @@ type batchSum struct {
 	total int
 }
 
-const batchGuard = 0x5a
+const (
+	batchGuard = 0x5a
+	batchSlot  = 80 // a digest and its guards
+)
 
 func (b *sha256Batch) add(msg []byte, dst *Hash) {
 	b.sums = append(b.sums, batchSum{msg: msg, dst: dst, total: len(msg)})
@@ -39,18 +45,27 @@ func (b *sha256Batch) addFrom(h *[8]uint32, tail []byte, total uint64, dst *Hash
 
 func (b *sha256Batch) len() int { return len(b.sums) }
 
+// digestAt is where sum i's digest goes in its slot.
+func digestAt(i int) int { return batchSlot*i + 8 + i%40 }
+
 // run computes the sums; t, when not nil, fails the test if the queue's
 // message buffer or its slots' guards changed.
 func (b *sha256Batch) run(t testing.TB) {
 	hs := &b.hs
-	hs.msgs, hs.arena = hs.msgs[:0], hs.arena[:0]
+	hs.msgs, hs.arena, hs.input = hs.msgs[:0], hs.arena[:0], b.within
 	for i, s := range b.sums {
-		off := len(hs.msgs)
-		hs.msgs = append(hs.msgs, make([]byte, 64*s.skip)...)
-		hs.msgs = append(hs.msgs, s.msg...)
-		slot := len(hs.arena)
-		hs.arena = append(hs.arena, bytes.Repeat([]byte{batchGuard}, 64)...)
-		j := hashJob{off: uint32(off), n: uint32(s.total), dst: hashRef(slot + 16), src: srcMsgs}
+		src, off := srcMsgs, len(hs.msgs)
+		if b.within != nil && s.skip == 0 {
+			src = srcInput
+			off = int(uintptr(unsafe.Pointer(unsafe.SliceData(s.msg))) - uintptr(unsafe.Pointer(unsafe.SliceData(b.within))))
+		} else {
+			hs.msgs = append(hs.msgs, make([]byte, 64*s.skip)...)
+			hs.msgs = append(hs.msgs, s.msg...)
+		}
+		for range batchSlot {
+			hs.arena = append(hs.arena, batchGuard)
+		}
+		j := hashJob{off: uint32(off), n: uint32(s.total), dst: hashRef(digestAt(i)), src: src}
 		if s.skip > 0 {
 			hs.states = append(hs.states, b.sums[i].h)
 			j.skip, j.state = uint8(s.skip), uint32(len(hs.states)-1)
@@ -60,14 +75,15 @@ func (b *sha256Batch) run(t testing.TB) {
 	b.buf = append(b.buf[:0], hs.msgs...)
 	hs.run()
 	for i, s := range b.sums {
-		slot := hs.arena[64*i : 64*i+64]
-		*s.dst = Hash(slot[16:48])
+		slot := hs.arena[batchSlot*i : batchSlot*(i+1)]
+		at := digestAt(i) - batchSlot*i
+		*s.dst = Hash(slot[at : at+32])
 		if t == nil {
 			continue
 		}
-		for k, c := range append(slot[:16:16], slot[48:]...) {
-			if c != batchGuard {
-				t.Fatalf("sum %d: guard byte %d beside its digest changed to %#x", i, k, c)
+		for k, c := range slot {
+			if (k < at || k >= at+32) && c != batchGuard {
+				t.Fatalf("sum %d: guard byte %d of its slot changed to %#x", i, k, c)
 			}
 		}
 	}

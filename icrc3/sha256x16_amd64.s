@@ -10,123 +10,44 @@
 
 #include "textflag.h"
 
-// sha256xK holds the round constants K0..K63, each broadcast to the lanes
-// where it is used.
+// The round constants are those of the SHA-NI code (sha256_amd64.s),
+// ·sha256K, where K[t] is at (t/4)*32+(t%4)*4; its byte-swap mask,
+// ·sha256Flip, reverses the bytes of each dword of 16, as the big-endian
+// message words need.
 
-DATA sha256xK<>+0(SB)/4, $0x428a2f98
-DATA sha256xK<>+4(SB)/4, $0x71374491
-DATA sha256xK<>+8(SB)/4, $0xb5c0fbcf
-DATA sha256xK<>+12(SB)/4, $0xe9b5dba5
-DATA sha256xK<>+16(SB)/4, $0x3956c25b
-DATA sha256xK<>+20(SB)/4, $0x59f111f1
-DATA sha256xK<>+24(SB)/4, $0x923f82a4
-DATA sha256xK<>+28(SB)/4, $0xab1c5ed5
-DATA sha256xK<>+32(SB)/4, $0xd807aa98
-DATA sha256xK<>+36(SB)/4, $0x12835b01
-DATA sha256xK<>+40(SB)/4, $0x243185be
-DATA sha256xK<>+44(SB)/4, $0x550c7dc3
-DATA sha256xK<>+48(SB)/4, $0x72be5d74
-DATA sha256xK<>+52(SB)/4, $0x80deb1fe
-DATA sha256xK<>+56(SB)/4, $0x9bdc06a7
-DATA sha256xK<>+60(SB)/4, $0xc19bf174
-DATA sha256xK<>+64(SB)/4, $0xe49b69c1
-DATA sha256xK<>+68(SB)/4, $0xefbe4786
-DATA sha256xK<>+72(SB)/4, $0x0fc19dc6
-DATA sha256xK<>+76(SB)/4, $0x240ca1cc
-DATA sha256xK<>+80(SB)/4, $0x2de92c6f
-DATA sha256xK<>+84(SB)/4, $0x4a7484aa
-DATA sha256xK<>+88(SB)/4, $0x5cb0a9dc
-DATA sha256xK<>+92(SB)/4, $0x76f988da
-DATA sha256xK<>+96(SB)/4, $0x983e5152
-DATA sha256xK<>+100(SB)/4, $0xa831c66d
-DATA sha256xK<>+104(SB)/4, $0xb00327c8
-DATA sha256xK<>+108(SB)/4, $0xbf597fc7
-DATA sha256xK<>+112(SB)/4, $0xc6e00bf3
-DATA sha256xK<>+116(SB)/4, $0xd5a79147
-DATA sha256xK<>+120(SB)/4, $0x06ca6351
-DATA sha256xK<>+124(SB)/4, $0x14292967
-DATA sha256xK<>+128(SB)/4, $0x27b70a85
-DATA sha256xK<>+132(SB)/4, $0x2e1b2138
-DATA sha256xK<>+136(SB)/4, $0x4d2c6dfc
-DATA sha256xK<>+140(SB)/4, $0x53380d13
-DATA sha256xK<>+144(SB)/4, $0x650a7354
-DATA sha256xK<>+148(SB)/4, $0x766a0abb
-DATA sha256xK<>+152(SB)/4, $0x81c2c92e
-DATA sha256xK<>+156(SB)/4, $0x92722c85
-DATA sha256xK<>+160(SB)/4, $0xa2bfe8a1
-DATA sha256xK<>+164(SB)/4, $0xa81a664b
-DATA sha256xK<>+168(SB)/4, $0xc24b8b70
-DATA sha256xK<>+172(SB)/4, $0xc76c51a3
-DATA sha256xK<>+176(SB)/4, $0xd192e819
-DATA sha256xK<>+180(SB)/4, $0xd6990624
-DATA sha256xK<>+184(SB)/4, $0xf40e3585
-DATA sha256xK<>+188(SB)/4, $0x106aa070
-DATA sha256xK<>+192(SB)/4, $0x19a4c116
-DATA sha256xK<>+196(SB)/4, $0x1e376c08
-DATA sha256xK<>+200(SB)/4, $0x2748774c
-DATA sha256xK<>+204(SB)/4, $0x34b0bcb5
-DATA sha256xK<>+208(SB)/4, $0x391c0cb3
-DATA sha256xK<>+212(SB)/4, $0x4ed8aa4a
-DATA sha256xK<>+216(SB)/4, $0x5b9cca4f
-DATA sha256xK<>+220(SB)/4, $0x682e6ff3
-DATA sha256xK<>+224(SB)/4, $0x748f82ee
-DATA sha256xK<>+228(SB)/4, $0x78a5636f
-DATA sha256xK<>+232(SB)/4, $0x84c87814
-DATA sha256xK<>+236(SB)/4, $0x8cc70208
-DATA sha256xK<>+240(SB)/4, $0x90befffa
-DATA sha256xK<>+244(SB)/4, $0xa4506ceb
-DATA sha256xK<>+248(SB)/4, $0xbef9a3f7
-DATA sha256xK<>+252(SB)/4, $0xc67178f2
-GLOBL sha256xK<>(SB), RODATA|NOPTR, $256
-
-// sha256xSwap reverses the bytes of each dword: the message words are big-endian.
-DATA sha256xSwap<>+0(SB)/8, $0x0405060700010203
-DATA sha256xSwap<>+8(SB)/8, $0x0c0d0e0f08090a0b
-DATA sha256xSwap<>+16(SB)/8, $0x0405060700010203
-DATA sha256xSwap<>+24(SB)/8, $0x0c0d0e0f08090a0b
-DATA sha256xSwap<>+32(SB)/8, $0x0405060700010203
-DATA sha256xSwap<>+40(SB)/8, $0x0c0d0e0f08090a0b
-DATA sha256xSwap<>+48(SB)/8, $0x0405060700010203
-DATA sha256xSwap<>+56(SB)/8, $0x0c0d0e0f08090a0b
-GLOBL sha256xSwap<>(SB), RODATA|NOPTR, $64
+// XOR3 leaves in t0 the xor of three shifts or rotations of x (Sigma0,
+// Sigma1, sigma0 or sigma1), with t1 and t2 as scratch.
+#define XOR3(x, op0, n0, op1, n1, op2, n2, t0, t1, t2) \
+	op0        $n0, x, t0; \
+	op1        $n1, x, t1; \
+	op2        $n2, x, t2; \
+	VPTERNLOGD $0x96, t2, t1, t0
 
 // ROUND is round t on the lanes' working variables a..h, message word w
 // (W[t]); it leaves T1+T2 in h and d+T1 in d, so the next round takes the
 // registers rotated by one. Z24-Z28 are its scratch.
 #define ROUND(a, b, c, d, e, f, g, h, w, t) \
-	VPADDD.BCST sha256xK<>+(t*4)(SB), w, Z28; \
+	VPADDD.BCST ·sha256K+((t/4)*32+(t%4)*4)(SB), w, Z28; \
 	VPADDD      Z28, h, h; \
 	VMOVDQA32   e, Z27; \
 	VPTERNLOGD  $0xca, g, f, Z27; \
-	VPRORD      $6, e, Z24; \
-	VPRORD      $11, e, Z25; \
-	VPRORD      $25, e, Z26; \
-	VPTERNLOGD  $0x96, Z26, Z25, Z24; \
+	XOR3(e, VPRORD, 6, VPRORD, 11, VPRORD, 25, Z24, Z25, Z26); \
 	VPADDD      Z27, h, h; \
 	VPADDD      Z24, h, h; \
 	VPADDD      h, d, d; \
 	VMOVDQA32   a, Z27; \
 	VPTERNLOGD  $0xe8, c, b, Z27; \
-	VPRORD      $2, a, Z24; \
-	VPRORD      $13, a, Z25; \
-	VPRORD      $22, a, Z26; \
-	VPTERNLOGD  $0x96, Z26, Z25, Z24; \
+	XOR3(a, VPRORD, 2, VPRORD, 13, VPRORD, 22, Z24, Z25, Z26); \
 	VPADDD      Z27, h, h; \
 	VPADDD      Z24, h, h
 
 // SCHED turns w0, holding W[t-16], into W[t] from w1 = W[t-15],
 // w9 = W[t-7] and w14 = W[t-2]. Z29-Z31 are its scratch.
 #define SCHED(w0, w1, w9, w14) \
-	VPRORD     $7, w1, Z29; \
-	VPRORD     $18, w1, Z30; \
-	VPSRLD     $3, w1, Z31; \
-	VPTERNLOGD $0x96, Z31, Z30, Z29; \
+	XOR3(w1, VPRORD, 7, VPRORD, 18, VPSRLD, 3, Z29, Z30, Z31); \
 	VPADDD     Z29, w0, w0; \
 	VPADDD     w9, w0, w0; \
-	VPRORD     $17, w14, Z29; \
-	VPRORD     $19, w14, Z30; \
-	VPSRLD     $10, w14, Z31; \
-	VPTERNLOGD $0x96, Z31, Z30, Z29; \
+	XOR3(w14, VPRORD, 17, VPRORD, 19, VPSRLD, 10, Z29, Z30, Z31); \
 	VPADDD     Z29, w0, w0
 
 // TRANS4 transposes, in each 128-bit lane, the 4x4 dwords of x0..x3 into
@@ -408,7 +329,7 @@ rounds:
 	SHUF4(Z28, Z30, $0xdd, Z7)
 	SHUF4(Z29, Z31, $0x88, Z11)
 	SHUF4(Z29, Z31, $0xdd, Z15)
-	VMOVDQU32 sha256xSwap<>(SB), Z16
+	VBROADCASTI32X4 ·sha256Flip(SB), Z16
 	VPSHUFB   Z16, Z0, Z0
 	VPSHUFB   Z16, Z1, Z1
 	VPSHUFB   Z16, Z2, Z2
@@ -566,7 +487,7 @@ rounds:
 	// byte-swapped to big-endian.
 	TRANS4(Z16, Z17, Z18, Z19, Z24, Z25, Z26, Z27, Z0, Z1, Z2, Z3)
 	TRANS4(Z20, Z21, Z22, Z23, Z28, Z29, Z30, Z31, Z0, Z1, Z2, Z3)
-	VMOVDQU32 sha256xSwap<>(SB), Z0
+	VBROADCASTI32X4 ·sha256Flip(SB), Z0
 	VPSHUFB   Z0, Z24, Z24
 	VPSHUFB   Z0, Z25, Z25
 	VPSHUFB   Z0, Z26, Z26
