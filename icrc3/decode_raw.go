@@ -8,7 +8,8 @@ import (
 
 // The block pages' hot path: each block's Value is read from the Candid
 // bytes straight into the block-cache encoding (MarshalValue's format),
-// hashed on the way, and parsed from that encoding (parseRaw). No Value
+// its hashes queued on the way (hashjobs.go), and parsed from that
+// encoding (parseRaw). No Value
 // tree is built: a tree costs a dozen 100-byte nodes per block that
 // hashing and parsing never need, and the cache stores the encoding anyway.
 // The tree-building reader (value, in decode_value.go) stays as the oracle
@@ -87,6 +88,12 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		d.hs.add(srcInput, d.pos-len(b), len(b), dst)
 		return 0, nil
 	case idText:
+		if e := d.shortText(); e != nil {
+			*d.hs.slot(dst) = e.hash
+			d.out = append(d.out, byte(KindText))
+			d.appendString(e.key)
+			return 0, nil
+		}
 		b, err := d.blob()
 		if err != nil {
 			return 0, err
@@ -96,7 +103,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			*d.hs.slot(dst) = e.hash
+			*d.hs.slot(dst) = d.keepShort(e).hash
 		} else {
 			if !utf8.Valid(b) {
 				return 0, d.errf("text is not valid UTF-8")
@@ -201,7 +208,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 			for _, rf := range rec.fields {
 				switch rf.id {
 				case idTupleKey:
-					var e keyEntry
+					var e *keyEntry
 					if e, err = d.keyEntry(); err == nil {
 						copy(d.hs.arena[pair:pair+32], e.hash[:])
 						d.appendString(e.key)
@@ -322,10 +329,64 @@ func (d *decoder) appendString(s string) {
 }
 
 // keyEntry reads a Map key through the per-reply intern table.
-func (d *decoder) keyEntry() (keyEntry, error) {
+func (d *decoder) keyEntry() (*keyEntry, error) {
+	if e := d.shortText(); e != nil {
+		return e, nil
+	}
 	b, err := d.blob()
 	if err != nil {
-		return keyEntry{}, err
+		return nil, err
 	}
-	return d.intern(b)
+	e, err := d.intern(b)
+	if err != nil {
+		return nil, err
+	}
+	return d.keepShort(e), nil
+}
+
+// shortTexts is a direct-mapped table of the texts of up to seven bytes
+// met in a reply (a block's keys, tx.op): such a text on the wire is its
+// length byte and its bytes, which one 8-byte load reads, so a repeat is
+// found by one word compare instead of a string compare and a lookup.
+type shortTexts [64]struct {
+	w uint64 // the length in the top byte, the bytes below
+	e keyEntry
+}
+
+func shortSlot(w uint64) int { return int((w * 0x9e3779b97f4a7c15) >> 58) }
+
+// shortText reads a text at d.pos that the table holds, or returns nil and
+// reads nothing.
+func (d *decoder) shortText() *keyEntry {
+	p := d.pos
+	if p+9 > len(d.buf) {
+		return nil
+	}
+	n := d.buf[p]
+	if n == 0 || n > 7 {
+		return nil
+	}
+	w := binary.LittleEndian.Uint64(d.buf[p+1:])&(1<<(8*n)-1) | uint64(n)<<56
+	s := &d.short[shortSlot(w)]
+	if s.w != w {
+		return nil
+	}
+	d.pos = p + 1 + int(n)
+	return &s.e
+}
+
+// keepShort puts an interned text in the short table if it fits, and
+// returns where e now is.
+func (d *decoder) keepShort(e keyEntry) *keyEntry {
+	n := len(e.key)
+	if n == 0 || n > 7 {
+		d.lastKey = e
+		return &d.lastKey
+	}
+	var b [8]byte
+	copy(b[:], e.key)
+	w := binary.LittleEndian.Uint64(b[:]) | uint64(n)<<56
+	s := &d.short[shortSlot(w)]
+	s.w, s.e = w, e
+	return &s.e
 }

@@ -271,7 +271,11 @@ var zeroSubaccountHash = sha256.Sum256(make([]byte, 32))
 // key reads a Map key, interning it and its hash: blocks repeat a handful of
 // keys thousands of times.
 func (d *decoder) key() (string, Hash, error) {
-	e, err := d.keyEntry()
+	b, err := d.blob()
+	if err != nil {
+		return "", Hash{}, err
+	}
+	e, err := d.intern(b)
 	return e.key, e.hash, err
 }
 
