@@ -344,16 +344,17 @@ func (d *decoder) keyEntry() (*keyEntry, error) {
 	return d.keepShort(e), nil
 }
 
-// shortTexts is a direct-mapped table of the texts of up to seven bytes
-// met in a reply (a block's keys, tx.op): such a text on the wire is its
-// length byte and its bytes, which one 8-byte load reads, so a repeat is
-// found by one word compare instead of a string compare and a lookup.
-type shortTexts [64]struct {
-	w uint64 // the length in the top byte, the bytes below
+// shortTexts is a two-way table of the texts of up to seven bytes met in
+// a reply (a block's keys, tx.op): such a text on the wire is its length
+// byte and its bytes, which one 8-byte load reads, so a repeat is found by
+// a word compare or two instead of a string compare and a lookup.
+type shortTexts [128]struct {
+	w uint64 // the length in the top byte, the bytes below; 0 if empty
 	e keyEntry
 }
 
-func shortSlot(w uint64) int { return int((w * 0x9e3779b97f4a7c15) >> 58) }
+// shortSlot is the first of the two slots w may be in.
+func shortSlot(w uint64) int { return int((w*0x9e3779b97f4a7c15)>>57) &^ 1 }
 
 // shortText reads a text at d.pos that the table holds, or returns nil and
 // reads nothing.
@@ -367,9 +368,12 @@ func (d *decoder) shortText() *keyEntry {
 		return nil
 	}
 	w := binary.LittleEndian.Uint64(d.buf[p+1:])&(1<<(8*n)-1) | uint64(n)<<56
-	s := &d.short[shortSlot(w)]
+	i := shortSlot(w)
+	s := &d.short[i]
 	if s.w != w {
-		return nil
+		if s = &d.short[i+1]; s.w != w {
+			return nil
+		}
 	}
 	d.pos = p + 1 + int(n)
 	return &s.e
@@ -386,7 +390,12 @@ func (d *decoder) keepShort(e keyEntry) *keyEntry {
 	var b [8]byte
 	copy(b[:], e.key)
 	w := binary.LittleEndian.Uint64(b[:]) | uint64(n)<<56
-	s := &d.short[shortSlot(w)]
+	i := shortSlot(w)
+	s := &d.short[i]
+	if s.w != 0 && s.w != w {
+		// The first slot is another's: take the second, whoever is there.
+		s = &d.short[i+1]
+	}
 	s.w, s.e = w, e
 	return &s.e
 }
