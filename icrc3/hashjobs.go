@@ -112,12 +112,13 @@ func (hs *pageHashes) push(j hashJob) {
 // lanes are there and there are enough of them, the rest one by one.
 func (hs *pageHashes) run() {
 	bases := [...][]byte{srcInput: hs.input, srcOut: hs.out, srcArena: hs.arena, srcMsgs: hs.msgs}
+	// One group for every pass: each sets all sixteen lanes.
+	var g sha256Group
 	for si := range hs.jobs {
 		list := hs.jobs[si]
 		if si < sha256Shapes-1 && useBatchSHA {
 			for len(list) >= sha256GroupMinFor {
 				k := min(16, len(list))
-				var g sha256Group
 				for lane := range k {
 					g.set(lane, hs.job(&bases, &list[lane]))
 				}
