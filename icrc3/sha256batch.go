@@ -38,6 +38,9 @@ type sha256Group struct {
 	bits  [16]uint64     // the whole message's length in bits
 	dst   [16]*Hash      // where its digest goes
 	saved [8][16]uint32  // the kernel's own: the state before a block
+	// mid says a lane starts from a state of its own (addFrom), not the
+	// initial one.
+	mid bool
 }
 
 // sha256Shape is the queue of one shape: groups[:used] are in use, the
@@ -118,9 +121,11 @@ func (b *sha256Batch) queue(h *[8]uint32, tail []byte, total uint64, dst *Hash) 
 		}
 		s.used++
 		s.n = 0
+		s.groups[s.used-1].mid = false
 	}
 	g, i := s.groups[s.used-1], s.n
 	s.n++
+	g.mid = g.mid || h != &sha256IV
 	g.h[i] = h
 	g.full[i] = unsafe.SliceData(tail)
 	g.rest[i] = uint64(rest)
@@ -148,7 +153,7 @@ func (b *sha256Batch) run() {
 			}
 			switch {
 			case lanes && n == 16:
-				sha256x16(g, full, pads)
+				sha256x16(g, full, pads, !g.mid)
 			case lanes && n >= sha256GroupMinFor:
 				for i := n; i < 16; i++ {
 					g.h[i] = &sha256IV
@@ -156,7 +161,7 @@ func (b *sha256Batch) run() {
 					g.rest[i] = 0
 					g.dst[i] = &b.idle.sink
 				}
-				sha256x16(g, full, pads)
+				sha256x16(g, full, pads, !g.mid)
 			default:
 				for i := range n {
 					j := sha256Job{g.h[i], unsafe.Slice(g.full[i], 64*full+int(g.rest[i])), g.bits[i] >> 3, g.dst[i]}
