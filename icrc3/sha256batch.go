@@ -23,8 +23,9 @@ type sha256Batch struct {
 	// long are the sums of sha256MaxFull whole blocks or more (none in a
 	// block hash), summed one by one.
 	long []sha256Job
-	// mids holds addFrom's states, in chunks that never move.
-	mids [][64][8]uint32
+	// mids holds addFrom's states, in chunks that never move while
+	// groups point into them.
+	mids []*[64][8]uint32
 	nmid int
 	idle *sha256Idle
 }
@@ -94,7 +95,7 @@ func (b *sha256Batch) add(msg []byte, dst *Hash) {
 // only in run.
 func (b *sha256Batch) addFrom(h *[8]uint32, tail []byte, total uint64, dst *Hash) {
 	if b.nmid == 64*len(b.mids) {
-		b.mids = append(b.mids, [64][8]uint32{})
+		b.mids = append(b.mids, new([64][8]uint32))
 	}
 	mid := &b.mids[b.nmid/64][b.nmid%64]
 	b.nmid++
