@@ -155,8 +155,8 @@ GLOBL sha256xLow<>(SB), RODATA|NOPTR, $64
 TEXT ·sha256x16(SB), NOSPLIT, $0-25
 	MOVQ grp+0(FP), DI
 	MOVQ nfull+8(FP), R8
-	MOVQ npad+16(FP), R15
-	ADDQ R8, R15
+	MOVQ npad+16(FP), BX
+	ADDQ R8, BX
 	MOVQ R8, R10
 	SHLQ $6, R10
 	LEAQ sha256xPad<>+64(SB), R13
@@ -245,8 +245,8 @@ step:
 
 	// Block R9 of every lane into Z0-Z15, one row a lane: a whole block in
 	// place, the first padded block (its length in after the transpose
-	// with R14 set) or the second (no rows: all zeros but the length).
-	XORQ R14, R14
+	// with R12 set) or the second (no rows: all zeros but the length).
+	XORQ R12, R12
 	CMPQ R9, R8
 	JGE  padded
 	MOVQ R9, DX
@@ -287,11 +287,11 @@ padded:
 	PADROW(13, Z13)
 	PADROW(14, Z14)
 	PADROW(15, Z15)
-	MOVQ R15, AX
+	MOVQ BX, AX
 	SUBQ R8, AX
 	CMPQ AX, $1
 	JNE  transpose
-	MOVQ $1, R14
+	MOVQ $1, R12
 	JMP  transpose
 
 padB:
@@ -380,7 +380,7 @@ transpose:
 	VPSHUFB   Z16, Z13, Z13
 	VPSHUFB   Z16, Z14, Z14
 	VPSHUFB   Z16, Z15, Z15
-	TESTQ R14, R14
+	TESTQ R12, R12
 	JZ    words
 	LENGTHS
 
@@ -518,7 +518,7 @@ words:
 	VPADDD G_SAVED+448(DI), Z23, Z23
 
 	INCQ R9
-	CMPQ R9, R15
+	CMPQ R9, BX
 	JLT  step
 
 	// The digests out: the transpose of the way in, each word then
