@@ -96,7 +96,7 @@ GLOBL sha256xLow<>(SB), RODATA|NOPTR, $64
 
 // PADROW puts in zi lane i's last bytes (the rest after its whole blocks,
 // at R10 into the message) and the 0x80 after them, zeros elsewhere: the
-// 0x80 and zeros come from sha256xPad, R13 bytes into which the 0x80 is,
+// 0x80 and zeros come from sha256xPad (R13 is the address of its 0x80),
 // and a masked load over them reads the rest and nothing past it.
 #define PADROW(i, zi) \
 	MOVQ      (G_FULL+i*8)(DI), SI; \
