@@ -20,27 +20,25 @@
 DATA sha256xPad<>+64(SB)/1, $0x80
 GLOBL sha256xPad<>(SB), RODATA|NOPTR, $128
 
-// sha256xHigh and sha256xLow pick, for VPERMT2D over sixteen qwords,
-// the high or low dword of each.
-DATA sha256xHigh<>+0(SB)/8, $0x0000000300000001
-DATA sha256xHigh<>+8(SB)/8, $0x0000000700000005
-DATA sha256xHigh<>+16(SB)/8, $0x0000000b00000009
-DATA sha256xHigh<>+24(SB)/8, $0x0000000f0000000d
-DATA sha256xHigh<>+32(SB)/8, $0x0000001300000011
-DATA sha256xHigh<>+40(SB)/8, $0x0000001700000015
-DATA sha256xHigh<>+48(SB)/8, $0x0000001b00000019
-DATA sha256xHigh<>+56(SB)/8, $0x0000001f0000001d
-GLOBL sha256xHigh<>(SB), RODATA|NOPTR, $64
-
-DATA sha256xLow<>+0(SB)/8, $0x0000000200000000
-DATA sha256xLow<>+8(SB)/8, $0x0000000600000004
-DATA sha256xLow<>+16(SB)/8, $0x0000000a00000008
-DATA sha256xLow<>+24(SB)/8, $0x0000000e0000000c
-DATA sha256xLow<>+32(SB)/8, $0x0000001200000010
-DATA sha256xLow<>+40(SB)/8, $0x0000001600000014
-DATA sha256xLow<>+48(SB)/8, $0x0000001a00000018
-DATA sha256xLow<>+56(SB)/8, $0x0000001e0000001c
-GLOBL sha256xLow<>(SB), RODATA|NOPTR, $64
+// sha256xHalves is two VPERMT2D index vectors over sixteen qwords: the
+// first picks the low dword of each, the second the high one.
+DATA sha256xHalves<>+0(SB)/8, $0x0000000200000000
+DATA sha256xHalves<>+8(SB)/8, $0x0000000600000004
+DATA sha256xHalves<>+16(SB)/8, $0x0000000a00000008
+DATA sha256xHalves<>+24(SB)/8, $0x0000000e0000000c
+DATA sha256xHalves<>+32(SB)/8, $0x0000001200000010
+DATA sha256xHalves<>+40(SB)/8, $0x0000001600000014
+DATA sha256xHalves<>+48(SB)/8, $0x0000001a00000018
+DATA sha256xHalves<>+56(SB)/8, $0x0000001e0000001c
+DATA sha256xHalves<>+64(SB)/8, $0x0000000300000001
+DATA sha256xHalves<>+72(SB)/8, $0x0000000700000005
+DATA sha256xHalves<>+80(SB)/8, $0x0000000b00000009
+DATA sha256xHalves<>+88(SB)/8, $0x0000000f0000000d
+DATA sha256xHalves<>+96(SB)/8, $0x0000001300000011
+DATA sha256xHalves<>+104(SB)/8, $0x0000001700000015
+DATA sha256xHalves<>+112(SB)/8, $0x0000001b00000019
+DATA sha256xHalves<>+120(SB)/8, $0x0000001f0000001d
+GLOBL sha256xHalves<>(SB), RODATA|NOPTR, $128
 
 // XOR3 leaves in t0 the xor of three shifts or rotations of x (Sigma0,
 // Sigma1, sigma0 or sigma1), with t1 and t2 as scratch.
@@ -115,8 +113,8 @@ GLOBL sha256xLow<>(SB), RODATA|NOPTR, $64
 // 56-63 are the message's length in bits, big-endian: word 14 of lane i
 // is the high half of grp.bits[i], word 15 the low half.
 #define LENGTHS \
-	VMOVDQU32 sha256xHigh<>(SB), Z24; \
-	VMOVDQU32 sha256xLow<>(SB), Z25; \
+	VMOVDQU32 sha256xHalves<>+64(SB), Z24; \
+	VMOVDQU32 sha256xHalves<>+0(SB), Z25; \
 	VMOVDQU64 G_BITS(DI), Z14; \
 	VMOVDQU64 G_BITS(DI), Z15; \
 	VPERMT2D  G_BITS+64(DI), Z24, Z14; \
