@@ -119,10 +119,13 @@ func (hs *pageHashes) run() {
 		if si < sha256Shapes-1 && useBatchSHA {
 			for len(list) >= sha256GroupMinFor {
 				k := min(16, len(list))
+				iv := true
 				for lane := range k {
-					g.set(lane, hs.job(&bases, &list[lane]))
+					j := hs.job(&bases, &list[lane])
+					iv = iv && j.h == &sha256IV
+					g.set(lane, j)
 				}
-				hs.lanes.pass(&g, k, si)
+				hs.lanes.pass(&g, k, si, iv)
 				list = list[k:]
 			}
 		}

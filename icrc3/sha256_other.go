@@ -14,6 +14,6 @@ func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on thi
 
 const haveBatchSHA = false
 
-func sha256x16(*sha256Group, int, int) {
+func sha256x16(*sha256Group, int, int, bool) {
 	panic("icrc3: no SHA-256 block function on this platform")
 }

@@ -81,8 +81,10 @@ func (g *sha256Group) set(lane int, j sha256Job) {
 type sha256Lanes struct{ idle *sha256Idle }
 
 // pass computes the sums in g's first k lanes, all of shape si; the other
-// lanes idle. g should be on the caller's stack (see above).
-func (l *sha256Lanes) pass(g *sha256Group, k, si int) {
+// lanes idle. iv says no lane resumes from a state of its own, so the
+// kernel broadcasts the initial one. g should be on the caller's stack (see
+// above).
+func (l *sha256Lanes) pass(g *sha256Group, k, si int, iv bool) {
 	if k < 16 {
 		if l.idle == nil {
 			l.idle = new(sha256Idle)
@@ -94,7 +96,7 @@ func (l *sha256Lanes) pass(g *sha256Group, k, si int) {
 			g.dst[lane] = &l.idle.sink
 		}
 	}
-	sha256x16(g, si/2, si%2+1)
+	sha256x16(g, si/2, si%2+1, iv)
 }
 
 // sha256Job is a sum for sha256Finish.

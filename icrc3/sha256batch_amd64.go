@@ -3,10 +3,10 @@
 package icrc3
 
 // sha256x16 computes the sixteen sums of grp, each of nfull whole blocks and
-// npad padded ones.
+// npad padded ones; iv says every lane starts from the initial state.
 //
 //go:noescape
-func sha256x16(grp *sha256Group, nfull, npad int)
+func sha256x16(grp *sha256Group, nfull, npad int, iv bool)
 
 // haveBatchSHA reports what sha256x16 needs: AVX-512 F, BW and VL with the
 // OS saving the opmask and ZMM registers.

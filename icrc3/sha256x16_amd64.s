@@ -15,6 +15,31 @@
 // ·sha256Flip, reverses the bytes of each dword of 16, as the big-endian
 // message words need.
 
+// sha256xPad is 64 zero bytes, 0x80 and 63 more: 64-r bytes into it is a
+// block with the 0x80 at byte r.
+DATA sha256xPad<>+64(SB)/1, $0x80
+GLOBL sha256xPad<>(SB), RODATA|NOPTR, $128
+
+// sha256xHalves is two VPERMT2D index vectors over sixteen qwords: the
+// first picks the low dword of each, the second the high one.
+DATA sha256xHalves<>+0(SB)/8, $0x0000000200000000
+DATA sha256xHalves<>+8(SB)/8, $0x0000000600000004
+DATA sha256xHalves<>+16(SB)/8, $0x0000000a00000008
+DATA sha256xHalves<>+24(SB)/8, $0x0000000e0000000c
+DATA sha256xHalves<>+32(SB)/8, $0x0000001200000010
+DATA sha256xHalves<>+40(SB)/8, $0x0000001600000014
+DATA sha256xHalves<>+48(SB)/8, $0x0000001a00000018
+DATA sha256xHalves<>+56(SB)/8, $0x0000001e0000001c
+DATA sha256xHalves<>+64(SB)/8, $0x0000000300000001
+DATA sha256xHalves<>+72(SB)/8, $0x0000000700000005
+DATA sha256xHalves<>+80(SB)/8, $0x0000000b00000009
+DATA sha256xHalves<>+88(SB)/8, $0x0000000f0000000d
+DATA sha256xHalves<>+96(SB)/8, $0x0000001300000011
+DATA sha256xHalves<>+104(SB)/8, $0x0000001700000015
+DATA sha256xHalves<>+112(SB)/8, $0x0000001b00000019
+DATA sha256xHalves<>+120(SB)/8, $0x0000001f0000001d
+GLOBL sha256xHalves<>(SB), RODATA|NOPTR, $128
+
 // XOR3 leaves in t0 the xor of three shifts or rotations of x (Sigma0,
 // Sigma1, sigma0 or sigma1), with t1 and t2 as scratch.
 #define XOR3(x, op0, n0, op1, n1, op2, n2, t0, t1, t2) \
@@ -68,26 +93,32 @@
 	VMOVDQU32 (AX)(DX*1), zi
 
 // PADROW puts in zi lane i's last bytes (the rest after its whole blocks,
-// at R10 into the message) and the 0x80 after them, zeros elsewhere: a
-// masked load reads only the rest. R13 is 0x80.
+// at R10 into the message) and the 0x80 after them, zeros elsewhere: the
+// 0x80 and zeros come from sha256xPad (R13 is the address of its 0x80),
+// and a masked load over them reads the rest and nothing past it.
 #define PADROW(i, zi) \
-	MOVQ         (G_FULL+i*8)(DI), SI; \
-	ADDQ         R10, SI; \
-	MOVQ         (G_REST+i*8)(DI), CX; \
-	MOVQ         $1, R11; \
-	SHLQ         CX, R11; \
-	LEAQ         -1(R11), R12; \
-	KMOVQ        R12, K1; \
-	KMOVQ        R11, K2; \
-	VMOVDQU8.Z   (SI), K1, zi; \
-	VPBROADCASTB R13, K2, zi
+	MOVQ      (G_FULL+i*8)(DI), SI; \
+	ADDQ      R10, SI; \
+	MOVQ      (G_REST+i*8)(DI), CX; \
+	MOVQ      R13, AX; \
+	SUBQ      CX, AX; \
+	VMOVDQU32 (AX), zi; \
+	MOVQ      $1, R11; \
+	SHLQ      CX, R11; \
+	DECQ      R11; \
+	KMOVQ     R11, K1; \
+	VMOVDQU8  (SI), K1, zi
 
-// LENROW ends zi, lane i's last block, with the message's length in bits,
-// big-endian. K3 selects the last qword.
-#define LENROW(i, zi) \
-	MOVQ         (G_BITS+i*8)(DI), AX; \
-	BSWAPQ       AX; \
-	VPBROADCASTQ AX, K3, zi
+// LENGTHS sets the message words 14 and 15 of a last block, whose bytes
+// 56-63 are the message's length in bits, big-endian: word 14 of lane i
+// is the high half of grp.bits[i], word 15 the low half.
+#define LENGTHS \
+	VMOVDQU32 sha256xHalves<>+64(SB), Z24; \
+	VMOVDQU32 sha256xHalves<>+0(SB), Z25; \
+	VMOVDQU64 G_BITS(DI), Z14; \
+	VMOVDQU64 G_BITS(DI), Z15; \
+	VPERMT2D  G_BITS+64(DI), Z24, Z14; \
+	VPERMT2D  G_BITS+64(DI), Z25, Z15
 
 // UNPACK1 interleaves the dwords of two rows, UNPACK2 the qwords of two
 // of those results; SHUF4 pairs 128-bit lanes of two registers.
@@ -112,24 +143,38 @@
 #define G_DST 512
 #define G_SAVED 640
 
-// func sha256x16(grp *sha256Group, nfull, npad int)
+// func sha256x16(grp *sha256Group, nfull, npad int, iv bool)
 //
 // Computes sixteen sums at once: lane i starts from the state at grp.h[i],
 // runs the nfull whole blocks at grp.full[i], then npad (1 or 2) blocks of
 // the grp.rest[i] bytes after them padded with the length grp.bits[i],
-// and writes the digest to grp.dst[i].
-TEXT ·sha256x16(SB), NOSPLIT, $0-24
-	MOVQ  grp+0(FP), DI
-	MOVQ  nfull+8(FP), R8
-	MOVQ  npad+16(FP), R15
-	ADDQ  R8, R15
-	MOVQ  R8, R10
-	SHLQ  $6, R10
-	MOVQ  $0x80, AX
-	KMOVQ AX, K3
-	MOVL  $0x80, R13
+// and writes the digest to grp.dst[i]. With iv, every grp.h[i] is the
+// initial state and is not read.
+TEXT ·sha256x16(SB), NOSPLIT, $0-25
+	MOVQ grp+0(FP), DI
+	MOVQ nfull+8(FP), R8
+	MOVQ npad+16(FP), BX
+	ADDQ R8, BX
+	MOVQ R8, R10
+	SHLQ $6, R10
+	LEAQ sha256xPad<>+64(SB), R13
 
-	// The states in: lane 4k+m's words 0-3 go to 128-bit lane k of
+	// The states in: with iv, every lane's is the initial state.
+	MOVBQZX iv+24(FP), AX
+	TESTQ   AX, AX
+	JZ      states
+	VPBROADCASTD ·sha256IV+0(SB), Z16
+	VPBROADCASTD ·sha256IV+4(SB), Z17
+	VPBROADCASTD ·sha256IV+8(SB), Z18
+	VPBROADCASTD ·sha256IV+12(SB), Z19
+	VPBROADCASTD ·sha256IV+16(SB), Z20
+	VPBROADCASTD ·sha256IV+20(SB), Z21
+	VPBROADCASTD ·sha256IV+24(SB), Z22
+	VPBROADCASTD ·sha256IV+28(SB), Z23
+	JMP          first
+
+states:
+	// Otherwise lane 4k+m's words 0-3 go to 128-bit lane k of
 	// Z24+m, its words 4-7 to that of Z28+m; a 4x4 transpose in each
 	// 128-bit lane then leaves word j of every lane in Z16+j.
 	MOVQ         G_H+0(DI), AX
@@ -182,11 +227,24 @@ TEXT ·sha256x16(SB), NOSPLIT, $0-24
 	VINSERTI32X4 $3, 16(AX), Z31, Z31
 	TRANS4(Z24, Z25, Z26, Z27, Z16, Z17, Z18, Z19, Z0, Z1, Z2, Z3)
 	TRANS4(Z28, Z29, Z30, Z31, Z20, Z21, Z22, Z23, Z0, Z1, Z2, Z3)
+
+first:
 	XORQ R9, R9
 
 step:
+	VMOVDQU32 Z16, G_SAVED+0(DI)
+	VMOVDQU32 Z17, G_SAVED+64(DI)
+	VMOVDQU32 Z18, G_SAVED+128(DI)
+	VMOVDQU32 Z19, G_SAVED+192(DI)
+	VMOVDQU32 Z20, G_SAVED+256(DI)
+	VMOVDQU32 Z21, G_SAVED+320(DI)
+	VMOVDQU32 Z22, G_SAVED+384(DI)
+	VMOVDQU32 Z23, G_SAVED+448(DI)
+
 	// Block R9 of every lane into Z0-Z15, one row a lane: a whole block in
-	// place, the first padded block or the second.
+	// place, the first padded block (its length in after the transpose
+	// with R12 set) or the second (no rows: all zeros but the length).
+	XORQ R12, R12
 	CMPQ R9, R8
 	JGE  padded
 	MOVQ R9, DX
@@ -207,7 +265,7 @@ step:
 	LOADROW(13, Z13)
 	LOADROW(14, Z14)
 	LOADROW(15, Z15)
-	JMP  rounds
+	JMP  transpose
 
 padded:
 	JNE padB
@@ -227,11 +285,12 @@ padded:
 	PADROW(13, Z13)
 	PADROW(14, Z14)
 	PADROW(15, Z15)
-	MOVQ R15, AX
+	MOVQ BX, AX
 	SUBQ R8, AX
 	CMPQ AX, $1
-	JNE  rounds
-	JMP  lengths
+	JNE  transpose
+	MOVQ $1, R12
+	JMP  transpose
 
 padB:
 	VPXORD Z0, Z0, Z0
@@ -248,37 +307,10 @@ padB:
 	VPXORD Z11, Z11, Z11
 	VPXORD Z12, Z12, Z12
 	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	LENGTHS
+	JMP words
 
-lengths:
-	LENROW(0, Z0)
-	LENROW(1, Z1)
-	LENROW(2, Z2)
-	LENROW(3, Z3)
-	LENROW(4, Z4)
-	LENROW(5, Z5)
-	LENROW(6, Z6)
-	LENROW(7, Z7)
-	LENROW(8, Z8)
-	LENROW(9, Z9)
-	LENROW(10, Z10)
-	LENROW(11, Z11)
-	LENROW(12, Z12)
-	LENROW(13, Z13)
-	LENROW(14, Z14)
-	LENROW(15, Z15)
-
-rounds:
-	VMOVDQU32 Z16, G_SAVED+0(DI)
-	VMOVDQU32 Z17, G_SAVED+64(DI)
-	VMOVDQU32 Z18, G_SAVED+128(DI)
-	VMOVDQU32 Z19, G_SAVED+192(DI)
-	VMOVDQU32 Z20, G_SAVED+256(DI)
-	VMOVDQU32 Z21, G_SAVED+320(DI)
-	VMOVDQU32 Z22, G_SAVED+384(DI)
-	VMOVDQU32 Z23, G_SAVED+448(DI)
-
+transpose:
 	// A 16x16 dword transpose in four passes of two-source shuffles,
 	// so that Zj holds word j of every lane.
 	UNPACK1(Z0, Z1, Z16, Z17)
@@ -346,7 +378,11 @@ rounds:
 	VPSHUFB   Z16, Z13, Z13
 	VPSHUFB   Z16, Z14, Z14
 	VPSHUFB   Z16, Z15, Z15
+	TESTQ R12, R12
+	JZ    words
+	LENGTHS
 
+words:
 	VMOVDQU32 G_SAVED+0(DI), Z16
 	VMOVDQU32 G_SAVED+64(DI), Z17
 	VMOVDQU32 G_SAVED+128(DI), Z18
@@ -480,7 +516,7 @@ rounds:
 	VPADDD G_SAVED+448(DI), Z23, Z23
 
 	INCQ R9
-	CMPQ R9, R15
+	CMPQ R9, BX
 	JLT  step
 
 	// The digests out: the transpose of the way in, each word then
