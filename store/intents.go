@@ -95,7 +95,7 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 	// fsync) with each other and with the verdicts being appended.
 	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *Tx) error {
 		var err error
-		res, err = put(ctx, t)
+		res, _, err = put(ctx, t, nil)
 		return err
 	})
 	if err != nil {
@@ -106,7 +106,9 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 
 // putIntentWrite checks rec and returns the write that stores it inside a
 // writer transaction, so that other writes can share that transaction.
-func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (PutResult, error), error) {
+// Given first, a verdict of seq 1, the write stores an intent no row holds
+// yet with that verdict (verdictWrite.writeFirst) and reports it written.
+func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error), error) {
 	if err := rec.validate(); err != nil {
 		return nil, err
 	}
@@ -119,11 +121,16 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 		return nil, err
 	}
 	ix := indexOf(&rec)
-	return func(ctx context.Context, t *Tx) (PutResult, error) {
+	return func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error) {
 		var res PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
+		case errors.Is(err, sql.ErrNoRows) && first != nil && first.v.Seq == 1:
+			if err := first.writeFirst(ctx, t, &rec, seen, now.UnixNano(), ix); err != nil {
+				return 0, false, err
+			}
+			return Created, true, nil
 		case errors.Is(err, sql.ErrNoRows):
 			_, err = t.ExecContext(ctx, `INSERT INTO intents
 				(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at)
@@ -135,7 +142,7 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 			}
 			res = Created
 		case err != nil:
-			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		case stored == nil:
 			// first_seen stays: it is the listing key, and moving it would
 			// let a paging cursor see the row twice.
@@ -153,9 +160,9 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 			res = Conflict
 		}
 		if err != nil {
-			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		}
-		return res, nil
+		return res, false, nil
 	}, nil
 }
 

@@ -156,6 +156,11 @@ func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int6
 		ON CONFLICT (intent_id) DO UPDATE SET decided_at = excluded.decided_at`, v.IntentID, decided); err != nil {
 		return fmt.Errorf("index %s: %w", v.IntentID, err)
 	}
+	return insertTerms(ctx, t, v.IntentID, verdictTerms(v))
+}
+
+// verdictTerms are the keys of the blocks a verdict names.
+func verdictTerms(v *reconcile.Verdict) []term {
 	var ts []term
 	if v.Block != nil {
 		ts = append(ts, term{"b:" + strconv.FormatUint(uint64(v.Block.Index), 10), "block"})
@@ -163,7 +168,7 @@ func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int6
 	for _, nm := range v.NearMisses {
 		ts = append(ts, term{"b:" + strconv.FormatUint(uint64(nm.Index), 10), "near_miss"})
 	}
-	return insertTerms(ctx, t, v.IntentID, ts)
+	return ts
 }
 
 // backfillIndex indexes bodies stored before the search keys existed, a
