@@ -281,10 +281,15 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 }
 
 // startProfile starts a CPU profile into path (none when empty); the
-// returned stop may be called more than once.
+// returned stop may be called more than once. Heap profiles are written to
+// path+".heap0" at the start and path+".heap1" at the stop: the burst's
+// own allocations are the second less the first (pprof -base).
 func startProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
+	}
+	if err := writeHeapProfile(path + ".heap0"); err != nil {
+		return nil, err
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -297,5 +302,22 @@ func startProfile(path string) (stop func(), err error) {
 	return sync.OnceFunc(func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		// A profile is a measurement aid: one that cannot be written is
+		// reported, and the figures stand.
+		if err := writeHeapProfile(path + ".heap1"); err != nil {
+			fmt.Fprintln(os.Stderr, "reconbench:", err)
+		}
 	}), nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile %s: %w", path, err)
+	}
+	return f.Close()
 }
