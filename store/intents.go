@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -30,6 +31,10 @@ type IntentRecord struct {
 	// FirstSeen is when the intent was first received; zero means now. It
 	// orders listings and never changes once stored.
 	FirstSeen time.Time
+	// Parsed, when the caller has it, is what Body parses to
+	// (matcher.ParseIntent): the search keys are read from it instead of
+	// parsing Body once more.
+	Parsed *matcher.Intent
 }
 
 // PutResult says what PutIntent did.

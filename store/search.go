@@ -62,9 +62,12 @@ func accountTerms(a icrc3.Account, role string) []term {
 // matcher refuses still has its caller and ledger, so a refused intent is
 // found by the account that sent it.
 func bodyTerms(rec *IntentRecord) ([]term, *int64) {
-	in, err := matcher.ParseIntent(rec.Body)
-	if err != nil {
-		return refusedTerms(rec), nil
+	in := rec.Parsed
+	if in == nil {
+		var err error
+		if in, err = matcher.ParseIntent(rec.Body); err != nil {
+			return refusedTerms(rec), nil
+		}
 	}
 	ts := accountTerms(in.CallerAccount(), "caller")
 	for _, a := range []struct {
