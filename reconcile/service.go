@@ -128,7 +128,7 @@ func (s *Service) handle(ctx context.Context, data []byte) Outcome {
 	}
 	rec := IntentRecord{
 		ID: in.ID, Canister: in.Canister.Encode(), Caller: in.Caller.Encode(), Method: string(in.Method),
-		Body: in.Canonical(), Hash: in.Hash(),
+		Body: in.Canonical(), Hash: in.Hash(), Intent: in,
 	}
 	return s.admit(ctx, rec, in, nil)
 }

@@ -34,6 +34,10 @@ type IntentRecord struct {
 	// Hash identifies the content: matcher.Intent.Hash for a valid intent,
 	// SHA-256 of Body for an invalid one.
 	Hash [32]byte
+	// Intent is what Body parses to, for a valid intent met here (nil
+	// otherwise): a store reads what it indexes from it instead of parsing
+	// Body once more.
+	Intent *matcher.Intent
 }
 
 // PutResult says what Store.PutIntent did.

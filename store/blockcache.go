@@ -57,18 +57,36 @@ func verifiedRows(ledger string, blocks []icrc3.Block) ([]CachedBlock, error) {
 		if len(b.Raw) == 0 {
 			return nil, fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
 		}
-		// The stamp index is taken from the Value itself, not from the
-		// caller's parsed fields, so the two cannot disagree.
-		st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash)
+		st, err := verifiedStamp(b)
 		if err != nil {
 			return nil, fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
-		}
-		if (st == nil) != (b.CreatedAt == nil) || st != nil && *st != *b.CreatedAt {
-			return nil, fmt.Errorf("%w: put verified %s: block %d: created_at differs from its Value", ErrInvalid, ledger, b.Index)
 		}
 		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: b.Raw, Stamp: st}
 	}
 	return cbs, nil
+}
+
+// verifiedStamp is the stamp a verified block is indexed under. It is
+// taken from the Value itself, not from the caller's parsed fields, so the
+// two cannot disagree: readStamp's two fields when they agree with the
+// block's (see stamp.go), else the full parse's. An ICP block's Value is
+// always parsed in full: its stamp is read from the protobuf bytes it
+// carries, not from the readable copy beside them.
+func verifiedStamp(b *icrc3.Block) (*uint64, error) {
+	if !isICPValue(b.Raw) {
+		if r, ok := readStamp(b.Raw); ok && r.ts == b.TS && r.hasStamp == (b.CreatedAt != nil) &&
+			(!r.hasStamp || r.stamp == *b.CreatedAt) {
+			return b.CreatedAt, nil
+		}
+	}
+	st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash)
+	if err != nil {
+		return nil, err
+	}
+	if (st == nil) != (b.CreatedAt == nil) || st != nil && *st != *b.CreatedAt {
+		return nil, fmt.Errorf("block %d: created_at differs from its Value", b.Index)
+	}
+	return st, nil
 }
 
 // ByStamp returns the cached blocks of [lo, hi] whose tx.ts equals stamp,

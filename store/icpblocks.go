@@ -13,12 +13,15 @@ import (
 // are what the verified hash covers, so a cached ICP block is rebuilt and
 // checked from them.
 
+// isICPValue is false for the encoded Value of an ICRC-3 block: the key's
+// bytes appear in every encoded ICP block's Value, and without them the hot
+// path needs no Value tree.
+func isICPValue(enc []byte) bool { return bytes.Contains(enc, []byte(icp.ValueKey)) }
+
 // icpBlockOf rebuilds the ICP block a cached Value carries; ok is false for
 // a Value of an ICRC-3 block.
 func icpBlockOf(index, ts uint64, enc []byte, h icrc3.Hash) (b icrc3.Block, ok bool, err error) {
-	// The key's bytes appear in every encoded ICP block's Value: without
-	// them the block is ICRC-3's, and the hot path needs no Value tree.
-	if !bytes.Contains(enc, []byte(icp.ValueKey)) {
+	if !isICPValue(enc) {
 		return icrc3.Block{}, false, nil
 	}
 	v, err := icrc3.UnmarshalValue(enc)

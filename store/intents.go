@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -30,6 +31,10 @@ type IntentRecord struct {
 	// FirstSeen is when the intent was first received; zero means now. It
 	// orders listings and never changes once stored.
 	FirstSeen time.Time
+	// Parsed, when the caller has it, is what Body parses to
+	// (matcher.ParseIntent): the search keys are read from it instead of
+	// parsing Body once more.
+	Parsed *matcher.Intent
 }
 
 // PutResult says what PutIntent did.
@@ -95,7 +100,7 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 	// fsync) with each other and with the verdicts being appended.
 	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *Tx) error {
 		var err error
-		res, err = put(ctx, t)
+		res, _, err = put(ctx, t, nil)
 		return err
 	})
 	if err != nil {
@@ -106,7 +111,9 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 
 // putIntentWrite checks rec and returns the write that stores it inside a
 // writer transaction, so that other writes can share that transaction.
-func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (PutResult, error), error) {
+// Given first, a verdict of seq 1, the write stores an intent no row holds
+// yet with that verdict (verdictWrite.writeFirst) and reports it written.
+func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error), error) {
 	if err := rec.validate(); err != nil {
 		return nil, err
 	}
@@ -119,11 +126,16 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 		return nil, err
 	}
 	ix := indexOf(&rec)
-	return func(ctx context.Context, t *Tx) (PutResult, error) {
+	return func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error) {
 		var res PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
+		case errors.Is(err, sql.ErrNoRows) && first != nil && first.v.Seq == 1:
+			if err := first.writeFirst(ctx, t, &rec, seen, now.UnixNano(), ix); err != nil {
+				return 0, false, err
+			}
+			return Created, true, nil
 		case errors.Is(err, sql.ErrNoRows):
 			_, err = t.ExecContext(ctx, `INSERT INTO intents
 				(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at)
@@ -135,7 +147,7 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 			}
 			res = Created
 		case err != nil:
-			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		case stored == nil:
 			// first_seen stays: it is the listing key, and moving it would
 			// let a paging cursor see the row twice.
@@ -153,9 +165,9 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(context.Context, *Tx) (Pu
 			res = Conflict
 		}
 		if err != nil {
-			return 0, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		}
-		return res, nil
+		return res, false, nil
 	}, nil
 }
 

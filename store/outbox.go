@@ -52,17 +52,18 @@ func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconc
 	if err != nil {
 		return 0, err
 	}
-	what, appendV, err := s.appendVerdictWrite(v, w, true)
+	vw, err := s.appendVerdictWrite(v, w, true)
 	if err != nil {
 		return 0, err
 	}
 	var res PutResult
-	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+what, func(ctx context.Context, t *Tx) error {
+	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+vw.what, func(ctx context.Context, t *Tx) error {
+		var written bool
 		var err error
-		if res, err = put(ctx, t); err != nil || res == Conflict {
+		if res, written, err = put(ctx, t, vw); err != nil || written || res == Conflict {
 			return err
 		}
-		return appendV(ctx, t)
+		return vw.write(ctx, t)
 	})
 	if err != nil {
 		return 0, err

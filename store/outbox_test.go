@@ -304,3 +304,83 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// An intent met for the first time and stored with its first verdict
+// leaves the rows that storing it and then appending the verdict leaves:
+// the intent's status and seq, its search keys and facts, the verdict, its
+// outbox row and its watch entry.
+func TestPutIntentDecidedWritesWhatPutAndAppendWrite(t *testing.T) {
+	ctx := context.Background()
+	clock := func() time.Time { return time.Date(2026, 11, 29, 15, 30, 0, 0, time.UTC) }
+	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
+	one, two := openTest(t), openTest(t)
+	one.now, two.now = clock, clock
+	body := `{"intent_id":"%s","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"2vxsx-fae","args":{"to":"2vxsx-fae","amount":"150000000","memo":"6c756e6368","created_at_time":"1791547201000000000"}}`
+	for _, c := range []struct {
+		id    string
+		st    reconcile.Status
+		watch bool
+	}{{"f1", reconcile.StatusFound, false}, {"n1", reconcile.StatusNotYet, true}, {"n2", reconcile.StatusNotYet, false},
+		{"a1", reconcile.StatusAbsent, false}, {"u1", reconcile.StatusUnreadable, true}} {
+		b := fmt.Sprintf(body, c.id)
+		rec := IntentRecord{IntentID: c.id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
+			Body: json.RawMessage(b), CanonicalHash: sha256.Sum256([]byte(b)), FirstSeen: clock()}
+		v := verdict(c.id, 1, c.st)
+		var w *WatchEntry
+		if c.watch {
+			w = &WatchEntry{IntentID: c.id, CanisterID: ledgerA, NextCheck: due}
+		}
+		if res, err := one.PutIntentDecided(ctx, rec, v, w); err != nil || res != Created {
+			t.Fatalf("%s: %v %v", c.id, res, err)
+		}
+		mustPut(t, two, rec)
+		if err := two.AppendDecided(ctx, v, w); err != nil {
+			t.Fatalf("%s: append: %v", c.id, err)
+		}
+	}
+	for _, q := range []string{
+		`SELECT intent_id, canister_id, caller, method, body, hex(canonical_hash), first_seen, status, final, latest_seq, updated_at FROM intents ORDER BY intent_id`,
+		`SELECT term, intent_id, role FROM intent_keys ORDER BY term, intent_id, role`,
+		`SELECT intent_id, stamp, decided_at, indexed FROM intent_facts ORDER BY intent_id`,
+		`SELECT intent_id, seq, status, final, json, decided_at FROM verdicts ORDER BY intent_id, seq`,
+		`SELECT intent_id, seq FROM outbox ORDER BY intent_id, seq`,
+		`SELECT intent_id, canister_id, next_check, attempts, window_to_ts, last_status FROM watch ORDER BY intent_id`,
+	} {
+		got, want := dumpRows(t, one, q), dumpRows(t, two, q)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %v\nwant %v", q, got, want)
+		}
+		if len(want) == 0 {
+			t.Errorf("%s: no rows to compare", q)
+		}
+	}
+}
+
+// dumpRows is every row q reads, each as its columns' text.
+func dumpRows(t *testing.T, s *Store, q string) [][]string {
+	t.Helper()
+	rows, err := s.r.Queryx(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		cols, err := rows.SliceScan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]string, len(cols))
+		for i, c := range cols {
+			row[i] = fmt.Sprintf("%v", c)
+			if b, ok := c.([]byte); ok {
+				row[i] = string(b)
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

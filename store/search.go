@@ -62,9 +62,12 @@ func accountTerms(a icrc3.Account, role string) []term {
 // matcher refuses still has its caller and ledger, so a refused intent is
 // found by the account that sent it.
 func bodyTerms(rec *IntentRecord) ([]term, *int64) {
-	in, err := matcher.ParseIntent(rec.Body)
-	if err != nil {
-		return refusedTerms(rec), nil
+	in := rec.Parsed
+	if in == nil {
+		var err error
+		if in, err = matcher.ParseIntent(rec.Body); err != nil {
+			return refusedTerms(rec), nil
+		}
 	}
 	ts := accountTerms(in.CallerAccount(), "caller")
 	for _, a := range []struct {
@@ -156,6 +159,11 @@ func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int6
 		ON CONFLICT (intent_id) DO UPDATE SET decided_at = excluded.decided_at`, v.IntentID, decided); err != nil {
 		return fmt.Errorf("index %s: %w", v.IntentID, err)
 	}
+	return insertTerms(ctx, t, v.IntentID, verdictTerms(v))
+}
+
+// verdictTerms are the keys of the blocks a verdict names.
+func verdictTerms(v *reconcile.Verdict) []term {
 	var ts []term
 	if v.Block != nil {
 		ts = append(ts, term{"b:" + strconv.FormatUint(uint64(v.Block.Index), 10), "block"})
@@ -163,7 +171,7 @@ func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int6
 	for _, nm := range v.NearMisses {
 		ts = append(ts, term{"b:" + strconv.FormatUint(uint64(nm.Index), 10), "near_miss"})
 	}
-	return insertTerms(ctx, t, v.IntentID, ts)
+	return ts
 }
 
 // backfillIndex indexes bodies stored before the search keys existed, a

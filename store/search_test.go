@@ -215,3 +215,32 @@ func TestSearchMigrationOfOlderDatabase(t *testing.T) {
 		t.Errorf("decided time after migration: %+v %v", rows, err)
 	}
 }
+
+// A record handed over with its parsed intent, as the service hands a
+// canonical body with the parse of the body it received, is indexed as its
+// body alone would be.
+func TestParsedIntentIndexesAsItsBody(t *testing.T) {
+	bodies := []string{
+		string(payment(t, "pay-1", "150000000", "lunch", searchStamp).Body),
+		`{"intent_id":"tf-1","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc2_transfer_from","caller":"2vxsx-fae",` +
+			`"args":{"spender_subaccount":null,"from":"2vxsx-fae","to":"mxzaz-hqaaa-aaaar-qaada-cai","amount":"5","fee":"10","memo":null,"created_at_time":"1791547201000000000"}}`,
+		`{"intent_id":"ap-1","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc2_approve","caller":"2vxsx-fae",` +
+			`"args":{"from_subaccount":null,"spender":"mxzaz-hqaaa-aaaar-qaada-cai","amount":"5","expected_allowance":null,"expires_at":null,"fee":null,"memo":"00ff","created_at_time":"1791547201000000000"}}`,
+	}
+	for _, b := range bodies {
+		in, err := matcher.ParseIntent([]byte(b))
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		rec := IntentRecord{IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(), Body: in.Canonical()}
+		want, wantStamp := bodyTerms(&rec)
+		rec.Parsed = in
+		got, gotStamp := bodyTerms(&rec)
+		if !slices.Equal(got, want) || gotStamp == nil || wantStamp == nil || *gotStamp != *wantStamp {
+			t.Errorf("%s: parsed terms %v stamp %v, from the body %v stamp %v", in.ID, got, gotStamp, want, wantStamp)
+		}
+		if len(want) < 6 {
+			t.Errorf("%s: %d terms %v: want the caller's, the accounts', the ledger's and the amount's", in.ID, len(want), want)
+		}
+	}
+}

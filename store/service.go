@@ -42,7 +42,7 @@ func (a ServiceStore) PutIntentDecided(ctx context.Context, rec reconcile.Intent
 
 func intentRecord(rec reconcile.IntentRecord) IntentRecord {
 	return IntentRecord{IntentID: rec.ID, CanisterID: rec.Canister, Caller: rec.Caller, Method: rec.Method,
-		Body: rec.Body, CanonicalHash: rec.Hash}
+		Body: rec.Body, CanonicalHash: rec.Hash, Parsed: rec.Intent}
 }
 
 func watchEntry(w *reconcile.Watch) *WatchEntry {

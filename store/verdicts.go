@@ -43,28 +43,39 @@ func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w W
 // toOutbox: the verdict was decided here, so the same transaction records it
 // in the outbox (see AppendDecided).
 func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry, toOutbox bool) error {
-	what, write, err := s.appendVerdictWrite(v, w, toOutbox)
+	vw, err := s.appendVerdictWrite(v, w, toOutbox)
 	if err != nil {
 		return err
 	}
-	return s.groupTx(ctx, what, write)
+	return s.groupTx(ctx, vw.what, vw.write)
 }
 
-// appendVerdictWrite checks and encodes v (and w) and returns the write that
-// appends it inside a writer transaction, so that other writes can share
-// that transaction.
-func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (string, func(context.Context, *Tx) error, error) {
+// verdictWrite is a checked and encoded verdict (and watch entry), to be
+// appended inside a writer transaction so that other writes can share that
+// transaction.
+type verdictWrite struct {
+	s        *Store
+	v        reconcile.Verdict
+	what     string
+	doc      []byte
+	decided  int64
+	wr       *watchRow
+	toOutbox bool
+}
+
+// appendVerdictWrite checks and encodes v (and w).
+func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (*verdictWrite, error) {
 	v = normalise(v)
 	if err := validateVerdict(&v); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	doc, err := json.Marshal(v)
 	if err != nil {
-		return "", nil, fmt.Errorf("store: encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
+		return nil, fmt.Errorf("store: encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
 	}
 	decided, err := nanos("decided_at", v.DecidedAt)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var wr *watchRow
 	if w != nil && !v.Final {
@@ -74,85 +85,124 @@ func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox 
 		}
 		r, err := w.row()
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		wr = &r
 	}
 	what := fmt.Sprintf("append verdict %s/%d", v.IntentID, v.Seq)
-	return what, func(ctx context.Context, t *Tx) error {
-		now := s.now().UnixNano()
-		var head struct {
-			Seq   int64 `db:"latest_seq"`
-			Final bool  `db:"final"`
+	return &verdictWrite{s: s, v: v, what: what, doc: doc, decided: decided, wr: wr, toOutbox: toOutbox}, nil
+}
+
+// write appends the verdict after the intent's stored ones.
+func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
+	v, what := &vw.v, vw.what
+	now := vw.s.now().UnixNano()
+	var head struct {
+		Seq   int64 `db:"latest_seq"`
+		Final bool  `db:"final"`
+	}
+	err := t.GetContext(ctx, &head, `SELECT latest_seq, final FROM intents WHERE intent_id = ?`, v.IntentID)
+	if errors.Is(err, sql.ErrNoRows) {
+		_, err = t.ExecContext(ctx, `INSERT INTO intents (intent_id, first_seen, updated_at) VALUES (?, ?, ?)`,
+			v.IntentID, now, now)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	seq := int64(v.Seq)
+	if seq <= head.Seq {
+		var stored []byte
+		if err := t.GetContext(ctx, &stored, `SELECT json FROM verdicts WHERE intent_id = ? AND seq = ?`,
+			v.IntentID, seq); err != nil {
+			return fmt.Errorf("store: %s: read stored: %w", what, err)
 		}
-		err := t.GetContext(ctx, &head, `SELECT latest_seq, final FROM intents WHERE intent_id = ?`, v.IntentID)
-		if errors.Is(err, sql.ErrNoRows) {
-			_, err = t.ExecContext(ctx, `INSERT INTO intents (intent_id, first_seen, updated_at) VALUES (?, ?, ?)`,
-				v.IntentID, now, now)
-		}
+		same, err := sameVerdict(stored, vw.doc)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
-		seq := int64(v.Seq)
-		if seq <= head.Seq {
-			var stored []byte
-			if err := t.GetContext(ctx, &stored, `SELECT json FROM verdicts WHERE intent_id = ? AND seq = ?`,
-				v.IntentID, seq); err != nil {
-				return fmt.Errorf("store: %s: read stored: %w", what, err)
-			}
-			same, err := sameVerdict(stored, doc)
-			if err != nil {
-				return fmt.Errorf("store: %s: %w", what, err)
-			}
-			if !same {
-				return fmt.Errorf("%w: %s: stored %s", ErrSeqConflict, what, stored)
-			}
-			if wr != nil && seq == head.Seq && !head.Final {
-				return upsertWatch(ctx, t, wr)
-			}
-			return nil
+		if !same {
+			return fmt.Errorf("%w: %s: stored %s", ErrSeqConflict, what, stored)
 		}
-		if head.Final {
-			return fmt.Errorf("%w: %s: seq %d is final", ErrFinal, what, head.Seq)
-		}
-		if seq != head.Seq+1 {
-			return fmt.Errorf("%w: %s: last stored seq is %d", ErrSeqGap, what, head.Seq)
-		}
-		if _, err := t.ExecContext(ctx, `INSERT INTO verdicts (intent_id, seq, status, final, json, decided_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, v.IntentID, seq, string(v.Status), v.Final, string(doc), decided); err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-		if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ?
-			WHERE intent_id = ?`, string(v.Status), v.Final, seq, now, v.IntentID); err != nil {
-			return fmt.Errorf("store: %s: update intent: %w", what, err)
-		}
-		if err := indexVerdict(ctx, t, &v, decided); err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-		if toOutbox {
-			if err := addOutbox(ctx, t, v.IntentID, seq); err != nil {
-				return fmt.Errorf("store: %s: %w", what, err)
-			}
-		}
-		switch {
-		case v.Final:
-			_, err = t.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, v.IntentID)
-		case wr != nil:
-			return upsertWatch(ctx, t, wr)
-		default:
-			var to int64
-			if v.Window != nil {
-				to = sat64(uint64(v.Window.ToTS))
-			}
-			_, err = t.ExecContext(ctx, `UPDATE watch SET last_status = ?,
-				window_to_ts = CASE WHEN ? > 0 THEN ? ELSE window_to_ts END WHERE intent_id = ?`,
-				string(v.Status), to, to, v.IntentID)
-		}
-		if err != nil {
-			return fmt.Errorf("store: %s: update watch: %w", what, err)
+		if vw.wr != nil && seq == head.Seq && !head.Final {
+			return upsertWatch(ctx, t, vw.wr)
 		}
 		return nil
-	}, nil
+	}
+	if head.Final {
+		return fmt.Errorf("%w: %s: seq %d is final", ErrFinal, what, head.Seq)
+	}
+	if seq != head.Seq+1 {
+		return fmt.Errorf("%w: %s: last stored seq is %d", ErrSeqGap, what, head.Seq)
+	}
+	if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ?
+		WHERE intent_id = ?`, string(v.Status), v.Final, seq, now, v.IntentID); err != nil {
+		return fmt.Errorf("store: %s: update intent: %w", what, err)
+	}
+	if err := indexVerdict(ctx, t, v, vw.decided); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	return vw.rows(ctx, t)
+}
+
+// writeFirst stores rec, an intent no row holds yet, with the verdict as
+// its first: the intent row carries the verdict's status from its insert,
+// and its search keys and facts the verdict's, a statement each where
+// storing the intent and then appending (write) would update them after
+// the fact. The verdict must be seq 1.
+func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *IntentRecord, seen, now int64, ix bodyIndex) error {
+	v := &vw.v
+	if _, err := t.ExecContext(ctx, `INSERT INTO intents
+		(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at, status, final, latest_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+		rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
+		rec.CanonicalHash[:], seen, now, string(v.Status), v.Final); err != nil {
+		return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+	}
+	ts := append(ix.terms[:len(ix.terms):len(ix.terms)], verdictTerms(v)...)
+	if err := insertTerms(ctx, t, rec.IntentID, ts); err != nil {
+		return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+	}
+	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, stamp, indexed, decided_at) VALUES (?, ?, 1, ?)
+		ON CONFLICT (intent_id) DO UPDATE SET stamp = excluded.stamp, indexed = 1, decided_at = excluded.decided_at`,
+		rec.IntentID, ix.stamp, vw.decided); err != nil {
+		return fmt.Errorf("store: put intent %s: index: %w", rec.IntentID, err)
+	}
+	return vw.rows(ctx, t)
+}
+
+// rows writes the verdict's own rows, its outbox row and its watch entry;
+// the intent row is at the verdict's seq.
+func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
+	v, what := &vw.v, vw.what
+	seq := int64(v.Seq)
+	if _, err := t.ExecContext(ctx, `INSERT INTO verdicts (intent_id, seq, status, final, json, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, v.IntentID, seq, string(v.Status), v.Final, string(vw.doc), vw.decided); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	if vw.toOutbox {
+		if err := addOutbox(ctx, t, v.IntentID, seq); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+	}
+	var err error
+	switch {
+	case v.Final:
+		_, err = t.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, v.IntentID)
+	case vw.wr != nil:
+		return upsertWatch(ctx, t, vw.wr)
+	default:
+		var to int64
+		if v.Window != nil {
+			to = sat64(uint64(v.Window.ToTS))
+		}
+		_, err = t.ExecContext(ctx, `UPDATE watch SET last_status = ?,
+			window_to_ts = CASE WHEN ? > 0 THEN ? ELSE window_to_ts END WHERE intent_id = ?`,
+			string(v.Status), to, to, v.IntentID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s: update watch: %w", what, err)
+	}
+	return nil
 }
 
 // sameVerdict compares a stored verdict with a normalised encoded one. The

@@ -63,6 +63,11 @@ type config struct {
 	// Endpoint names the one endpoint family measured (legacy2000 or
 	// icrc3_100); empty measures both.
 	Endpoint string `json:"endpoint,omitempty"`
+	// BurstProfile, when set, receives a CPU profile of the live burst
+	// alone (its first publish to its last verdict), and
+	// BurstProfile+".queued" one of the backlog's: every sample in them,
+	// the runtime's unlabelled GC workers' too, falls within a burst.
+	BurstProfile string `json:"-"`
 }
 
 func defaultConfig() config {
@@ -97,13 +102,23 @@ func parseFlags(args []string) (config, options, error) {
 	fs.BoolVar(&o.serve, "serve-ledger", false, "internal: build the ledger, print its facts, serve until stdin closes")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	err := fs.Parse(args)
-	return cfg, o, err
+	fs.StringVar(&cfg.BurstProfile, "burst-cpuprofile", "", "write a CPU profile of the live burst alone to this file, and of the queued one to this file + .queued")
+	if err := fs.Parse(args); err != nil {
+		return cfg, o, err
+	}
+	if o.cpuProfile != "" && cfg.BurstProfile != "" {
+		// The runtime holds one CPU profile at a time.
+		return cfg, o, fmt.Errorf("-cpuprofile and -burst-cpuprofile: want at most one")
+	}
+	return cfg, o, nil
 }
 
 func main() {
 	cfg, o, err := parseFlags(os.Args[1:])
 	if err != nil {
+		if err != flag.ErrHelp {
+			fmt.Fprintln(os.Stderr, "reconbench:", err)
+		}
 		os.Exit(2)
 	}
 	if o.serve {
@@ -257,7 +272,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 
 	if cfg.Intents > 0 {
 		logf("publishing %d intents through NATS", cfg.Intents)
-		m, err := sc.runMany(ctx, ag, dir, cfg.Intents, cfg.Inflight, false)
+		m, err := sc.runMany(ctx, ag, dir, cfg.Intents, cfg.Inflight, false, cfg.BurstProfile)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +280,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*Report, error) {
 		logf("many intents: %.0f intents/s, p99 %.1f ms, %d blocks fetched, one scan %d; all published at %.0f ms, first verdict at %.0f ms, last at %.0f ms",
 			m.IntentsPerS, m.LatencyMS.P99, m.BlocksClient, m.OneScan, m.PublishedMS, m.FirstVerdictMS, m.Seconds*1000)
 		logf("the same %d intents queued before a new daemon starts", cfg.Intents)
-		q, err := sc.runMany(ctx, ag, filepath.Join(dir, "queued"), cfg.Intents, cfg.Inflight, true)
+		q, err := sc.runMany(ctx, ag, filepath.Join(dir, "queued"), cfg.Intents, cfg.Inflight, true, queuedProfile(cfg.BurstProfile))
 		if err != nil {
 			return nil, err
 		}
@@ -319,6 +334,14 @@ func (r *Report) writeJSON(path string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// queuedProfile is where the backlog's CPU profile goes.
+func queuedProfile(live string) string {
+	if live == "" {
+		return ""
+	}
+	return live + ".queued"
 }
 
 // removeBaselineFile frees a baseline's mirror: at a million blocks it is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"sync"
@@ -64,13 +65,26 @@ type latencyMS struct {
 // backlog (a fleet back from an outage): the figures are then the daemon's
 // alone, from its start to the last verdict, without the tool layer's
 // publishes competing for the intent stream.
-func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int, queued bool) (ManyResult, error) {
+func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n int, inflight int, queued bool, profile string) (ManyResult, error) {
 	res := ManyResult{Intents: n, Statuses: map[string]int{}, Queued: queued}
 	// Every goroutine of the burst (the daemon's, NATS's, the publisher's)
 	// carries this label, so a CPU profile of the run (-cpuprofile) can be
-	// narrowed to the burst with -tagfocus phase=burst.
-	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "burst")))
+	// narrowed to the burst with -tagfocus phase=burst. Within it, "run"
+	// tells the live burst from the backlog, and "side" what pays: the
+	// reference scan of the earliest window (onescan), the daemon with its
+	// embedded server (daemon), or the tool layer's publishers and verdict
+	// subscriber (client). A goroutine inherits its creator's labels, so
+	// the server's end of the tool layer's in-process connection carries
+	// side=client: split the NATS server's frames by stack, not by side.
+	run := "live"
+	if queued {
+		run = "queued"
+	}
+	label := func(side string) {
+		pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("phase", "burst", "run", run, "side", side)))
+	}
 	defer pprof.SetGoroutineLabels(ctx)
+	label("onescan")
 	ids, bodies := sc.manyIntents(n)
 	ins := make([]*matcher.Intent, len(bodies))
 	for i, b := range bodies {
@@ -85,6 +99,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		return res, fmt.Errorf("many: one scan: %w", err)
 	}
 	res.OneScan = one
+	label("daemon")
 
 	// The daemon exactly as serve wires it, with its own embedded server;
 	// for a backlog, one started first, which the daemon is given (and
@@ -99,6 +114,8 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	}
 	var d *daemon.Daemon
 	startDaemon := func(emb *queue.Embedded) error {
+		label("daemon")
+		defer label("client")
 		var err error
 		d, err = daemon.New(ctx, daemon.Config{DataDir: dir, Instance: "reconbench", RootKey: sc.RootKey,
 			PollInterval: time.Hour, MaxInflight: inflight, MaxMessageBytes: 32 << 10, Grace: 10 * time.Second},
@@ -119,6 +136,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		}
 		emb = d.Embedded()
 	}
+	label("client")
 	tool, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: "reconbench-tool"})
 	if err != nil {
 		return res, err
@@ -171,6 +189,12 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		return res, err
 	}
 
+	// The profile covers what CPUSeconds counts.
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return res, err
+	}
+	defer stopProfile()
 	phase := startMemPhase()
 	cpu0 := cpuTime()
 
@@ -220,6 +244,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		return res, fmt.Errorf("many: %d of %d verdicts received: %w", k, n, ctx.Err())
 	}
 	res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	stopProfile()
 	res.PeakRSS, res.PeakRSSRise = phase.peak()
 
 	mu.Lock()
@@ -253,4 +278,46 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		return res, fmt.Errorf("many: statuses %v, want only found, absent and not_yet", res.Statuses)
 	}
 	return res, nil
+}
+
+// startProfile starts a CPU profile into path (none when empty); the
+// returned stop may be called more than once. Heap profiles are written to
+// path+".heap0" at the start and path+".heap1" at the stop: the burst's
+// own allocations are the second less the first (pprof -base).
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	if err := writeHeapProfile(path + ".heap0"); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("burst profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("burst profile %s: %w", path, err)
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		// A profile is a measurement aid: one that cannot be written is
+		// reported, and the figures stand.
+		if err := writeHeapProfile(path + ".heap1"); err != nil {
+			fmt.Fprintln(os.Stderr, "reconbench:", err)
+		}
+	}), nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile %s: %w", path, err)
+	}
+	return f.Close()
 }

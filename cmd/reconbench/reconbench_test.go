@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -414,6 +416,50 @@ func TestRTTReachesEveryArchive(t *testing.T) {
 		}
 		if err := sc.close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// -burst-cpuprofile profiles each burst alone, its samples labelled by
+// side, beside allocation profiles of its start and end; it cannot run
+// with -cpuprofile, since the runtime holds one CPU profile at a time.
+func TestBurstProfiles(t *testing.T) {
+	if _, _, err := parseFlags([]string{"-cpuprofile", "a", "-burst-cpuprofile", "b"}); err == nil {
+		t.Error("-cpuprofile with -burst-cpuprofile accepted")
+	}
+	cfg := smokeConfig()
+	// Enough intents that the daemon's side is sampled at 100 Hz.
+	cfg.Blocks, cfg.Runs, cfg.Intents, cfg.SkipBaseline, cfg.Ledger = 5_000, 1, 150, true, "inproc"
+	cfg.ICP, cfg.DecodeTime = false, 20*time.Millisecond
+	cfg.BurstProfile = filepath.Join(t.TempDir(), "burst.prof")
+	var log bytes.Buffer
+	if _, err := run(context.Background(), cfg, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	for _, p := range []string{cfg.BurstProfile, queuedProfile(cfg.BurstProfile)} {
+		for _, f := range []string{p, p + ".heap0", p + ".heap1"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			z, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			raw, err := io.ReadAll(z)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			// The CPU profile's string table (field 6 of the profile
+			// message, each entry length-prefixed) holds the labels its
+			// samples carry.
+			if f == p {
+				for _, s := range []string{"phase", "burst", "side", "daemon"} {
+					if !bytes.Contains(raw, append([]byte{6<<3 | 2, byte(len(s))}, s...)) {
+						t.Errorf("%s: no %q in its string table", f, s)
+					}
+				}
+			}
 		}
 	}
 }
