@@ -9,12 +9,12 @@ import (
 // crypto/sha256 spends about as long per call setting up, copying and
 // padding its state as it spends compressing a 64-byte block, so on CPUs
 // with the SHA extensions the hot path pads on the stack and runs the
-// same block rounds as crypto/sha256 itself, which also write the digest;
-// with AVX-512 BW a short message from the reply is padded in registers
-// instead. Elsewhere it is crypto/sha256; the tests hold them all equal
-// for every length.
+// same block rounds as crypto/sha256 itself, which also write the digest.
+// Elsewhere it is crypto/sha256; the tests hold them all equal for every
+// length. A page's sums mostly go to the sixteen-lane kernel instead
+// (sha256batch.go); these take the few left over.
 
-// sha256IV is the initial state; sha256ShortSHANI reads it too.
+// sha256IV is the initial state; the assembly reads it too.
 var sha256IV = [8]uint32{
 	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
@@ -34,18 +34,6 @@ func sum256To(dst *Hash, b []byte) {
 	}
 	h := sha256IV
 	sha256Finish(&h, b, uint64(len(b)), dst)
-}
-
-// sum256Input is sum256To for a message in memory not written lately (the
-// page's input): a short one is read with one masked load, which waits
-// for any recent store it overlaps, so messages just written, as hashes
-// or encodings, go through sum256To's padding copy instead.
-func sum256Input(dst *Hash, b []byte) {
-	if len(b) < 56 && haveShortSHA {
-		sha256Short(b, dst)
-		return
-	}
-	sum256To(dst, b)
 }
 
 // sha256Finish hashes into out the rest of a message whose state after

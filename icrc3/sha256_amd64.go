@@ -8,11 +8,6 @@ package icrc3
 //go:noescape
 func sha256BlockSHANI(h *[8]uint32, p []byte, out *Hash)
 
-// sha256ShortSHANI writes sha256.Sum256(p) to out; len(p) < 56.
-//
-//go:noescape
-func sha256ShortSHANI(p []byte, out *Hash)
-
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax uint32)
@@ -37,19 +32,6 @@ var haveSHANI = func() bool {
 	return ebx7&(1<<29) != 0
 }()
 
-// haveShortSHA reports what sha256ShortSHANI needs besides SHA-NI:
-// AVX-512 F and BW, with the OS saving the opmask and ZMM registers.
-var haveShortSHA = func() bool {
-	if !haveSHANI {
-		return false
-	}
-	_, ebx7, _, _ := cpuid(7, 0)
-	const avx512f, avx512bw = 1 << 16, 1 << 30
-	return ebx7&(avx512f|avx512bw) == avx512f|avx512bw && xgetbv()&0xe6 == 0xe6
-}()
-
 func sha256Blocks(h *[8]uint32, p []byte) { sha256BlockSHANI(h, p, nil) }
 
 func sha256BlocksDigest(h *[8]uint32, p []byte, out *Hash) { sha256BlockSHANI(h, p, out) }
-
-func sha256Short(p []byte, out *Hash) { sha256ShortSHANI(p, out) }

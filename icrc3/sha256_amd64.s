@@ -1,9 +1,8 @@
 // The SHA-NI rounds and their constants are Go's own
 // (crypto/internal/fips140/sha256, generated there by avo; the constants
 // and byte-swap mask are read by sha256x16_amd64.s too), here in a macro
-// shared by a block function the block hashes drive without
-// crypto/sha256's per-call state copies, and a whole sum of one short
-// message.
+// used by a block function the block hashes drive without crypto/sha256's
+// per-call state copies.
 // Copyright 2017 The Go Authors. All rights reserved. Use of this source
 // code is governed by the BSD-style license of the Go distribution.
 
@@ -274,58 +273,6 @@ digest:
 	PSHUFB  X8, X2
 	VMOVDQU X1, (CX)
 	VMOVDQU X2, 16(CX)
-	RET
-
-// func sha256ShortSHANI(p []byte, out *Hash)
-//
-// The whole SHA-256 of a message of fewer than 56 bytes, which is one
-// padded block: a masked load reads exactly the message (bytes past it
-// are neither read nor faulted on) and the padding is merged in
-// registers, so a Value's leaf costs the caller no padding copy. The
-// block goes to the rounds in registers: a 64-byte store read back in
-// 16-byte loads would wait for the store. Needs AVX-512 BW as well as
-// SHA-NI.
-TEXT ·sha256ShortSHANI(SB), NOSPLIT, $0-32
-	MOVQ          p_base+0(FP), SI
-	MOVQ          p_len+8(FP), CX
-	MOVQ          out+24(FP), DI
-	MOVQ          $1, AX
-	SHLQ          CX, AX
-	KMOVQ         AX, K2
-	DECQ          AX
-	KMOVQ         AX, K1
-	VMOVDQU8.Z    (SI), K1, Z0
-	MOVL          $0x80, DX
-	VPBROADCASTB  DX, K2, Z0
-	MOVQ          CX, DX
-	SHLQ          $3, DX
-	BSWAPQ        DX
-	MOVQ          $0x80, AX
-	KMOVQ         AX, K3
-	VPBROADCASTQ  DX, K3, Z0
-	VEXTRACTI32X4 $1, Z0, X4
-	VEXTRACTI32X4 $2, Z0, X5
-	VEXTRACTI32X4 $3, Z0, X6
-	VMOVDQA       X0, X3
-	VZEROUPPER
-	LEAQ          ·sha256IV(SB), AX
-	LOADSTATE(AX)
-	VMOVDQA       X1, X9
-	VMOVDQA       X2, X10
-	VMOVDQA       ·sha256Flip+0(SB), X8
-	PSHUFB        X8, X3
-	PSHUFB        X8, X4
-	PSHUFB        X8, X5
-	PSHUFB        X8, X6
-	LEAQ          ·sha256K+0(SB), AX
-	ROUNDS
-	PADDD         X9, X1
-	PADDD         X10, X2
-	UNSHUFFLE
-	PSHUFB        X8, X1
-	PSHUFB        X8, X2
-	VMOVDQU       X1, (DI)
-	VMOVDQU       X2, 16(DI)
 	RET
 
 // func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)

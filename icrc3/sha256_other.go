@@ -2,15 +2,13 @@
 
 package icrc3
 
-const haveSHANI, haveShortSHA = false, false
+const haveSHANI = false
 
 func sha256Blocks(*[8]uint32, []byte) { panic("icrc3: no SHA-256 block function on this platform") }
 
 func sha256BlocksDigest(*[8]uint32, []byte, *Hash) {
 	panic("icrc3: no SHA-256 block function on this platform")
 }
-
-func sha256Short([]byte, *Hash) { panic("icrc3: no SHA-256 block function on this platform") }
 
 const haveBatchSHA = false
 

@@ -13,7 +13,7 @@ import (
 // crypto/sha256 for every length up to five blocks and around each
 // padding boundary, over random and all-ones bytes.
 func TestSum256MatchesCryptoSHA256(t *testing.T) {
-	t.Logf("SHA-NI block function in use: %v; short messages in one call: %v", haveSHANI, haveShortSHA)
+	t.Logf("SHA-NI block function in use: %v", haveSHANI)
 	r := rand.New(rand.NewPCG(1, 2))
 	buf := make([]byte, 1100)
 	for i := range buf {
@@ -28,10 +28,6 @@ func TestSum256MatchesCryptoSHA256(t *testing.T) {
 			want := Hash(sha256.Sum256(b))
 			if got := sum256(b); got != want {
 				t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", n, got, want)
-			}
-			var got Hash
-			if sum256Input(&got, b); got != want {
-				t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", n, got, want)
 			}
 		}
 	}
@@ -63,10 +59,6 @@ func FuzzSum256(f *testing.F) {
 		want := Hash(sha256.Sum256(b))
 		if got := sum256(b); got != want {
 			t.Fatalf("length %d: sum256 %s, crypto/sha256 %s", len(b), got, want)
-		}
-		var got Hash
-		if sum256Input(&got, b); got != want {
-			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %s", len(b), got, want)
 		}
 	})
 }
@@ -191,21 +183,6 @@ func readableUpTo(t *testing.T, r *rand.Rand) []byte {
 		mem[i] = byte(r.Uint32())
 	}
 	return mem[:page:page]
-}
-
-// TestSum256ShortAtTheEdgeOfMemory puts every short message (the ones
-// hashed with one masked load) so that it ends exactly where readable
-// memory ends: the load must neither read nor fault past the message.
-func TestSum256ShortAtTheEdgeOfMemory(t *testing.T) {
-	mem := readableUpTo(t, rand.New(rand.NewPCG(9, 10)))
-	page := len(mem)
-	for n := 0; n < 56; n++ {
-		b := mem[page-n : page : page]
-		var got Hash
-		if sum256Input(&got, b); got != Hash(sha256.Sum256(b)) {
-			t.Fatalf("length %d: sum256Input %s, crypto/sha256 %x", n, got, sha256.Sum256(b))
-		}
-	}
 }
 
 // TestSame64 holds the map hash's first-pair compare to the array compare,
