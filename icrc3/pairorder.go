@@ -33,7 +33,7 @@ type pairOrder struct {
 
 // orderCache keeps the last few orders met at one depth.
 type orderCache struct {
-	e    [4]pairOrder
+	e    [8]pairOrder
 	next int
 }
 
@@ -66,9 +66,12 @@ func (c *orderCache) order(s []byte) (perm pairPerm, ok bool) {
 		j := i
 		for j > 0 {
 			p := int(idx[j-1])
-			cmp := bytes.Compare(s[i*64:i*64+32], s[p*64:p*64+32])
+			// The first eight bytes mostly decide; the rest only on a tie.
+			cmp := cmpUint64(k[i], k[p])
 			if cmp == 0 {
-				return perm, false
+				if cmp = bytes.Compare(s[i*64+8:i*64+32], s[p*64+8:p*64+32]); cmp == 0 {
+					return perm, false
+				}
 			}
 			if cmp > 0 {
 				break
@@ -86,6 +89,16 @@ func (c *orderCache) order(s []byte) (perm pairPerm, ok bool) {
 		c.next = (c.next + 1) % len(c.e)
 	}
 	return perm, true
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // allDistinct reports whether no two of k are equal: only then do the
