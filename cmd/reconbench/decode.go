@@ -86,9 +86,15 @@ const decodeTrials = 5
 
 // measureDecode runs decode+hash+match on raw for about d of wall time on
 // one goroutine, in decodeTrials trials, and reports blocks per CPU second
-// of the process, so the garbage collector's work (on other threads) is
-// charged to the blocks. Nothing else runs meanwhile.
+// of the process, so the garbage collector's work is charged to the blocks.
+// Nothing else runs meanwhile, and the trials run with GOMAXPROCS 1, as
+// go test -cpu 1 does: with a second P idle the collector runs an idle
+// mark worker on it for as long as each cycle marks, CPU time no work
+// needed that made the figure a measure of idle cores rather than of the
+// blocks (at two Ps the legacy page measured 367,000-464,000 blocks a
+// second where one core did 540,000).
 func measureDecode(ep icrc3.Endpoint, epName string, raw []byte, in *matcher.Intent, d time.Duration) (DecodeResult, error) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	res := DecodeResult{Endpoint: epName, PageBytes: len(raw)}
 	first, err := decodePage(ep, raw)
 	if err != nil {
