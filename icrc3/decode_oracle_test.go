@@ -369,14 +369,7 @@ func TestRawReaderRepeatedKeysAmongBlocks(t *testing.T) {
 			{rep, good[2]},
 			{good[0], rep, good[1], rep},
 		} {
-			p := page{logLength: NatFromUint64(100), values: vals}
-			for i := range vals {
-				p.ids = append(p.ids, 10+uint64(i))
-			}
-			checkGetBlocksReaders(t, encodeGetBlocks(t, p))
-			p.first, p.chainLen = 10, 10+uint64(len(vals))
-			checkLegacyReaders(t, encodeLegacy(t, p, false))
-			checkLegacyReaders(t, encodeLegacy(t, p, true))
+			checkPageReaders(t, vals, 10, 100)
 		}
 	}
 }
@@ -458,11 +451,20 @@ func TestRawReaderHashesAcrossFlushes(t *testing.T) {
 		fs := append([]Field(nil), vals[i].Map...)
 		vals[i] = MapValue(append(fs, F("x", MapValue(F("k", acct), F("k", Uint(2)), F("j", Blob(randBytes(r, 40))))))...)
 	}
-	p := page{logLength: NatFromUint64(5000), values: vals}
+	checkPageReaders(t, vals, 100, 5000)
+}
+
+// checkPageReaders holds both readers to each other on vals as blocks
+// from first on, in an icrc3_get_blocks page and in legacy pages of both
+// layouts.
+func checkPageReaders(t *testing.T, vals []Value, first, logLength uint64) {
+	t.Helper()
+	p := page{logLength: NatFromUint64(logLength), values: vals}
 	for i := range vals {
-		p.ids = append(p.ids, 100+uint64(i))
+		p.ids = append(p.ids, first+uint64(i))
 	}
 	checkGetBlocksReaders(t, encodeGetBlocks(t, p))
-	p.first, p.chainLen = 100, 100+uint64(len(vals))
+	p.first, p.chainLen = first, first+uint64(len(vals))
 	checkLegacyReaders(t, encodeLegacy(t, p, false))
+	checkLegacyReaders(t, encodeLegacy(t, p, true))
 }
