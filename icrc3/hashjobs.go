@@ -75,6 +75,9 @@ type pageHashes struct {
 	blocks                  []Block
 }
 
+// emptyTail is where a lane with nothing left to read points.
+var emptyTail byte
+
 var pageHashesPool = sync.Pool{New: func() any { return new(pageHashes) }}
 
 // hashFlushBlocks is how many blocks' hashes are queued before they are
@@ -137,7 +140,15 @@ func (hs *pageHashes) run() {
 						h, iv = &hs.states[j.state], false
 					}
 					g.h[lane] = h
-					g.full[lane] = (*byte)(unsafe.Add(ptrs[j.src&3], j.off+skip))
+					if j.n > skip {
+						g.full[lane] = (*byte)(unsafe.Add(ptrs[j.src&3], j.off+skip))
+					} else {
+						// An empty tail's offset may be its buffer's end,
+						// and a pointer there would be past the buffer's
+						// allocation, which the GC refuses to find on a
+						// stack. The kernel reads nothing of it.
+						g.full[lane] = &emptyTail
+					}
 					g.rest[lane] = uint64((j.n - skip) % 64)
 					g.bits[lane] = uint64(j.n) << 3
 					if j.dst&blockRef != 0 {

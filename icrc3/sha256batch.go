@@ -1,7 +1,5 @@
 package icrc3
 
-import "unsafe"
-
 // A page's block hashes are thousands of independent SHA-256 sums, most of
 // one or two blocks. SHA-NI runs one message's rounds at a time, and two
 // interleaved messages gain little, so where AVX-512 is there the sums
@@ -66,15 +64,6 @@ func sha256ShapeOf(n int) int {
 		return 2*full + 1
 	}
 	return 2 * full
-}
-
-// set puts j in the lane.
-func (g *sha256Group) set(lane int, j sha256Job) {
-	g.h[lane] = j.h
-	g.full[lane] = unsafe.SliceData(j.tail)
-	g.rest[lane] = uint64(len(j.tail) % 64)
-	g.bits[lane] = j.total << 3
-	g.dst[lane] = j.dst
 }
 
 // sha256Lanes holds what the idle lanes of a short group use.
