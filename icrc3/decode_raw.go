@@ -345,7 +345,7 @@ func (d *decoder) keyEntry() (*keyEntry, error) {
 }
 
 // shortTexts is a two-way table of the texts of up to seven bytes met in
-// a reply (a block's keys, tx.op): such a text on the wire is its length
+// the pages read (a block's keys, tx.op): such a text on the wire is its length
 // byte and its bytes, which one 8-byte load reads, so a repeat is found by
 // a word compare or two instead of a string compare and a lookup.
 type shortTexts [128]struct {
@@ -369,9 +369,9 @@ func (d *decoder) shortText() *keyEntry {
 	}
 	w := binary.LittleEndian.Uint64(d.buf[p+1:])&(1<<(8*n)-1) | uint64(n)<<56
 	i := shortSlot(w)
-	s := &d.short[i]
+	s := &d.hs.short[i]
 	if s.w != w {
-		if s = &d.short[i+1]; s.w != w {
+		if s = &d.hs.short[i+1]; s.w != w {
 			return nil
 		}
 	}
@@ -391,10 +391,10 @@ func (d *decoder) keepShort(e keyEntry) *keyEntry {
 	copy(b[:], e.key)
 	w := binary.LittleEndian.Uint64(b[:]) | uint64(n)<<56
 	i := shortSlot(w)
-	s := &d.short[i]
+	s := &d.hs.short[i]
 	if s.w != 0 && s.w != w {
 		// The first slot is another's: take the second, whoever is there.
-		s = &d.short[i+1]
+		s = &d.hs.short[i+1]
 	}
 	s.w, s.e = w, e
 	return &s.e

@@ -73,6 +73,11 @@ type pageHashes struct {
 	// set again before each run; blocks is the page's.
 	input, out, arena, msgs []byte
 	blocks                  []Block
+
+	// short goes with the buffers from page to page: an entry is the
+	// bytes of a text and their hash, true in any reply, and the next
+	// page's keys are found from its first block on.
+	short shortTexts
 }
 
 // emptyTail is where a lane with nothing left to read points.
