@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -467,4 +468,55 @@ func checkPageReaders(t *testing.T, vals []Value, first, logLength uint64) {
 	p.first, p.chainLen = first, first+uint64(len(vals))
 	checkLegacyReaders(t, encodeLegacy(t, p, false))
 	checkLegacyReaders(t, encodeLegacy(t, p, true))
+}
+
+// TestRawReaderClaimedCountsCostNoMemory gives the raw reader Maps nested
+// 62 deep, each claiming 200,000 pairs (as many as the megabyte of zeros
+// after them could hold) and holding one: a reader that reserved its
+// hash slots for the claimed count would reserve 62 × 200,000 pairs'
+// slots before failing at the end of the input.
+func TestRawReaderClaimedCountsCostNoMemory(t *testing.T) {
+	v := Uint(0)
+	for range 62 {
+		v = MapValue(F("", v))
+	}
+	enc := encodeBlockRange(t, []Value{v})
+	// Each level is the Map's variant tag, a count of 1 and the empty key.
+	at := -1
+	for i := 0; i+3*62 <= len(enc) && at < 0; i++ {
+		at = i
+		for k := range 62 {
+			if enc[i+3*k] != enc[i] || enc[i+3*k+1] != 1 || enc[i+3*k+2] != 0 {
+				at = -1
+				break
+			}
+		}
+	}
+	if at < 0 {
+		t.Fatal("no 62 nested one-pair Maps in the encoding")
+	}
+	tag := enc[at]
+	hostile := append([]byte(nil), enc[:at]...)
+	for range 62 {
+		hostile = append(hostile, tag, 0xc0, 0x9a, 0x0c, 0) // 200,000 pairs, then the empty key
+	}
+	hostile = append(hostile, enc[at+3*62:]...)
+	hostile = append(hostile, make([]byte, 1<<20)...)
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := newDecoder(hostile).legacyBlockRange(0)
+	runtime.ReadMemStats(&after)
+	// The tree reader fails the same way, but it too builds each Map for
+	// its claimed count (1.5 GB here): it is an oracle, not a reader of
+	// untrusted replies.
+	if err == nil || !strings.HasSuffix(err.Error(), ": unexpected end of input") {
+		t.Fatalf("error %v, want the end of the input", err)
+	}
+	// What it reads, some 330,000 pairs, takes about 270 MB with the
+	// arena's growth (the reader before the hash queue took as much);
+	// slots for the claimed counts took 4 GB.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<30 {
+		t.Fatalf("reading %d bytes allocated %d MB", len(hostile), got>>20)
+	}
 }

@@ -48,7 +48,6 @@ func (d *decoder) reserveOut(n int) {
 	if d.parts == nil && n > 0 && !d.tree {
 		d.parts = make([]blockParts, min(n, 2048))
 	}
-
 }
 
 // rawValue appends the encoding of one Value of a checked variant type to
@@ -174,9 +173,17 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		}
 		d.out = append(d.out, byte(KindArray))
 		d.putUvarint(uint64(n))
-		off := d.hs.allocHashes(32 * n)
+		off, room, err := d.hs.allocHashes(32, n)
+		if err != nil {
+			return 0, d.errf("%v", err)
+		}
 		h := 0
 		for i := range n {
+			if i == room {
+				if off, room, err = d.growHashes(off, i, 32); err != nil {
+					return 0, d.errf("%v", err)
+				}
+			}
 			ch, err := d.rawValue(inner, depth+1, hashRef(off+32*i))
 			if err != nil {
 				return 0, err
@@ -197,9 +204,17 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		if depth < len(d.entTmp) {
 			d.entTmp[depth] = d.entTmp[depth][:0]
 		}
-		off := d.hs.allocHashes(64 * n)
+		off, room, err := d.hs.allocHashes(64, n)
+		if err != nil {
+			return 0, d.errf("%v", err)
+		}
 		h := 0
 		for i := range n {
+			if i == room {
+				if off, room, err = d.growHashes(off, i, 64); err != nil {
+					return 0, d.errf("%v", err)
+				}
+			}
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
 			// the encoding wants it. The arena may move while the value is
@@ -286,11 +301,6 @@ func same64(a *[64]byte, b []byte) bool {
 	}
 	return x == 0
 }
-
-var (
-	zeroHash [32]byte
-	zeroPair [64]byte
-)
 
 // The decoder lives in the heap and the GC is often marking while a page
 // is read, so storing a slice header into it costs a write barrier. The

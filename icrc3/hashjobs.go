@@ -1,6 +1,7 @@
 package icrc3
 
 import (
+	"fmt"
 	"sync"
 	"unsafe"
 )
@@ -204,17 +205,55 @@ func (hs *pageHashes) queueComp(h int, j compJob) {
 	*c = append(*c, j)
 }
 
-// allocHashes returns the offset of n zeroed bytes in the arena for a
-// composite's children, valid until the next endBlocks.
-func (hs *pageHashes) allocHashes(n int) int {
+// A composite's slots are taken as its elements are read, not for the
+// count its reply claims: a claimed count is bounded only by the bytes
+// left, and Values nested a few dozen deep, each claiming as many elements
+// as the rest of the reply could hold, would otherwise reserve dozens of
+// times the reply's size before reading a byte of them.
+const firstSlots = 16
+
+// maxArena bounds the arena below blockRef, where an offset would read as
+// a block index: some 2 GB of hashes, which a reply of tens of megabytes
+// could only claim, never fill.
+const maxArena = int(blockRef) - 1
+
+// allocHashes takes room for the first slots of size bytes of a composite
+// of n elements; it returns their offset in the arena, zeroed, and how
+// many they are. They are valid until the next endBlocks.
+func (hs *pageHashes) allocHashes(size, n int) (off, room int, err error) {
+	room = min(n, firstSlots)
+	off, err = hs.take(size * room)
+	return off, room, err
+}
+
+// take appends n zeroed bytes to the arena and returns their offset.
+func (hs *pageHashes) take(n int) (int, error) {
 	k := len(hs.arena)
+	if n > maxArena-k {
+		return 0, fmt.Errorf("Values of %d bytes of hashes exceed the decoder's %d", k+n, maxArena)
+	}
 	if cap(hs.arena)-k < n {
 		hs.arena = append(hs.arena, make([]byte, n)...)
-		return k
+		return k, nil
 	}
 	hs.arena = hs.arena[:k+n]
 	clear(hs.arena[k:])
-	return k
+	return k, nil
+}
+
+// growHashes moves a composite whose used slots of size bytes at off are
+// all its room to twice that room at the arena's end. Its elements' sums
+// queued so far write to those slots, so they are run first (as any
+// flush, at any point of a page, may be); the old slots are left unused
+// until the next endBlocks.
+func (d *decoder) growHashes(off, used, size int) (int, int, error) {
+	d.flushHashes()
+	n, err := d.hs.take(2 * used * size)
+	if err != nil {
+		return 0, 0, err
+	}
+	copy(d.hs.arena[n:], d.hs.arena[off:off+used*size])
+	return n, 2 * used, nil
 }
 
 // flushHashes computes every queued hash.
@@ -295,7 +334,7 @@ func (d *decoder) pageBlocks(blocks []Block) {
 	}
 	// Only a new array needs storing (a slice store is a write barrier
 	// while the GC marks); blockQueued flushes before one is made.
-	if cap(d.hs.blocks) != cap(blocks) {
+	if unsafe.SliceData(d.hs.blocks) != unsafe.SliceData(blocks) {
 		d.hs.blocks = blocks[:cap(blocks)]
 	}
 }

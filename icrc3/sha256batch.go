@@ -48,8 +48,8 @@ var useBatchSHA = haveBatchSHA
 var sha256GroupMinFor = sha256GroupMin
 
 // sha256Shapes counts the shapes a group can have, plus one for the sums
-// of sha256MaxFull whole blocks or more (none in a block hash), which are
-// summed one by one.
+// of sha256MaxFull whole blocks or more (a Value of a kilobyte or more;
+// none in a DFINITY block), which are summed one by one.
 const sha256Shapes = 2*sha256MaxFull + 1
 
 // sha256ShapeOf is the shape of a sum whose tail (its message after the
