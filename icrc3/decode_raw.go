@@ -173,24 +173,23 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		}
 		d.out = append(d.out, byte(KindArray))
 		d.putUvarint(uint64(n))
-		off, room, err := d.hs.allocHashes(32, n)
+		sl, err := d.openSlots(32, n)
 		if err != nil {
-			return 0, d.errf("%v", err)
+			return 0, err
 		}
 		h := 0
 		for i := range n {
-			if i == room {
-				if off, room, err = d.growHashes(off, i, 32); err != nil {
-					return 0, d.errf("%v", err)
-				}
+			at, err := d.slotAt(&sl, i)
+			if err != nil {
+				return 0, err
 			}
-			ch, err := d.rawValue(inner, depth+1, hashRef(off+32*i))
+			ch, err := d.rawValue(inner, depth+1, hashRef(at))
 			if err != nil {
 				return 0, err
 			}
 			h = max(h, ch)
 		}
-		d.hs.queueComp(h+1, compJob{off: uint32(off), n: uint32(n), dst: dst, mid: -1})
+		d.hs.queueComp(h+1, compJob{off: uint32(sl.off), n: uint32(n), dst: dst, mid: -1})
 		return h + 1, nil
 	case idMap:
 		rec := &d.types[d.types[f.typ].inner]
@@ -204,22 +203,20 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		if depth < len(d.entTmp) {
 			d.entTmp[depth] = d.entTmp[depth][:0]
 		}
-		off, room, err := d.hs.allocHashes(64, n)
+		sl, err := d.openSlots(64, n)
 		if err != nil {
-			return 0, d.errf("%v", err)
+			return 0, err
 		}
 		h := 0
 		for i := range n {
-			if i == room {
-				if off, room, err = d.growHashes(off, i, 64); err != nil {
-					return 0, d.errf("%v", err)
-				}
-			}
 			// The key's field id (0) is the lowest there is and the value's
 			// (1) the next, so on the wire the key always comes first, as
 			// the encoding wants it. The arena may move while the value is
 			// read, so the pair is found by its offset each time.
-			pair := off + 64*i
+			pair, err := d.slotAt(&sl, i)
+			if err != nil {
+				return 0, err
+			}
 			for _, rf := range rec.fields {
 				switch rf.id {
 				case idTupleKey:
@@ -252,14 +249,14 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		if depth < len(d.orders) {
 			c = &d.orders[depth]
 		}
-		s := d.hs.arena[off : off+64*n]
+		s := d.hs.arena[sl.off : sl.off+64*n]
 		perm, ok := c.order(s)
 		if !ok {
 			// A repeated key (or a map too large to order by keys): the
 			// values decide, so they are hashed now, with everything else
 			// queued, and this map with them.
 			d.flushHashes()
-			s = d.hs.arena[off : off+64*n]
+			s = d.hs.arena[sl.off : sl.off+64*n]
 			sortPairs(s)
 			if depth <= 1 {
 				for i := 64; i < len(s); i += 64 {
@@ -276,7 +273,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 		if depth < len(d.mid) {
 			mid = int8(depth)
 		}
-		d.hs.queueComp(h+1, compJob{off: uint32(off), n: uint32(n), dst: dst, perm: perm, isMap: true, mid: mid})
+		d.hs.queueComp(h+1, compJob{off: uint32(sl.off), n: uint32(n), dst: dst, perm: perm, isMap: true, mid: mid})
 		return h + 1, nil
 	}
 	return 0, d.errf("Value: unknown variant tag %d", f.id)

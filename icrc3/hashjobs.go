@@ -217,13 +217,37 @@ const firstSlots = 16
 // could only claim, never fill.
 const maxArena = int(blockRef) - 1
 
-// allocHashes takes room for the first slots of size bytes of a composite
-// of n elements; it returns their offset in the arena, zeroed, and how
-// many they are. They are valid until the next endBlocks.
-func (hs *pageHashes) allocHashes(size, n int) (off, room int, err error) {
-	room = min(n, firstSlots)
-	off, err = hs.take(size * room)
-	return off, room, err
+// slots are a composite's hash slots while its elements are read: room
+// slots of size bytes at off in the arena.
+type slots struct{ off, room, size int }
+
+// openSlots takes room for the first slots of a composite of n elements
+// whose slots are size bytes, zeroed and valid until the next endBlocks.
+func (d *decoder) openSlots(size, n int) (slots, error) {
+	sl := slots{room: min(n, firstSlots), size: size}
+	var err error
+	if sl.off, err = d.hs.take(size * sl.room); err != nil {
+		return sl, d.errf("%v", err)
+	}
+	return sl, nil
+}
+
+// slotAt is the offset of element i's slot, i being the next element;
+// when the room is used up, the slots move to twice the room at the
+// arena's end. The elements' sums queued so far write to the old slots,
+// so they are run first (as any flush, at any point of a page, may be);
+// the old slots are left unused until the next endBlocks.
+func (d *decoder) slotAt(sl *slots, i int) (int, error) {
+	if i == sl.room {
+		d.flushHashes()
+		off, err := d.hs.take(2 * sl.room * sl.size)
+		if err != nil {
+			return 0, d.errf("%v", err)
+		}
+		copy(d.hs.arena[off:], d.hs.arena[sl.off:sl.off+sl.room*sl.size])
+		sl.off, sl.room = off, 2*sl.room
+	}
+	return sl.off + i*sl.size, nil
 }
 
 // take appends n zeroed bytes to the arena and returns their offset.
@@ -239,21 +263,6 @@ func (hs *pageHashes) take(n int) (int, error) {
 	hs.arena = hs.arena[:k+n]
 	clear(hs.arena[k:])
 	return k, nil
-}
-
-// growHashes moves a composite whose used slots of size bytes at off are
-// all its room to twice that room at the arena's end. Its elements' sums
-// queued so far write to those slots, so they are run first (as any
-// flush, at any point of a page, may be); the old slots are left unused
-// until the next endBlocks.
-func (d *decoder) growHashes(off, used, size int) (int, int, error) {
-	d.flushHashes()
-	n, err := d.hs.take(2 * used * size)
-	if err != nil {
-		return 0, 0, err
-	}
-	copy(d.hs.arena[n:], d.hs.arena[off:off+used*size])
-	return n, 2 * used, nil
 }
 
 // flushHashes computes every queued hash.
