@@ -435,12 +435,17 @@ func TestRawReaderShortLeavesInWideValues(t *testing.T) {
 }
 
 // TestRawReaderHashesAcrossFlushes reads pages long enough that the raw
-// reader runs its queued hashes many times: every hashFlushBlocks blocks,
-// before the page's slice of blocks grows past its first 2048, and within
+// reader runs its queued hashes many times, in the lanes and one by one:
+// every hashFlushBlocks blocks, before the page's slice of blocks grows
+// past its first 2048, and within
 // a block whose repeated key needs its values hashed at once. A sum
 // written to a slot of the wrong block, or read before its children were
 // run, is a block hash the tree reader does not give.
 func TestRawReaderHashesAcrossFlushes(t *testing.T) {
+	bothSHA256Paths(t, testRawReaderHashesAcrossFlushes)
+}
+
+func testRawReaderHashesAcrossFlushes(t *testing.T) {
 	clear(seen)
 	defer seen.require(t, "decoded")
 	r := rand.New(rand.NewPCG(47, 48))
