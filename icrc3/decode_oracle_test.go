@@ -437,10 +437,10 @@ func TestRawReaderShortLeavesInWideValues(t *testing.T) {
 // TestRawReaderHashesAcrossFlushes reads pages long enough that the raw
 // reader runs its queued hashes many times, in the lanes and one by one:
 // every hashFlushBlocks blocks, before the page's slice of blocks grows
-// past its first 2048, and within
-// a block whose repeated key needs its values hashed at once. A sum
-// written to a slot of the wrong block, or read before its children were
-// run, is a block hash the tree reader does not give.
+// past its first 2048, and within a block whose repeated key needs its
+// values hashed at once. A sum written to a slot of the wrong block, or
+// read before its children were run, is a block hash the tree reader does
+// not give.
 func TestRawReaderHashesAcrossFlushes(t *testing.T) {
 	bothSHA256Paths(t, testRawReaderHashesAcrossFlushes)
 }
