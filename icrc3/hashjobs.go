@@ -105,18 +105,20 @@ func (hs *pageHashes) add(src hashSrc, off, n int, dst hashRef) {
 }
 
 // push queues j, whose tail (its bytes after the blocks its state holds)
-// is of shape si. It appends storing only the length while there is room:
-// storing the whole header costs a write barrier while the GC marks. The
-// same goes for the other appends below.
-func (hs *pageHashes) push(si int, j hashJob) {
-	q := &hs.jobs[si]
-	n := len(*q)
-	if n == cap(*q) {
-		*q = append(*q, j)
+// is of shape si.
+func (hs *pageHashes) push(si int, j hashJob) { appendInPlace(&hs.jobs[si], j) }
+
+// appendInPlace is *s = append(*s, v), storing only the length while there
+// is room: storing the whole header costs a write barrier while the GC
+// marks, and the queues below take one append per Value.
+func appendInPlace[T any](s *[]T, v T) {
+	n := len(*s)
+	if n == cap(*s) {
+		*s = append(*s, v)
 		return
 	}
-	*q = (*q)[:n+1]
-	(*q)[n] = j
+	*s = (*s)[:n+1]
+	(*s)[n] = v
 }
 
 // run computes every queued sum: sixteen of a shape at a time where the
@@ -179,12 +181,7 @@ func (hs *pageHashes) run() {
 // job is j with its buffers resolved, valid until they next grow.
 func (hs *pageHashes) job(bases *[4][]byte, j *hashJob) sha256Job {
 	msg := bases[j.src&3][j.off : j.off+j.n]
-	var dst *Hash
-	if j.dst&blockRef != 0 {
-		dst = &hs.blocks[j.dst&^blockRef].Hash
-	} else {
-		dst = (*Hash)(bases[srcArena][j.dst : j.dst+32])
-	}
+	dst := hs.slot(j.dst)
 	if j.skip > 0 {
 		return sha256Job{&hs.states[j.state], msg[64*int(j.skip):], uint64(j.n), dst}
 	}
@@ -196,13 +193,7 @@ func (hs *pageHashes) queueComp(h int, j compJob) {
 	for len(hs.comps) < h {
 		hs.comps = append(hs.comps, nil)
 	}
-	c := &hs.comps[h-1]
-	if n := len(*c); n < cap(*c) {
-		*c = (*c)[:n+1]
-		(*c)[n] = j
-		return
-	}
-	*c = append(*c, j)
+	appendInPlace(&hs.comps[h-1], j)
 }
 
 // A composite's slots are taken as its elements are read, not for the
