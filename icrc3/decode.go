@@ -111,7 +111,6 @@ type decoder struct {
 	scratch      [][]byte
 	keys         map[string]keyEntry
 	keyCache     [64]keyEntry // direct-mapped in front of keys
-	lastKey      keyEntry     // keyEntry's last text too long for short
 	values       []Value      // slab carved into Array payloads
 	fields       []Field      // slab carved into Map payloads
 

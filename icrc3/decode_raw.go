@@ -102,7 +102,8 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			*d.hs.slot(dst) = d.keepShort(e).hash
+			d.keepShort(e)
+			*d.hs.slot(dst) = e.hash
 		} else {
 			if !utf8.Valid(b) {
 				return 0, d.errf("text is not valid UTF-8")
@@ -220,7 +221,7 @@ func (d *decoder) rawValue(ref int64, depth int, dst hashRef) (int, error) {
 			for _, rf := range rec.fields {
 				switch rf.id {
 				case idTupleKey:
-					var e *keyEntry
+					var e keyEntry
 					if e, err = d.keyEntry(); err == nil {
 						copy(d.hs.arena[pair:pair+32], e.hash[:])
 						d.appendString(e.key)
@@ -336,25 +337,25 @@ func (d *decoder) appendString(s string) {
 }
 
 // keyEntry reads a Map key through the per-reply intern table.
-func (d *decoder) keyEntry() (*keyEntry, error) {
+func (d *decoder) keyEntry() (keyEntry, error) {
 	if e := d.shortText(); e != nil {
-		return e, nil
+		return *e, nil
 	}
 	b, err := d.blob()
 	if err != nil {
-		return nil, err
+		return keyEntry{}, err
 	}
 	e, err := d.intern(b)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		d.keepShort(e)
 	}
-	return d.keepShort(e), nil
+	return e, err
 }
 
 // shortTexts is a two-way table of the texts of up to seven bytes met in
-// the pages read (a block's keys, tx.op): such a text on the wire is its length
-// byte and its bytes, which one 8-byte load reads, so a repeat is found by
-// a word compare or two instead of a string compare and a lookup.
+// the pages read (a block's keys, tx.op): such a text on the wire is its
+// length byte and its bytes, which one 8-byte load reads, so a repeat is
+// found by a word compare or two instead of a string compare and a lookup.
 type shortTexts [128]struct {
 	w uint64 // the length in the top byte, the bytes below; 0 if empty
 	e keyEntry
@@ -386,13 +387,11 @@ func (d *decoder) shortText() *keyEntry {
 	return &s.e
 }
 
-// keepShort puts an interned text in the short table if it fits, and
-// returns where e now is.
-func (d *decoder) keepShort(e keyEntry) *keyEntry {
+// keepShort puts an interned text in the short table if it fits.
+func (d *decoder) keepShort(e keyEntry) {
 	n := len(e.key)
 	if n == 0 || n > 7 {
-		d.lastKey = e
-		return &d.lastKey
+		return
 	}
 	var b [8]byte
 	copy(b[:], e.key)
@@ -404,5 +403,4 @@ func (d *decoder) keepShort(e keyEntry) *keyEntry {
 		s = &d.hs.short[i+1]
 	}
 	s.w, s.e = w, e
-	return &s.e
 }
