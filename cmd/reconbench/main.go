@@ -28,7 +28,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -138,17 +137,11 @@ func main() {
 }
 
 func mainErr(ctx context.Context, cfg config, jsonPath, cpuProfile string) error {
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	rep, err := run(ctx, cfg, os.Stderr)
 	if err != nil {
 		return err

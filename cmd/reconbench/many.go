@@ -291,23 +291,38 @@ func startProfile(path string) (stop func(), err error) {
 	if err := writeHeapProfile(path + ".heap0"); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(path)
+	stopCPU, err := startCPUProfile(path)
 	if err != nil {
-		return nil, fmt.Errorf("burst profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("burst profile %s: %w", path, err)
+		return nil, err
 	}
 	return sync.OnceFunc(func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
 		// A profile is a measurement aid: one that cannot be written is
 		// reported, and the figures stand.
 		if err := writeHeapProfile(path + ".heap1"); err != nil {
 			fmt.Fprintln(os.Stderr, "reconbench:", err)
 		}
 	}), nil
+}
+
+// startCPUProfile starts a CPU profile into path (none when empty) and
+// returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func writeHeapProfile(path string) error {
