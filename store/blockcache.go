@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -98,17 +100,31 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 		return nil, nil
 	}
 	hi = min(hi, math.MaxInt64)
-	var rows []blockRow
-	// Named: without statistics the planner prefers the primary key's
-	// range, which reads every block of [lo, hi] instead of the few stamped.
-	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks INDEXED BY blocks_by_stamp
-		WHERE `+ofHistory+` AND stamp = ? AND idx >= ? AND idx <= ? ORDER BY idx`,
+	var rows []struct {
+		Index int64 `db:"idx"`
+		runRow
+	}
+	// One statement, so the stamps and the runs holding them are read in
+	// one snapshot. A stamp whose run is missing reads as the run -1..-1,
+	// which openRun refuses: an error, never a silently missing candidate.
+	if err := s.r.SelectContext(ctx, &rows, `SELECT s.idx AS idx, coalesce(r.lo, -1) AS lo, coalesce(r.hi, -1) AS hi,
+			coalesce(r.data, x'') AS data
+		FROM block_stamps s LEFT JOIN block_runs r
+			ON r.history_id = s.history_id AND r.lo > s.idx - `+fmt.Sprint(runBlocks)+` AND r.lo <= s.idx AND r.hi >= s.idx
+		WHERE s.`+ofHistory+` AND s.stamp = ? AND s.idx >= ? AND s.idx <= ? ORDER BY s.idx`,
 		ledger, int64(stamp), int64(lo), int64(hi)); err != nil {
 		return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 	}
 	out := make([]icrc3.Block, 0, len(rows))
 	for i := range rows {
-		b, err := rebuild(rows[i].cached())
+		r, err := openRun(rows[i].runRow)
+		if err == nil && !r.has(uint64(rows[i].Index)) {
+			err = fmt.Errorf("stamped block %d is not in its run %d..%d", rows[i].Index, r.lo, r.hi())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
+		}
+		b, err := rebuild(r.block(int(uint64(rows[i].Index) - r.lo)))
 		if err != nil {
 			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 		}
@@ -146,32 +162,115 @@ func rebuild(c CachedBlock) (icrc3.Block, error) {
 
 // WindowBlocks returns the first cached index of [lo, hi] with ts >= from
 // and the last with ts <= to; ok is false when no cached block of [lo, hi]
-// has its ts in [from, to]. It relies on timestamps never decreasing along
-// the chain, which the engine checks while verifying.
+// has its ts in [from, to]. Blocks without a timestamp (ts 0) are in no
+// window. It relies on timestamps never decreasing along the chain, which
+// the engine checks while verifying: a run's highest timestamp then finds
+// the run where a window starts, and the first run past its end.
 func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
+	from = max(from, 1)
 	if hi < lo || from > to || lo > math.MaxInt64 || from > math.MaxInt64 {
 		return 0, 0, false, nil
 	}
 	hi, to = min(hi, math.MaxInt64), min(to, math.MaxInt64)
-	var f, l int64
-	err = s.r.GetContext(ctx, &f, `SELECT idx FROM blocks
-		WHERE `+ofHistory+` AND ts >= ? AND idx >= ? AND idx <= ? ORDER BY ts, idx LIMIT 1`,
-		ledger, int64(from), int64(lo), int64(hi))
+	tx, err := s.r.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err == nil {
-		err = s.r.GetContext(ctx, &l, `SELECT idx FROM blocks
-			WHERE `+ofHistory+` AND ts <= ? AND idx >= ? AND idx <= ? ORDER BY ts DESC, idx DESC LIMIT 1`,
-			ledger, int64(to), int64(lo), int64(hi))
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, nil
+		defer tx.Rollback()
+		first, last, ok, err = windowBlocks(ctx, tx, ledger, lo, hi, from, to)
 	}
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("store: window blocks of %s: %w", ledger, err)
 	}
-	if f > l {
+	return first, last, ok, nil
+}
+
+// windowBlocks is WindowBlocks in one read transaction.
+func windowBlocks(ctx context.Context, tx *sqlx.Tx, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
+	// The lowest run whose highest timestamp reaches ts.
+	firstRun := func(ts int64) (lo, hi int64, ok bool, err error) {
+		var row struct {
+			Lo int64 `db:"lo"`
+			Hi int64 `db:"hi"`
+		}
+		err = tx.GetContext(ctx, &row, `SELECT lo, hi FROM block_runs INDEXED BY block_runs_by_ts
+			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return row.Lo, row.Hi, err == nil, err
+	}
+	startLo, _, found, err := firstRun(int64(from))
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	end := int64(hi)
+	if to < math.MaxInt64 {
+		_, pastHi, past, err := firstRun(int64(to) + 1)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if past {
+			end = min(end, pastHi)
+		}
+	}
+	start := max(startLo, int64(lo))
+	if start > end {
 		return 0, 0, false, nil
 	}
-	return uint64(f), uint64(l), true, nil
+	// Both scans stop at their first hit, which the runs found above hold
+	// unless their blocks near the window carry no timestamp.
+	f, ok, err := scanRuns(ctx, tx, ledger, start, end, false, func(r run, k int) bool {
+		t := r.ts(k)
+		return t != 0 && t >= from
+	})
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	l, ok, err := scanRuns(ctx, tx, ledger, start, end, true, func(r run, k int) bool {
+		t := r.ts(k)
+		return t != 0 && t <= to
+	})
+	if err != nil || !ok || f > l {
+		return 0, 0, false, err
+	}
+	return f, l, true, nil
+}
+
+// scanRuns visits the cached blocks of [start, end] of a history in index
+// order (descending when down) and returns the first index for which hit
+// is true.
+func scanRuns(ctx context.Context, tx *sqlx.Tx, key string, start, end int64, down bool, hit func(run, int) bool) (uint64, bool, error) {
+	order := "ASC"
+	if down {
+		order = "DESC"
+	}
+	rows, err := tx.QueryxContext(ctx, `SELECT `+runCols+` FROM block_runs
+		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo `+order,
+		key, start-runBlocks, end, start)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var row runRow
+		if err := rows.StructScan(&row); err != nil {
+			return 0, false, err
+		}
+		r, err := openRun(row)
+		if err != nil {
+			return 0, false, err
+		}
+		a, b := max(uint64(start), r.lo), min(uint64(end), r.hi())
+		for i := range b - a + 1 {
+			idx := a + i
+			if down {
+				idx = b - i
+			}
+			if hit(r, int(idx-r.lo)) {
+				return idx, true, nil
+			}
+		}
+	}
+	return 0, false, rows.Err()
 }
 
 type rangeRow struct {
@@ -249,22 +348,16 @@ func (s *Store) saveRangeTx(ctx context.Context, t *Tx, ledger string, r reconci
 // index is not cached.
 func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3.Hash, uint64, bool, error) {
 	var h icrc3.Hash
-	if index > math.MaxInt64 {
-		return h, 0, false, nil
-	}
-	var row struct {
-		Hash []byte `db:"hash"`
-		TS   int64  `db:"ts"`
-	}
-	err := s.r.GetContext(ctx, &row, `SELECT hash, ts FROM blocks WHERE `+ofHistory+` AND idx = ?`, ledger, int64(index))
-	if errors.Is(err, sql.ErrNoRows) {
-		return h, 0, false, nil
-	}
+	r, ok, err := runAt(ctx, s.r, ledger, index)
 	if err != nil {
 		return h, 0, false, fmt.Errorf("store: block %d of %s: %w", index, ledger, err)
 	}
-	copy(h[:], row.Hash)
-	return h, uint64(row.TS), true, nil
+	if !ok {
+		return h, 0, false, nil
+	}
+	k := int(index - r.lo)
+	copy(h[:], r.hashAt(k))
+	return h, r.ts(k), true, nil
 }
 
 // Discard forgets a chain's blocks, tip and range and records the change,
@@ -276,7 +369,7 @@ func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.History
 	return s.tx(ctx, what, func(t *Tx) error {
 		// The history keeps its id: ids are never reused (see 0005).
 		for _, d := range [...]struct{ table, where string }{
-			{"blocks", ofHistory}, {"tips", "history = ?"}, {"ranges", "history = ?"},
+			{"block_runs", ofHistory}, {"block_stamps", ofHistory}, {"tips", "history = ?"}, {"ranges", "history = ?"},
 		} {
 			if _, err := t.ExecContext(ctx, `DELETE FROM `+d.table+` WHERE `+d.where, ledger); err != nil {
 				return fmt.Errorf("store: %s: %s: %w", what, d.table, err)

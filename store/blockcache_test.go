@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -70,10 +71,9 @@ func TestByStamp(t *testing.T) {
 
 	// A cached Value that no longer hashes to its verified hash must fail
 	// loudly: dropping it would turn "found" into "absent".
-	if _, err := s.w.ExecContext(ctx, `UPDATE blocks SET raw = ? WHERE `+ofHistory+` AND idx = 10`,
-		icrc3.MarshalValue(transfer(10, testTS(10), &icrc3.Hash{9})), ledgerA); err != nil {
-		t.Fatal(err)
-	}
+	rewriteCached(t, s, ledgerA, 10, func(b *CachedBlock) {
+		b.Raw = icrc3.MarshalValue(transfer(10, testTS(10), &icrc3.Hash{9}))
+	})
 	if _, err := s.ByStamp(ctx, ledgerA, testStamp(10), 0, 29); err == nil || !strings.Contains(err.Error(), "hashes to") {
 		t.Fatalf("corrupted cache: %v", err)
 	}
@@ -132,47 +132,74 @@ func TestPutVerifiedRefusesInconsistentBlocks(t *testing.T) {
 	}
 }
 
-// The store and the in-memory cache answer the engine's questions alike.
+// The store and the in-memory cache answer the engine's questions alike,
+// whatever pages the blocks arrived in: pages of any size, written top down
+// as a walk writes them, then again overlapping what is cached (so runs
+// start and end anywhere, and a page straddles several runs).
 func TestBlockCacheMatchesMemCache(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	mem := reconcile.NewMemCache()
 	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 700
 	// Timestamps that repeat and jump, as real ledgers' do.
 	var all []icrc3.Block
 	ts := uint64(1_000_000)
-	for i := uint64(0); i < 300; i++ {
+	for i := uint64(0); i < n; i++ {
 		if rng.IntN(3) > 0 {
 			ts += uint64(rng.IntN(5000))
 		}
 		all = append(all, parsed(t, blockAt(i, ts)))
 	}
-	for start := 0; start < len(all); start += 64 {
-		page := all[start:min(start+64, len(all))]
+	put := func(page []icrc3.Block) {
+		t.Helper()
 		if err := s.PutVerified(ctx, ledgerA, page); err != nil {
-			t.Fatal(err)
+			t.Fatalf("put %d..%d: %v", page[0].Index, page[len(page)-1].Index, err)
 		}
 		if err := mem.PutVerified(ctx, ledgerA, page); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for q := 0; q < 150; q++ {
-		lo := uint64(rng.IntN(320))
-		hi := lo + uint64(rng.IntN(320)) - 10
+	for hi := n; hi > 0; {
+		lo := max(0, hi-1-rng.IntN(150))
+		put(all[lo:hi])
+		hi = lo
+	}
+	for range 20 {
+		lo := rng.IntN(n)
+		put(all[lo:min(n, lo+1+rng.IntN(200))])
+	}
+	for q := 0; q < 300; q++ {
+		lo := uint64(rng.IntN(n + 20))
+		hi := lo + uint64(rng.IntN(n+20)) - 10
 		from := all[rng.IntN(len(all))].TS - uint64(rng.IntN(3000))
-		to := from + uint64(rng.IntN(200000))
-		f1, l1, ok1, err1 := s.WindowBlocks(ctx, ledgerA, lo, min(hi, 299), from, to)
-		f2, l2, ok2, err2 := mem.WindowBlocks(ctx, ledgerA, lo, min(hi, 299), from, to)
+		to := from + uint64(rng.IntN(400000))
+		f1, l1, ok1, err1 := s.WindowBlocks(ctx, ledgerA, lo, min(hi, n-1), from, to)
+		f2, l2, ok2, err2 := mem.WindowBlocks(ctx, ledgerA, lo, min(hi, n-1), from, to)
 		if err1 != nil || err2 != nil || ok1 != ok2 || ok1 && (f1 != f2 || l1 != l2) {
 			t.Fatalf("WindowBlocks(%d, %d, %d, %d): store %d %d %t %v, mem %d %d %t %v",
 				lo, hi, from, to, f1, l1, ok1, err1, f2, l2, ok2, err2)
 		}
-		stamp := testStamp(uint64(rng.IntN(310)))
+		stamp := testStamp(uint64(rng.IntN(n + 10)))
 		b1, err1 := s.ByStamp(ctx, ledgerA, stamp, lo, hi)
 		b2, err2 := mem.ByStamp(ctx, ledgerA, stamp, lo, hi)
 		if err1 != nil || err2 != nil || !reflect.DeepEqual(blockIndexes(b1), blockIndexes(b2)) {
 			t.Fatalf("ByStamp(%d, %d, %d): store %v %v, mem %v %v", stamp, lo, hi,
 				blockIndexes(b1), err1, blockIndexes(b2), err2)
+		}
+		h1, ts1, ok1, err1 := s.BlockAt(ctx, ledgerA, lo)
+		h2, ts2, ok2, err2 := mem.BlockAt(ctx, ledgerA, lo)
+		if err1 != nil || err2 != nil || ok1 != ok2 || h1 != h2 || ts1 != ts2 {
+			t.Fatalf("BlockAt(%d): store %s %d %t %v, mem %s %d %t %v", lo, h1, ts1, ok1, err1, h2, ts2, ok2, err2)
+		}
+	}
+	got, err := s.CachedBlocks(ctx, ledgerA, 0, n+5)
+	if err != nil || len(got) != n {
+		t.Fatalf("cached: %d blocks %v, want %d", len(got), err, n)
+	}
+	for i := range got {
+		if want := all[i]; got[i].Index != want.Index || got[i].Hash != want.Hash || !bytes.Equal(got[i].Raw, want.Raw) {
+			t.Fatalf("cached block %d differs from block %d as put", got[i].Index, want.Index)
 		}
 	}
 }
@@ -270,5 +297,77 @@ func TestPutVerifiedRangeIsOneWrite(t *testing.T) {
 	}
 	if h, _, ok, err := s.BlockAt(ctx, ledgerA, 10); err != nil || !ok || h != block(10).Hash {
 		t.Fatalf("block 10: %v %t %v", h, ok, err)
+	}
+}
+
+// rewriteCached changes cached block index of ledger in place, behind the
+// store's back, as a corrupted file would.
+func rewriteCached(t *testing.T, s *Store, ledger string, index uint64, change func(*CachedBlock)) {
+	t.Helper()
+	ctx := context.Background()
+	r, ok, err := runAt(ctx, s.r, ledger, index)
+	if err != nil || !ok {
+		t.Fatalf("run of block %d: %v %v", index, ok, err)
+	}
+	bs := make([]CachedBlock, r.n)
+	for k := range bs {
+		bs[k] = r.block(k)
+	}
+	change(&bs[index-r.lo])
+	data, err := encodeRun(nil, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `UPDATE block_runs SET data = ? WHERE `+ofHistory+` AND lo = ?`,
+		data, ledger, int64(r.lo)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run that no longer decodes, or a stamp whose run is gone, fails every
+// read that touches it: a block silently missing from ByStamp's answer
+// would turn "found" into "absent".
+func TestCorruptRunsAreErrors(t *testing.T) {
+	ctx := context.Background()
+	breaks := []struct {
+		name string
+		sql  string
+	}{
+		{"truncated", `UPDATE block_runs SET data = substr(data, 1, length(data) - 1)`},
+		{"records only", `UPDATE block_runs SET data = substr(data, 1, (hi - lo + 1) * 53)`},
+		{"bad flag", `UPDATE block_runs SET data = substr(data, 1, 40) || x'07' || substr(data, 42)`},
+		{"longer than a run", `UPDATE block_runs SET hi = hi + 1`},
+		{"run gone", `DELETE FROM block_runs`},
+	}
+	for _, br := range breaks {
+		t.Run(br.name, func(t *testing.T) {
+			s := openTest(t)
+			if err := s.PutVerified(ctx, ledgerA, parsedRange(t, 0, 30)); err != nil {
+				t.Fatal(err)
+			}
+			// Make the data column a blob again after text concatenation.
+			q := strings.Replace(br.sql, "SET data = ", "SET data = CAST(", 1)
+			if q != br.sql {
+				q += " AS BLOB)"
+			}
+			if _, err := s.w.ExecContext(ctx, `PRAGMA ignore_check_constraints = 1`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.w.ExecContext(ctx, q+` WHERE lo = 0`); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if got, err := s.ByStamp(ctx, ledgerA, testStamp(0), 0, 29); err == nil {
+				t.Fatalf("ByStamp over a broken run: %d blocks, no error", len(got))
+			}
+			if br.name == "run gone" {
+				return
+			}
+			if _, _, _, err := s.BlockAt(ctx, ledgerA, 0); err == nil {
+				t.Fatal("BlockAt in a broken run: no error")
+			}
+			if got, err := s.CachedBlocks(ctx, ledgerA, 0, 30); err == nil {
+				t.Fatalf("CachedBlocks over a broken run: %d blocks, no error", len(got))
+			}
+		})
 	}
 }

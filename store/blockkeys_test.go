@@ -44,11 +44,13 @@ func openAtVersion(t *testing.T, path string, v int) *sqlx.DB {
 	return w
 }
 
-// A store written by schema version 4 keeps its cached chains through
-// migration 0005: the rows are copied under integer history ids, and every
-// read, the immutability rule and the tip and range saved with them see
-// them as before, each history apart from the others.
-func TestBlockKeysMigrationKeepsCache(t *testing.T) {
+// A store written by schema version 4 migrates through 0005 (its rows
+// copied under integer history ids) and 0006, which drops the cached
+// blocks with the tips and ranges that describe them (they cannot be
+// re-encoded as runs in SQL) and keeps the history ids: afterwards no read
+// answers from the old rows, nothing of them stands in the way of the next
+// scan's blocks, and the ids still name their histories.
+func TestBlockRunsMigrationDropsCache(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "recon.db")
 	keyA := reconcile.HistoryKey("8d3e0a1c5f7b9e24", ledgerA, "")
@@ -63,17 +65,14 @@ func TestBlockKeysMigrationKeepsCache(t *testing.T) {
 			}
 		}
 	}
-	wantA := blocks(0, 30)
-	put(keyA, wantA)
-	// keyB holds other blocks at the same indexes: a copy keyed wrongly
-	// would show them under keyA.
-	var wantB []CachedBlock
+	put(keyA, blocks(0, 30))
+	var otherB []CachedBlock
 	for i := uint64(0); i < 30; i += 2 {
-		wantB = append(wantB, blockAt(i, testTS(i)+7))
+		otherB = append(otherB, blockAt(i, testTS(i)+7))
 	}
-	put(keyB, wantB)
-	tipHash := wantA[29].Hash
-	below := wantA[4].Hash
+	put(keyB, otherB)
+	tipHash := block(29).Hash
+	below := block(4).Hash
 	if _, err := w.ExecContext(ctx, `INSERT INTO tips (history, idx, hash, certified_time, updated_at) VALUES (?, 29, ?, 77, 1)`,
 		keyA, tipHash[:]); err != nil {
 		t.Fatal(err)
@@ -87,55 +86,54 @@ func TestBlockKeysMigrationKeepsCache(t *testing.T) {
 	}
 
 	s := openAt(t, path)
-	for key, want := range map[string][]CachedBlock{keyA: wantA, keyB: wantB} {
-		got, err := s.CachedBlocks(ctx, key, 0, 30)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s after migration: %d blocks %v, want %d", key, len(got), err, len(want))
+	ids := map[string]int64{}
+	for _, key := range []string{keyA, keyB} {
+		var id int64
+		if err := s.r.GetContext(ctx, &id, `SELECT id FROM histories WHERE key = ?`, key); err != nil {
+			t.Fatalf("%s: history id after migration: %v", key, err)
 		}
-		for _, b := range want {
-			h, ts, ok, err := s.BlockAt(ctx, key, b.Index)
-			if err != nil || !ok || h != b.Hash || ts != b.TS {
-				t.Fatalf("%s block %d after migration: %s %d %v %v", key, b.Index, h, ts, ok, err)
-			}
+		ids[key] = id
+		if got, err := s.CachedBlocks(ctx, key, 0, 30); err != nil || len(got) != 0 {
+			t.Fatalf("%s after migration: %d blocks %v, want none", key, len(got), err)
+		}
+		if _, _, ok, err := s.BlockAt(ctx, key, 10); err != nil || ok {
+			t.Fatalf("%s block 10 after migration: %v %v", key, ok, err)
+		}
+		if got, err := s.ByStamp(ctx, key, testStamp(10), 0, 29); err != nil || len(got) != 0 {
+			t.Fatalf("%s by stamp after migration: %+v %v", key, got, err)
+		}
+		if _, _, ok, err := s.WindowBlocks(ctx, key, 0, 29, testTS(3), testTS(20)); err != nil || ok {
+			t.Fatalf("%s window after migration: %v %v", key, ok, err)
 		}
 	}
-	got, err := s.ByStamp(ctx, keyA, testStamp(10), 0, 29)
-	if err != nil || len(got) != 3 || got[0].Index != 9 || got[2].Index != 11 {
-		t.Fatalf("by stamp after migration: %+v %v", got, err)
+	if _, ok, err := s.LoadRange(ctx, keyA); err != nil || ok {
+		t.Fatalf("range after migration: %v %v, want none", ok, err)
 	}
-	got, err = s.ByStamp(ctx, keyB, testStamp(10), 0, 29)
-	if err != nil || len(got) != 1 || got[0].Index != 10 || got[0].TS != testTS(10)+7 {
-		t.Fatalf("other history by stamp after migration: %+v %v", got, err)
+	if _, err := s.Tip(ctx, keyA); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("tip after migration: %v, want ErrNotFound", err)
 	}
-	if f, l, ok, err := s.WindowBlocks(ctx, keyA, 0, 29, testTS(3), testTS(20)); err != nil || !ok || f != 3 || l != 20 {
-		t.Fatalf("window after migration: %d %d %v %v", f, l, ok, err)
+	// Dropped rows contradict nothing: keyA's index 12 with another ts is
+	// stored, where the old row would have been a conflict.
+	if err := s.PutBlocks(ctx, keyA, []CachedBlock{blockAt(12, testTS(12)+1)}); err != nil {
+		t.Fatalf("block over a dropped one: %v", err)
 	}
-	r, ok, err := s.LoadRange(ctx, keyA)
-	if err != nil || !ok || r.Lo != 5 || r.Hi != 29 || r.HiHash != tipHash || r.Below == nil || *r.Below != below {
-		t.Fatalf("range after migration: %+v %v %v", r, ok, err)
-	}
-	if tip, err := s.Tip(ctx, keyA); err != nil || tip.Index != 29 || tip.Hash != tipHash || tip.CertifiedTime != 77 {
-		t.Fatalf("tip after migration: %+v %v", tip, err)
-	}
-
-	// Copied blocks are as immutable as cached ones.
-	if err := s.PutBlocks(ctx, keyA, []CachedBlock{blockAt(12, testTS(12)+1)}); !errors.Is(err, ErrBlockConflict) {
-		t.Fatalf("conflicting block over a copied one: %v", err)
-	}
-	if err := s.PutBlocks(ctx, keyA, wantA[10:20]); err != nil {
-		t.Fatalf("re-put of copied blocks: %v", err)
+	if err := s.PutBlocks(ctx, keyB, otherB); err != nil {
+		t.Fatal(err)
 	}
 	// A history first cached after the migration gets an id of its own.
 	keyC := reconcile.HistoryKey("0f0f0f0f0f0f0f0f", ledgerA, "")
 	if err := s.PutBlocks(ctx, keyC, blocks(0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutBlocks(ctx, keyA, blocks(30, 40)); err != nil {
-		t.Fatal(err)
-	}
-	for key, n := range map[string]int{keyA: 40, keyB: 15, keyC: 3} {
+	for key, n := range map[string]int{keyA: 1, keyB: 15, keyC: 3} {
 		if got, err := s.CachedBlocks(ctx, key, 0, 100); err != nil || len(got) != n {
 			t.Fatalf("%s: %d blocks %v, want %d", key, len(got), err, n)
+		}
+	}
+	for key, id := range ids {
+		var now int64
+		if err := s.r.GetContext(ctx, &now, `SELECT id FROM histories WHERE key = ?`, key); err != nil || now != id {
+			t.Fatalf("%s: id %d after re-caching, was %d (%v)", key, now, id, err)
 		}
 	}
 }

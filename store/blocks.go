@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -37,24 +39,6 @@ type Tip struct {
 	CertifiedTime uint64 // certified ledger time (ns) of the certificate
 }
 
-type blockRow struct {
-	Index int64         `db:"idx"`
-	TS    int64         `db:"ts"`
-	Hash  []byte        `db:"hash"`
-	Raw   []byte        `db:"raw"`
-	Stamp sql.NullInt64 `db:"stamp"`
-}
-
-func (r *blockRow) cached() CachedBlock {
-	b := CachedBlock{Index: uint64(r.Index), TS: uint64(r.TS), Raw: r.Raw}
-	copy(b.Hash[:], r.Hash)
-	if r.Stamp.Valid {
-		st := uint64(r.Stamp.Int64)
-		b.Stamp = &st
-	}
-	return b
-}
-
 // stampArg is the stamp column's value: the int64 bit pattern, exact for
 // the equality lookups made on it.
 func stampArg(st *uint64) any {
@@ -63,8 +47,6 @@ func stampArg(st *uint64) any {
 	}
 	return int64(*st)
 }
-
-const blockCols = `idx, ts, hash, raw, stamp`
 
 // PutBlocks caches verified blocks of a canister in one transaction.
 // Verified history is immutable: an index already cached (or the canister's
@@ -150,25 +132,88 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 	if err != nil {
 		return fmt.Errorf("store: %s: history id: %w", what, err)
 	}
-	// Parsing a 200-row statement costs as much as binding it: the
-	// writer keeps one prepared for every full chunk.
-	var full *sqlx.Stmt
-	if len(blocks) >= insertRows {
-		full = t.StmtxContext(ctx, s.insertFull)
-		defer full.Close()
+	fresh, err := uncached(ctx, t, canister, hid, blocks)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	args := make([]any, 0, 6*min(len(blocks), insertRows))
+	if err := s.insertRuns(ctx, t, hid, fresh); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	return nil
+}
+
+// uncached returns blocks in index order, without those already cached
+// and without repeats. Verified history is immutable: a block whose index
+// is cached, or repeated in the batch, with another hash or ts is
+// ErrBlockConflict.
+func uncached(ctx context.Context, t *Tx, canister string, hid int64, blocks []CachedBlock) ([]CachedBlock, error) {
+	bs := slices.Clone(blocks)
+	slices.SortStableFunc(bs, func(a, b CachedBlock) int { return cmp.Compare(a.Index, b.Index) })
+	conflict := func(b *CachedBlock, hash []byte, ts uint64) error {
+		if bytes.Equal(hash, b.Hash[:]) && ts == b.TS {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: block %d cached with hash %x ts %d, now hash %s ts %d",
+			ErrBlockConflict, canister, b.Index, hash, ts, b.Hash, b.TS)
+	}
+	out := bs[:0]
+	for i := range bs {
+		if n := len(out); n > 0 && out[n-1].Index == bs[i].Index {
+			if err := conflict(&bs[i], out[n-1].Hash[:], out[n-1].TS); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, bs[i])
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	runs, err := overlapping(ctx, t, hid, out[0].Index, out[len(out)-1].Index)
+	if err != nil || len(runs) == 0 {
+		return out, err
+	}
+	kept := out[:0]
+	for i := range out {
+		b := &out[i]
+		for len(runs) > 0 && runs[0].hi() < b.Index {
+			runs = runs[1:]
+		}
+		if len(runs) == 0 || !runs[0].has(b.Index) {
+			kept = append(kept, *b)
+			continue
+		}
+		k := int(b.Index - runs[0].lo)
+		if err := conflict(b, runs[0].hashAt(k), runs[0].ts(k)); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// insertRuns stores blocks (ascending, none cached) as runs of consecutive
+// indexes of at most runBlocks, with a stamp row for each stamped block.
+func (s *Store) insertRuns(ctx context.Context, t *Tx, hid int64, blocks []CachedBlock) error {
+	if err := s.insertStamps(ctx, t, hid, blocks); err != nil {
+		return err
+	}
+	ins := t.StmtxContext(ctx, s.insertRun)
+	defer ins.Close()
+	var data []byte
 	for len(blocks) > 0 {
-		chunk := blocks[:min(len(blocks), insertRows)]
-		blocks = blocks[len(chunk):]
-		exec := func(ctx context.Context, args ...any) (sql.Result, error) {
-			return t.ExecContext(ctx, insertSQL(len(chunk)), args...)
+		n := 1
+		for n < len(blocks) && n < runBlocks && blocks[n].Index == blocks[n-1].Index+1 {
+			n++
 		}
-		if len(chunk) == insertRows {
-			exec = full.ExecContext
+		r := blocks[:n]
+		blocks = blocks[n:]
+		var err error
+		if data, err = encodeRun(data[:0], r); err != nil {
+			return err
 		}
-		if err := insertBlocks(ctx, t, exec, args, canister, hid, chunk); err != nil {
-			return fmt.Errorf("store: %s: blocks %d..%d: %w", what, chunk[0].Index, chunk[len(chunk)-1].Index, err)
+		tsLo, tsHi := tsBounds(r)
+		if _, err := ins.ExecContext(ctx, hid, int64(r[0].Index), int64(r[n-1].Index), int64(tsLo), int64(tsHi), data); err != nil {
+			return fmt.Errorf("run %d..%d: %w", r[0].Index, r[n-1].Index, err)
 		}
 	}
 	return nil
@@ -189,85 +234,72 @@ func historyID(ctx context.Context, t *Tx, key string) (int64, error) {
 // argument. A key never cached has no id and selects nothing.
 const ofHistory = `history_id = (SELECT id FROM histories WHERE key = ?)`
 
-// insertRows is how many blocks one INSERT statement carries: one
-// statement per row spent most of a cache write in statement overhead, and
-// 6 parameters a row stays far below SQLite's parameter limit.
-const insertRows = 200
+// insertRunSQL stores one run (prepared once on the writer).
+const insertRunSQL = `INSERT INTO block_runs (history_id, lo, hi, ts_lo, ts_hi, data) VALUES (?, ?, ?, ?, ?, ?)`
 
-// insertSQL is the statement inserting n blocks.
-func insertSQL(n int) string {
+// stampRows is how many stamp rows one INSERT statement carries: one
+// statement per row spent most of a cache write in statement overhead, and
+// 3 parameters a row stays far below SQLite's parameter limit.
+const stampRows = 200
+
+// stampsSQL is the statement inserting n stamp rows.
+func stampsSQL(n int) string {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO blocks (history_id, idx, ts, hash, raw, stamp) VALUES `)
+	q.WriteString(`INSERT INTO block_stamps (history_id, stamp, idx) VALUES `)
 	for i := range n {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		// Numbered parameters (one ?1 for the history) would cost more:
 		// the driver reads and allocates every parameter's name.
-		q.WriteString("(?, ?, ?, ?, ?, ?)")
+		q.WriteString("(?, ?, ?)")
 	}
-	q.WriteString(` ON CONFLICT (history_id, idx) DO NOTHING`)
 	return q.String()
 }
 
-// insertBlocks inserts blocks in one statement (exec runs it; args is
-// scratch space for its arguments). A row already cached is left alone;
-// when any was (fewer rows inserted than given), every block is compared
-// with the row now stored at its index, so a cached block with another
-// hash or ts, or two blocks of the batch at one index that disagree, is
-// ErrBlockConflict.
-func insertBlocks(ctx context.Context, t *Tx, exec func(context.Context, ...any) (sql.Result, error),
-	args []any, canister string, hid int64, blocks []CachedBlock) error {
-	args = args[:0]
+// insertStamps indexes the stamped blocks by stamp. A full chunk runs the
+// statement prepared on the writer: parsing a 200-row statement costs as
+// much as binding it.
+func (s *Store) insertStamps(ctx context.Context, t *Tx, hid int64, blocks []CachedBlock) error {
 	var h any = hid // boxed once, not once a row
+	args := make([]any, 0, 3*stampRows)
+	var full *sqlx.Stmt
+	flush := func() error {
+		n := len(args) / 3
+		if n == 0 {
+			return nil
+		}
+		var err error
+		if n == stampRows {
+			if full == nil {
+				full = t.StmtxContext(ctx, s.insertStampsFull)
+			}
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			_, err = t.ExecContext(ctx, stampsSQL(n), args...)
+		}
+		args = args[:0]
+		return err
+	}
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
 	for i := range blocks {
 		b := &blocks[i]
-		args = append(args, h, int64(b.Index), int64(b.TS), b.Hash[:], b.Raw, stampArg(b.Stamp))
-	}
-	res, err := exec(ctx, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == int64(len(blocks)) {
-		return nil
-	}
-	// The batch's own indexes, not the span between its lowest and highest:
-	// a sparse batch must not read every cached block in between.
-	q := `SELECT idx, ts, hash FROM blocks WHERE history_id = ? AND idx IN (?` + strings.Repeat(", ?", len(blocks)-1) + `)`
-	args = append(args[:0], hid)
-	for i := range blocks {
-		args = append(args, int64(blocks[i].Index))
-	}
-	var rows []struct {
-		Index int64  `db:"idx"`
-		TS    int64  `db:"ts"`
-		Hash  []byte `db:"hash"`
-	}
-	if err := t.SelectContext(ctx, &rows, q, args...); err != nil {
-		return err
-	}
-	type stored struct {
-		ts   int64
-		hash []byte
-	}
-	have := make(map[uint64]stored, len(rows))
-	for _, r := range rows {
-		have[uint64(r.Index)] = stored{r.TS, r.Hash}
-	}
-	for i := range blocks {
-		b := &blocks[i]
-		old, ok := have[b.Index]
-		if !ok {
-			return fmt.Errorf("block %d: neither inserted nor cached", b.Index)
+		if b.Stamp == nil {
+			continue
 		}
-		if !bytes.Equal(old.hash, b.Hash[:]) || old.ts != int64(b.TS) {
-			return fmt.Errorf("%w: %s: block %d cached with hash %x ts %d, now hash %s ts %d",
-				ErrBlockConflict, canister, b.Index, old.hash, old.ts, b.Hash, b.TS)
+		args = append(args, h, stampArg(b.Stamp), int64(b.Index))
+		if len(args) == 3*stampRows {
+			if err := flush(); err != nil {
+				return fmt.Errorf("stamps to block %d: %w", b.Index, err)
+			}
 		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("stamps: %w", err)
 	}
 	return nil
 }
@@ -282,14 +314,23 @@ func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end ui
 	// Nothing at or above 2^63 is ever stored, so clamping the inclusive
 	// last index loses nothing.
 	last := min(end-1, math.MaxInt64)
-	var rows []blockRow
-	if err := s.r.SelectContext(ctx, &rows, `SELECT `+blockCols+` FROM blocks
-		WHERE `+ofHistory+` AND idx >= ? AND idx <= ? ORDER BY idx`, canister, int64(start), int64(last)); err != nil {
+	var rows []runRow
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runCols+` FROM block_runs
+		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo`,
+		canister, int64(start)-runBlocks, int64(last), int64(start)); err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}
-	out := make([]CachedBlock, len(rows))
-	for i := range rows {
-		out[i] = rows[i].cached()
+	runs, err := openRuns(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
+	}
+	var out []CachedBlock
+	for _, r := range runs {
+		for k := range r.n {
+			if i := r.lo + uint64(k); i >= start && i <= last {
+				out = append(out, r.block(k))
+			}
+		}
 	}
 	return out, nil
 }
@@ -346,17 +387,11 @@ func (s *Store) putTip(ctx context.Context, t *Tx, canister string, tip Tip) err
 // cached with a hash other than h. An uncached (or unstorable) index
 // passes: there is nothing to contradict.
 func checkCached(ctx context.Context, t *Tx, canister string, index uint64, h icrc3.Hash) error {
-	if index > math.MaxInt64 {
-		return nil
-	}
-	var cached []byte
-	err := t.GetContext(ctx, &cached, `SELECT hash FROM blocks WHERE `+ofHistory+` AND idx = ?`, canister, int64(index))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
+	r, ok, err := runAt(ctx, t, canister, index)
+	if err != nil || !ok {
 		return err
-	case !bytes.Equal(cached, h[:]):
+	}
+	if cached := r.hashAt(int(index - r.lo)); !bytes.Equal(cached, h[:]) {
 		return fmt.Errorf("%w: block %d is cached with hash %x, not %s", ErrBlockConflict, index, cached, h)
 	}
 	return nil

@@ -213,12 +213,12 @@ func indexes(bs []CachedBlock) []uint64 {
 	return out
 }
 
-// Batches span several INSERT statements: a conflict in any of them, with
+// Batches span several runs and stamp statements: a conflict in any of them, with
 // a cached row or within the batch itself, stores nothing of the batch.
 func TestPutBlocksConflictsAcrossStatements(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	n := uint64(3*insertRows + 7)
+	n := uint64(3*stampRows + 7)
 	if err := s.PutBlocks(ctx, ledgerA, blocks(0, n)); err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +226,9 @@ func TestPutBlocksConflictsAcrossStatements(t *testing.T) {
 		t.Fatalf("identical batch again: %v", err)
 	}
 	bad := blocks(n, 2*n)
-	alt := block(insertRows + 3)
+	alt := block(stampRows + 3)
 	alt.Hash[0] ^= 1
-	bad = slices.Insert(bad, 2*insertRows+1, alt)
+	bad = slices.Insert(bad, 2*stampRows+1, alt)
 	if err := s.PutBlocks(ctx, ledgerA, bad); !errors.Is(err, ErrBlockConflict) {
 		t.Fatalf("batch contradicting a cached block: %v, want ErrBlockConflict", err)
 	}

@@ -61,9 +61,9 @@ type Store struct {
 	group groupCommit // verdict writes (groupcommit.go)
 	marks markQueue   // published verdicts' outbox rows to clear (marks.go)
 
-	// insertFull inserts insertRows blocks (blocks.go), prepared once on
-	// the writer.
-	insertFull *sqlx.Stmt
+	// insertRun stores a run of blocks and insertStampsFull stampRows
+	// stamp rows (blocks.go), prepared once on the writer.
+	insertRun, insertStampsFull *sqlx.Stmt
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -129,9 +129,14 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	if s.insertFull, err = w.PreparexContext(ctx, insertSQL(insertRows)); err != nil {
+	if s.insertRun, err = w.PreparexContext(ctx, insertRunSQL); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: prepare block insert: %w", abs, err)
+	}
+	if s.insertStampsFull, err = w.PreparexContext(ctx, stampsSQL(stampRows)); err != nil {
+		s.insertRun.Close()
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: prepare stamp insert: %w", abs, err)
 	}
 	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
 	if err != nil {
@@ -214,8 +219,11 @@ func (s *Store) Close() error {
 			errs = append(errs, fmt.Errorf("store: close readers: %w", err))
 		}
 	}
-	if s.insertFull != nil {
-		if err := s.insertFull.Close(); err != nil {
+	for _, st := range []*sqlx.Stmt{s.insertRun, s.insertStampsFull} {
+		if st == nil {
+			continue
+		}
+		if err := st.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: close block insert: %w", err))
 		}
 	}
