@@ -7,8 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/jmoiron/sqlx"
+	"strings"
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
@@ -108,7 +107,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	// one snapshot. A stamp whose run is missing reads as the run -1..-1,
 	// which openRun refuses: an error, never a silently missing candidate.
 	if err := s.r.SelectContext(ctx, &rows, `SELECT s.idx AS idx, coalesce(r.lo, -1) AS lo, coalesce(r.hi, -1) AS hi,
-			coalesce(r.data, x'') AS data
+			coalesce(r.meta, x'') AS meta, coalesce(r.vals, x'') AS vals
 		FROM block_stamps s LEFT JOIN block_runs r
 			ON r.history_id = s.history_id AND r.lo > s.idx - `+fmt.Sprint(runBlocks)+` AND r.lo <= s.idx AND r.hi >= s.idx
 		WHERE s.`+ofHistory+` AND s.stamp = ? AND s.idx >= ? AND s.idx <= ? ORDER BY s.idx`,
@@ -117,7 +116,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	}
 	out := make([]icrc3.Block, 0, len(rows))
 	for i := range rows {
-		r, err := openRun(rows[i].runRow)
+		r, err := openRun(rows[i].runRow, true)
 		if err == nil && !r.has(uint64(rows[i].Index)) {
 			err = fmt.Errorf("stamped block %d is not in its run %d..%d", rows[i].Index, r.lo, r.hi())
 		}
@@ -172,26 +171,24 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 		return 0, 0, false, nil
 	}
 	hi, to = min(hi, math.MaxInt64), min(to, math.MaxInt64)
-	tx, err := s.r.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err == nil {
-		defer tx.Rollback()
-		first, last, ok, err = windowBlocks(ctx, tx, ledger, lo, hi, from, to)
-	}
+	first, last, ok, err = s.windowBlocks(ctx, ledger, lo, hi, from, to)
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("store: window blocks of %s: %w", ledger, err)
 	}
 	return first, last, ok, nil
 }
 
-// windowBlocks is WindowBlocks in one read transaction.
-func windowBlocks(ctx context.Context, tx *sqlx.Tx, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
+// windowBlocks is WindowBlocks on checked arguments. Its reads need not
+// share a snapshot: verified blocks are immutable, and a chain discarded
+// meanwhile answers nothing or a block that was in it.
+func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
 	// The lowest run whose highest timestamp reaches ts.
 	firstRun := func(ts int64) (lo, hi int64, ok bool, err error) {
 		var row struct {
 			Lo int64 `db:"lo"`
 			Hi int64 `db:"hi"`
 		}
-		err = tx.GetContext(ctx, &row, `SELECT lo, hi FROM block_runs INDEXED BY block_runs_by_ts
+		err = s.r.GetContext(ctx, &row, `SELECT lo, hi FROM block_runs INDEXED BY block_runs_by_ts
 			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
@@ -218,14 +215,14 @@ func windowBlocks(ctx context.Context, tx *sqlx.Tx, ledger string, lo, hi, from,
 	}
 	// Both scans stop at their first hit, which the runs found above hold
 	// unless their blocks near the window carry no timestamp.
-	f, ok, err := scanRuns(ctx, tx, ledger, start, end, false, func(r run, k int) bool {
+	f, ok, err := s.scanRuns(ctx, ledger, start, end, false, func(r run, k int) bool {
 		t := r.ts(k)
 		return t != 0 && t >= from
 	})
 	if err != nil || !ok {
 		return 0, 0, false, err
 	}
-	l, ok, err := scanRuns(ctx, tx, ledger, start, end, true, func(r run, k int) bool {
+	l, ok, err := s.scanRuns(ctx, ledger, start, end, true, func(r run, k int) bool {
 		t := r.ts(k)
 		return t != 0 && t <= to
 	})
@@ -235,42 +232,51 @@ func windowBlocks(ctx context.Context, tx *sqlx.Tx, ledger string, lo, hi, from,
 	return f, l, true, nil
 }
 
+// scanBatch is how many runs scanRuns reads at a time: a scan's hit is
+// almost always in its first or second run.
+const scanBatch = 2
+
 // scanRuns visits the cached blocks of [start, end] of a history in index
 // order (descending when down) and returns the first index for which hit
 // is true.
-func scanRuns(ctx context.Context, tx *sqlx.Tx, key string, start, end int64, down bool, hit func(run, int) bool) (uint64, bool, error) {
-	order := "ASC"
+func (s *Store) scanRuns(ctx context.Context, key string, start, end int64, down bool, hit func(run, int) bool) (uint64, bool, error) {
+	q := `SELECT ` + runMeta + ` FROM block_runs
+		WHERE ` + ofHistory + ` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo LIMIT ` + fmt.Sprint(scanBatch)
 	if down {
-		order = "DESC"
+		q = strings.Replace(q, "ORDER BY lo", "ORDER BY lo DESC", 1)
 	}
-	rows, err := tx.QueryxContext(ctx, `SELECT `+runCols+` FROM block_runs
-		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo `+order,
-		key, start-runBlocks, end, start)
-	if err != nil {
-		return 0, false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var row runRow
-		if err := rows.StructScan(&row); err != nil {
+	for start <= end {
+		var rows []runRow
+		if err := s.r.SelectContext(ctx, &rows, q, key, start-runBlocks, end, start); err != nil {
 			return 0, false, err
 		}
-		r, err := openRun(row)
-		if err != nil {
+		runs, err := openRuns(rows, false)
+		if err != nil || len(runs) == 0 {
 			return 0, false, err
 		}
-		a, b := max(uint64(start), r.lo), min(uint64(end), r.hi())
-		for i := range b - a + 1 {
-			idx := a + i
-			if down {
-				idx = b - i
-			}
-			if hit(r, int(idx-r.lo)) {
-				return idx, true, nil
+		for _, r := range runs {
+			a, b := max(uint64(start), r.lo), min(uint64(end), r.hi())
+			for i := range b - a + 1 {
+				idx := a + i
+				if down {
+					idx = b - i
+				}
+				if hit(r, int(idx-r.lo)) {
+					return idx, true, nil
+				}
 			}
 		}
+		// The rest of the range, past the runs just read.
+		if last := runs[len(runs)-1]; down {
+			end = int64(last.lo) - 1
+		} else {
+			start = int64(last.hi()) + 1
+		}
+		if len(runs) < scanBatch {
+			break
+		}
 	}
-	return 0, false, rows.Err()
+	return 0, false, nil
 }
 
 type rangeRow struct {

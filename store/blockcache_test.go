@@ -305,39 +305,47 @@ func TestPutVerifiedRangeIsOneWrite(t *testing.T) {
 func rewriteCached(t *testing.T, s *Store, ledger string, index uint64, change func(*CachedBlock)) {
 	t.Helper()
 	ctx := context.Background()
-	r, ok, err := runAt(ctx, s.r, ledger, index)
-	if err != nil || !ok {
-		t.Fatalf("run of block %d: %v %v", index, ok, err)
+	var rows []runRow
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runCols+` FROM block_runs
+		WHERE `+ofHistory+` AND lo <= ? AND hi >= ?`, ledger, int64(index), int64(index)); err != nil || len(rows) != 1 {
+		t.Fatalf("run of block %d: %d rows %v", index, len(rows), err)
+	}
+	r, err := openRun(rows[0], true)
+	if err != nil {
+		t.Fatal(err)
 	}
 	bs := make([]CachedBlock, r.n)
 	for k := range bs {
 		bs[k] = r.block(k)
 	}
 	change(&bs[index-r.lo])
-	data, err := encodeRun(nil, bs)
+	meta, vals, err := encodeRun(nil, nil, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.ExecContext(ctx, `UPDATE block_runs SET data = ? WHERE `+ofHistory+` AND lo = ?`,
-		data, ledger, int64(r.lo)); err != nil {
+	if _, err := s.w.ExecContext(ctx, `UPDATE block_runs SET meta = ?, vals = ? WHERE `+ofHistory+` AND lo = ?`,
+		meta, vals, ledger, int64(r.lo)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A run that no longer decodes, or a stamp whose run is gone, fails every
-// read that touches it: a block silently missing from ByStamp's answer
-// would turn "found" into "absent".
+// read that needs it: a block silently missing from ByStamp's answer would
+// turn "found" into "absent". Values are read only where a block is
+// rebuilt, so a run whose Values alone are damaged still answers BlockAt.
 func TestCorruptRunsAreErrors(t *testing.T) {
 	ctx := context.Background()
 	breaks := []struct {
-		name string
-		sql  string
+		name    string
+		sql     string
+		metaBad bool
 	}{
-		{"truncated", `UPDATE block_runs SET data = substr(data, 1, length(data) - 1)`},
-		{"records only", `UPDATE block_runs SET data = substr(data, 1, (hi - lo + 1) * 53)`},
-		{"bad flag", `UPDATE block_runs SET data = substr(data, 1, 40) || x'07' || substr(data, 42)`},
-		{"longer than a run", `UPDATE block_runs SET hi = hi + 1`},
-		{"run gone", `DELETE FROM block_runs`},
+		{"values truncated", `UPDATE block_runs SET vals = CAST(substr(vals, 1, length(vals) - 1) AS BLOB)`, false},
+		{"records truncated", `UPDATE block_runs SET meta = CAST(substr(meta, 1, length(meta) - 1) AS BLOB)`, true},
+		{"bad flag", `UPDATE block_runs SET meta = CAST(substr(meta, 1, 40) || x'07' || substr(meta, 42) AS BLOB)`, true},
+		{"value ends out of order", `UPDATE block_runs SET meta = CAST(substr(meta, 1, 49) || x'ffffff7f' || substr(meta, 54) AS BLOB)`, true},
+		{"longer than a run", `UPDATE block_runs SET hi = hi + 1`, true},
+		{"run gone", `DELETE FROM block_runs`, false},
 	}
 	for _, br := range breaks {
 		t.Run(br.name, func(t *testing.T) {
@@ -345,28 +353,26 @@ func TestCorruptRunsAreErrors(t *testing.T) {
 			if err := s.PutVerified(ctx, ledgerA, parsedRange(t, 0, 30)); err != nil {
 				t.Fatal(err)
 			}
-			// Make the data column a blob again after text concatenation.
-			q := strings.Replace(br.sql, "SET data = ", "SET data = CAST(", 1)
-			if q != br.sql {
-				q += " AS BLOB)"
-			}
 			if _, err := s.w.ExecContext(ctx, `PRAGMA ignore_check_constraints = 1`); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.w.ExecContext(ctx, q+` WHERE lo = 0`); err != nil {
-				t.Fatalf("%s: %v", q, err)
+			if _, err := s.w.ExecContext(ctx, br.sql+` WHERE lo = 0`); err != nil {
+				t.Fatalf("%s: %v", br.sql, err)
 			}
 			if got, err := s.ByStamp(ctx, ledgerA, testStamp(0), 0, 29); err == nil {
 				t.Fatalf("ByStamp over a broken run: %d blocks, no error", len(got))
 			}
-			if br.name == "run gone" {
-				return
-			}
-			if _, _, _, err := s.BlockAt(ctx, ledgerA, 0); err == nil {
-				t.Fatal("BlockAt in a broken run: no error")
-			}
-			if got, err := s.CachedBlocks(ctx, ledgerA, 0, 30); err == nil {
+			if got, err := s.CachedBlocks(ctx, ledgerA, 0, 30); err == nil && br.name != "run gone" {
 				t.Fatalf("CachedBlocks over a broken run: %d blocks, no error", len(got))
+			}
+			_, _, ok, err := s.BlockAt(ctx, ledgerA, 0)
+			switch {
+			case br.metaBad && err == nil:
+				t.Fatal("BlockAt in a run with broken records: no error")
+			case !br.metaBad && err != nil:
+				t.Fatalf("BlockAt: %v", err)
+			case br.name == "run gone" && ok:
+				t.Fatal("BlockAt of a deleted run: found")
 			}
 		})
 	}

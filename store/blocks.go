@@ -199,7 +199,7 @@ func (s *Store) insertRuns(ctx context.Context, t *Tx, hid int64, blocks []Cache
 	}
 	ins := t.StmtxContext(ctx, s.insertRun)
 	defer ins.Close()
-	var data []byte
+	var meta, vals []byte
 	for len(blocks) > 0 {
 		n := 1
 		for n < len(blocks) && n < runBlocks && blocks[n].Index == blocks[n-1].Index+1 {
@@ -208,11 +208,11 @@ func (s *Store) insertRuns(ctx context.Context, t *Tx, hid int64, blocks []Cache
 		r := blocks[:n]
 		blocks = blocks[n:]
 		var err error
-		if data, err = encodeRun(data[:0], r); err != nil {
+		if meta, vals, err = encodeRun(meta[:0], vals[:0], r); err != nil {
 			return err
 		}
 		tsLo, tsHi := tsBounds(r)
-		if _, err := ins.ExecContext(ctx, hid, int64(r[0].Index), int64(r[n-1].Index), int64(tsLo), int64(tsHi), data); err != nil {
+		if _, err := ins.ExecContext(ctx, hid, int64(r[0].Index), int64(r[n-1].Index), int64(tsLo), int64(tsHi), meta, vals); err != nil {
 			return fmt.Errorf("run %d..%d: %w", r[0].Index, r[n-1].Index, err)
 		}
 	}
@@ -235,7 +235,7 @@ func historyID(ctx context.Context, t *Tx, key string) (int64, error) {
 const ofHistory = `history_id = (SELECT id FROM histories WHERE key = ?)`
 
 // insertRunSQL stores one run (prepared once on the writer).
-const insertRunSQL = `INSERT INTO block_runs (history_id, lo, hi, ts_lo, ts_hi, data) VALUES (?, ?, ?, ?, ?, ?)`
+const insertRunSQL = `INSERT INTO block_runs (history_id, lo, hi, ts_lo, ts_hi, meta, vals) VALUES (?, ?, ?, ?, ?, ?, ?)`
 
 // stampRows is how many stamp rows one INSERT statement carries: one
 // statement per row spent most of a cache write in statement overhead, and
@@ -320,7 +320,7 @@ func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end ui
 		canister, int64(start)-runBlocks, int64(last), int64(start)); err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}
-	runs, err := openRuns(rows)
+	runs, err := openRuns(rows, true)
 	if err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}

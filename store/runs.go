@@ -5,8 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-
-	"github.com/jmoiron/sqlx"
+	"slices"
 )
 
 // runBlocks is the most blocks one block_runs row holds (0006 checks it).
@@ -16,10 +15,12 @@ import (
 // i-runBlocks, which bounds every lookup by index to a short key range.
 const runBlocks = 64
 
-// A run's data is one fixed record per block, in index order, followed by
-// the blocks' Values concatenated. A record is the block's ts (8 bytes), its
-// hash (32), a flag byte (1 when it has a stamp), the stamp (8) and the end
-// of its Value in the Values area (4), integers little-endian.
+// A run is stored in two columns. meta holds one fixed record per block,
+// in index order: the block's ts (8 bytes), its hash (32), a flag byte (1
+// when it has a stamp), the stamp (8) and the end of its Value in vals (4),
+// integers little-endian. vals holds the blocks' Values concatenated. Reads
+// that need no Value (BlockAt, WindowBlocks, the immutability check) read
+// meta alone, about 3 KB, and never the Values' overflow pages.
 const (
 	recTS      = 0
 	recHash    = 8
@@ -28,31 +29,23 @@ const (
 	recRawEnd  = 49
 	runRecord  = 53
 	flagStamp  = 1
-	maxRunData = math.MaxUint32
+	maxRunVals = math.MaxUint32
 )
 
-// encodeRun appends the data of a run of blocks with consecutive indexes.
-func encodeRun(dst []byte, blocks []CachedBlock) ([]byte, error) {
-	raw := 0
-	for i := range blocks {
-		raw += len(blocks[i].Raw)
-	}
-	if raw > maxRunData-len(blocks)*runRecord {
-		return nil, fmt.Errorf("%w: blocks %d..%d: %d bytes of Values exceed a run", ErrInvalid,
-			blocks[0].Index, blocks[len(blocks)-1].Index, raw)
-	}
-	base := len(dst)
-	need := len(blocks)*runRecord + raw
-	if cap(dst)-base < need {
-		grown := make([]byte, base, base+need)
-		copy(grown, dst)
-		dst = grown
-	}
-	dst = dst[:base+len(blocks)*runRecord]
-	end := 0
+// encodeRun appends the meta and vals of a run of blocks with consecutive
+// indexes.
+func encodeRun(meta, vals []byte, blocks []CachedBlock) ([]byte, []byte, error) {
+	base := len(meta)
+	meta = slices.Grow(meta, len(blocks)*runRecord)[:base+len(blocks)*runRecord]
+	start := len(vals)
 	for i := range blocks {
 		b := &blocks[i]
-		r := dst[base+i*runRecord : base+(i+1)*runRecord]
+		vals = append(vals, b.Raw...)
+		if len(vals)-start > maxRunVals {
+			return nil, nil, fmt.Errorf("%w: blocks %d..%d: Values exceed a run", ErrInvalid,
+				blocks[0].Index, blocks[len(blocks)-1].Index)
+		}
+		r := meta[base+i*runRecord : base+(i+1)*runRecord]
 		binary.LittleEndian.PutUint64(r[recTS:], b.TS)
 		copy(r[recHash:recFlag], b.Hash[:])
 		r[recFlag] = 0
@@ -61,43 +54,45 @@ func encodeRun(dst []byte, blocks []CachedBlock) ([]byte, error) {
 			r[recFlag] = flagStamp
 			binary.LittleEndian.PutUint64(r[recStamp:], *b.Stamp)
 		}
-		end += len(b.Raw)
-		binary.LittleEndian.PutUint32(r[recRawEnd:], uint32(end))
+		binary.LittleEndian.PutUint32(r[recRawEnd:], uint32(len(vals)-start))
 	}
-	for i := range blocks {
-		dst = append(dst, blocks[i].Raw...)
-	}
-	return dst, nil
+	return meta, vals, nil
 }
 
 // run is a stored run, checked by openRun: every accessor may then index
-// its data without bounds failures.
+// its meta, and block its vals, without bounds failures.
 type run struct {
 	lo   uint64
 	n    int
-	data []byte
+	meta []byte
+	vals []byte // nil when read without the Values
 }
 
 type runRow struct {
 	Lo   int64  `db:"lo"`
 	Hi   int64  `db:"hi"`
-	Data []byte `db:"data"`
+	Meta []byte `db:"meta"`
+	Vals []byte `db:"vals"`
 }
 
-const runCols = `lo, hi, data`
+// runMeta selects a run without its Values, runCols with them.
+const (
+	runMeta = `lo, hi, meta, NULL AS vals`
+	runCols = `lo, hi, meta, vals`
+)
 
 // openRun checks a stored run's encoding. A run that does not decode is an
 // error, never a run with fewer blocks: a block missing from the cache's
-// answer could turn "found" into "absent".
-func openRun(row runRow) (run, error) {
+// answer could turn "found" into "absent". withVals says whether the row
+// was read with its Values.
+func openRun(row runRow, withVals bool) (run, error) {
 	n := row.Hi - row.Lo + 1
 	if row.Lo < 0 || n < 1 || n > runBlocks {
 		return run{}, fmt.Errorf("cached run %d..%d: not a run", row.Lo, row.Hi)
 	}
-	r := run{lo: uint64(row.Lo), n: int(n), data: row.Data}
-	recs := r.n * runRecord
-	if len(r.data) < recs {
-		return run{}, fmt.Errorf("cached run %d..%d: %d bytes, want at least %d", row.Lo, row.Hi, len(r.data), recs)
+	r := run{lo: uint64(row.Lo), n: int(n), meta: row.Meta, vals: row.Vals}
+	if len(r.meta) != r.n*runRecord {
+		return run{}, fmt.Errorf("cached run %d..%d: %d bytes of records, want %d", row.Lo, row.Hi, len(r.meta), r.n*runRecord)
 	}
 	prev := uint32(0)
 	for k := range r.n {
@@ -108,13 +103,13 @@ func openRun(row runRow) (run, error) {
 		}
 		prev = end
 	}
-	if int(prev) != len(r.data)-recs {
-		return run{}, fmt.Errorf("cached run %d..%d: Values take %d bytes, records say %d", row.Lo, row.Hi, len(r.data)-recs, prev)
+	if withVals && int(prev) != len(r.vals) {
+		return run{}, fmt.Errorf("cached run %d..%d: Values take %d bytes, records say %d", row.Lo, row.Hi, len(r.vals), prev)
 	}
 	return r, nil
 }
 
-func (r run) rec(k int) []byte { return r.data[k*runRecord : (k+1)*runRecord] }
+func (r run) rec(k int) []byte { return r.meta[k*runRecord : (k+1)*runRecord] }
 
 // hi is the run's highest index.
 func (r run) hi() uint64 { return r.lo + uint64(r.n) - 1 }
@@ -126,7 +121,8 @@ func (r run) ts(k int) uint64 { return binary.LittleEndian.Uint64(r.rec(k)[recTS
 
 func (r run) hashAt(k int) []byte { return r.rec(k)[recHash:recFlag] }
 
-// block is the run's k-th block; its Raw aliases the run's data.
+// block is the run's k-th block, from a run read with its Values; its Raw
+// aliases them.
 func (r run) block(k int) CachedBlock {
 	rec := r.rec(k)
 	b := CachedBlock{Index: r.lo + uint64(k), TS: r.ts(k)}
@@ -140,8 +136,7 @@ func (r run) block(k int) CachedBlock {
 		start = binary.LittleEndian.Uint32(r.rec(k - 1)[recRawEnd:])
 	}
 	end := binary.LittleEndian.Uint32(rec[recRawEnd:])
-	values := r.data[r.n*runRecord:]
-	b.Raw = values[start:end:end]
+	b.Raw = r.vals[start:end:end]
 	return b
 }
 
@@ -159,22 +154,28 @@ func tsBounds(blocks []CachedBlock) (lo, hi uint64) {
 	return lo, hi
 }
 
+// selecter runs a query into a slice: the read pool and a write
+// transaction, both with cached statements.
+type selecter interface {
+	SelectContext(ctx context.Context, dst any, q string, args ...any) error
+}
+
 // overlapping returns the cached runs of history hid holding any index of
-// [lo, hi], ascending.
-func overlapping(ctx context.Context, q sqlx.QueryerContext, hid int64, lo, hi uint64) ([]run, error) {
+// [lo, hi], ascending, without their Values.
+func overlapping(ctx context.Context, q selecter, hid int64, lo, hi uint64) ([]run, error) {
 	var rows []runRow
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+runCols+` FROM block_runs
+	if err := q.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs
 		WHERE history_id = ? AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo`,
 		hid, int64(lo)-runBlocks, int64(hi), int64(lo)); err != nil {
 		return nil, err
 	}
-	return openRuns(rows)
+	return openRuns(rows, false)
 }
 
-func openRuns(rows []runRow) ([]run, error) {
+func openRuns(rows []runRow, withVals bool) ([]run, error) {
 	out := make([]run, len(rows))
 	for i := range rows {
-		r, err := openRun(rows[i])
+		r, err := openRun(rows[i], withVals)
 		if err != nil {
 			return nil, err
 		}
@@ -183,14 +184,14 @@ func openRuns(rows []runRow) ([]run, error) {
 	return out, nil
 }
 
-// runAt returns the cached run of the history keyed key holding index; ok
-// is false when index is not cached.
-func runAt(ctx context.Context, q sqlx.QueryerContext, key string, index uint64) (r run, ok bool, err error) {
+// runAt returns the cached run of the history keyed key holding index,
+// without its Values; ok is false when index is not cached.
+func runAt(ctx context.Context, q selecter, key string, index uint64) (r run, ok bool, err error) {
 	if index > math.MaxInt64 {
 		return run{}, false, nil
 	}
 	var rows []runRow
-	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT `+runCols+` FROM block_runs
+	if err := q.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs
 		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ?`,
 		key, int64(index)-runBlocks, int64(index), int64(index)); err != nil {
 		return run{}, false, err
@@ -201,6 +202,6 @@ func runAt(ctx context.Context, q sqlx.QueryerContext, key string, index uint64)
 	if len(rows) > 1 {
 		return run{}, false, fmt.Errorf("block %d is in %d cached runs", index, len(rows))
 	}
-	r, err = openRun(rows[0])
+	r, err = openRun(rows[0], false)
 	return r, err == nil, err
 }

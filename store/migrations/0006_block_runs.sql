@@ -14,8 +14,8 @@ DROP TABLE blocks;
 DELETE FROM tips;
 DELETE FROM ranges;
 
--- One run: blocks lo..hi (at most 64, store/runs.go) of one history,
--- encoded in data. ts_lo and ts_hi are the lowest and highest non-zero
+-- One run: blocks lo..hi (at most 64, store/runs.go) of one history:
+-- meta holds each block's ts, hash and stamp, vals their Values. ts_lo and ts_hi are the lowest and highest non-zero
 -- timestamps of the run (0 when it has none); timestamps never decrease
 -- along a verified chain, so runs in index order are in ts_hi order.
 CREATE TABLE block_runs (
@@ -24,7 +24,8 @@ CREATE TABLE block_runs (
     hi         INTEGER NOT NULL CHECK (hi >= lo AND hi - lo < 64),
     ts_lo      INTEGER NOT NULL CHECK (ts_lo >= 0),
     ts_hi      INTEGER NOT NULL CHECK (ts_hi >= ts_lo),
-    data       BLOB NOT NULL,
+    meta       BLOB NOT NULL,
+    vals       BLOB NOT NULL,
     PRIMARY KEY (history_id, lo)
 ) STRICT;
 
