@@ -51,10 +51,13 @@ type Config struct {
 	// block-explorer link templates (support.Config); "" for none.
 	ExplorerBlockURL, ExplorerAccountURL string
 
-	PollInterval    time.Duration
-	MaxInflight     int
-	QueryTimeout    time.Duration
-	AckWait         time.Duration
+	PollInterval time.Duration
+	MaxInflight  int
+	QueryTimeout time.Duration
+	AckWait      time.Duration
+	// PurgeEvery is the shortest time between two purges of acknowledged
+	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
+	PurgeEvery      time.Duration
 	MaxMessageBytes int
 	Grace           time.Duration
 	// LeaseTTL is how long a ledger's follow-up lease outlives its holder
@@ -242,6 +245,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
 		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
+		PurgeEvery: cfg.PurgeEvery,
 	}, handler)
 	if err != nil {
 		d.stopLoops()

@@ -194,10 +194,14 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 		slots: make(chan struct{}, cfg.MaxInFlight),
 		acked: make(chan struct{}, 1),
 	}
+	log := c.log.With(zap.String("consumer", cfg.Durable))
+	// A first purge removes what instances before this one acknowledged
+	// and could not purge (e.g. killed right after their last ack).
+	in.purge(ctx, log)
 	in.pulling.Add(1)
 	go in.pull()
 	in.purging.Add(1)
-	go in.purgeLoop(handlerCtx, c.log.With(zap.String("consumer", cfg.Durable)))
+	go in.purgeLoop(handlerCtx, log)
 	return in, nil
 }
 

@@ -289,3 +289,34 @@ func TestIntakeStopPurges(t *testing.T) {
 		t.Fatalf("after stop: seqs %d..%d, %d messages", s.FirstSeq, s.LastSeq, s.Msgs)
 	}
 }
+
+// An intake purges at its start what was acknowledged before it, e.g. by
+// an instance killed right after its last ack.
+func TestIntakeStartPurges(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	cons, err := c.JetStream().CreateOrUpdateConsumer(ctx, IntentsStream, IntakeConfig{}.mustDefaults(t).consumerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishIntent(t, c, "earlier-1", nil)
+	publishIntent(t, c, "earlier-2", nil)
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := streamInfo(t, c, IntentsStream).State.Msgs; m != 2 {
+		t.Fatalf("stream holds %d before the intake starts, want 2", m)
+	}
+	consume(t, c, IntakeConfig{PurgeEvery: time.Hour}, func(ctx context.Context, d *Delivery) {
+		t.Errorf("acknowledged intent %s delivered again", d.MsgID)
+	})
+	if s := streamInfo(t, c, IntentsStream).State; s.Msgs != 0 || s.FirstSeq != 3 {
+		t.Fatalf("after the intake's start: seqs %d..%d, %d messages", s.FirstSeq, s.LastSeq, s.Msgs)
+	}
+}
