@@ -45,6 +45,18 @@ func connect(t *testing.T, e *Embedded, mod ...func(*ConnConfig)) *Conn {
 	return c
 }
 
+// startWithWorkQueue starts a server holding the intent stream as it was
+// created before limits retention.
+func startWithWorkQueue(t *testing.T) *Embedded {
+	t.Helper()
+	e := startServer(t, t.TempDir())
+	c := connect(t, e)
+	if _, err := c.JetStream().CreateStream(testCtx(t), c.intentsConfig(jetstream.WorkQueuePolicy)); err != nil {
+		t.Fatalf("create a work-queue intent stream: %v", err)
+	}
+	return e
+}
+
 // setup starts a server in a temporary dir and returns a connection with
 // both streams in place.
 func setup(t *testing.T) (*Embedded, *Conn) {

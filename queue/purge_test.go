@@ -208,12 +208,8 @@ func TestFloorPassesGivenUpAndTerminatedIntents(t *testing.T) {
 // (the server refuses to change it), every instance still starts, two at
 // once included, and intents still go through it.
 func TestEnsureStreamsKeepsExistingWorkQueue(t *testing.T) {
-	e := startServer(t, t.TempDir())
-	old := connect(t, e)
+	e := startWithWorkQueue(t)
 	ctx := testCtx(t)
-	if _, err := old.JetStream().CreateStream(ctx, old.intentsConfig(jetstream.WorkQueuePolicy)); err != nil {
-		t.Fatal(err)
-	}
 	core, logs := observer.New(zap.WarnLevel)
 	a := connect(t, e, func(cfg *ConnConfig) { cfg.Logger = zap.New(core) })
 	b := connect(t, e, func(cfg *ConnConfig) { cfg.Streams.IntentDuplicates = 3 * time.Minute })
