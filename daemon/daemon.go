@@ -51,13 +51,10 @@ type Config struct {
 	// block-explorer link templates (support.Config); "" for none.
 	ExplorerBlockURL, ExplorerAccountURL string
 
-	PollInterval time.Duration
-	MaxInflight  int
-	QueryTimeout time.Duration
-	AckWait      time.Duration
-	// PurgeEvery is the shortest time between two purges of acknowledged
-	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
-	PurgeEvery      time.Duration
+	PollInterval    time.Duration
+	MaxInflight     int
+	QueryTimeout    time.Duration
+	AckWait         time.Duration
 	MaxMessageBytes int
 	Grace           time.Duration
 	// LeaseTTL is how long a ledger's follow-up lease outlives its holder
@@ -65,6 +62,10 @@ type Config struct {
 	// following it up vanishes without a SIGTERM.
 	LeaseTTL time.Duration
 	Instance string
+
+	// PurgeEvery is the shortest time between two purges of acknowledged
+	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
+	PurgeEvery time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
