@@ -54,8 +54,9 @@ func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context) (PurgeResult, error
 		return PurgeResult{}, fmt.Errorf("queue: purge: consumers of %s: %w", IntentsStream, err)
 	}
 	if seen == 0 || seen < info.State.Consumers {
-		// No consumer has read anything yet, or one was not listed: its
-		// floor is unknown, so nothing may go.
+		// No consumer at all (the first intake to come must still get
+		// every intent), or one was not listed and its floor is unknown:
+		// nothing may go.
 		return PurgeResult{}, nil
 	}
 	res := PurgeResult{Floor: floor}
