@@ -62,6 +62,10 @@ type Config struct {
 	// following it up vanishes without a SIGTERM.
 	LeaseTTL time.Duration
 	Instance string
+
+	// PurgeEvery is the shortest time between two purges of acknowledged
+	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
+	PurgeEvery time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -242,6 +246,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
 		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
+		PurgeEvery: cfg.PurgeEvery,
 	}, handler)
 	if err != nil {
 		d.stopLoops()

@@ -368,12 +368,13 @@ func TestBadInputTable(t *testing.T) {
 	if n := r.metrics.Get(reconcile.MetricRejects, "E_INTENT_CONFLICT"); n != uint64(conflicts) {
 		t.Fatalf("%d conflicts counted, want %d", n, conflicts)
 	}
-	// Every message was settled: nothing waits in the work queue.
+	// Every message was settled and purged: nothing waits in the intent
+	// stream.
 	st, err := r.tool.JetStream().Stream(r.ctx, queue.IntentsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "work queue drained", func() (bool, string) {
+	pollUntil(t, "intent stream drained", func() (bool, string) {
 		info, err := st.Info(r.ctx)
 		if err != nil {
 			return false, err.Error()

@@ -63,7 +63,7 @@ func waitHealthy(t *testing.T, nodes []*natsNode, timeout time.Duration) {
 }
 
 // Scale-out on a 3-node NATS cluster: two daemons on different nodes share
-// the work queue of streams with 3 replicas. The node of one daemon is
+// the intake consumer of streams with 3 replicas. The node of one daemon is
 // shut down mid-run; the run still ends with every intent settled exactly
 // once, and both daemons' stores hold every verdict.
 func TestClusterScaleOutSurvivesNodeLoss(t *testing.T) {

@@ -250,7 +250,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 // A daemon that dies after storing a follow-up's final verdict and before
 // publishing it must publish it after its restart: a tool layer that saw
 // not_yet waits on the stream for the final verdict, and the intent has
-// already left the work queue, so no redelivery brings it back. The crash
+// already been acknowledged, so no redelivery brings it back. The crash
 // point is too narrow to hit reliably with SIGKILL, so the follow-up round
 // that dies there runs in-process, on the daemon's own store, with a sink
 // that stops at that point.

@@ -515,8 +515,10 @@ func retryTransient(ctx context.Context, op func() error) error {
 	}
 }
 
-// waitQueueDrained waits until the work queue holds no intent: each was
-// acknowledged (or terminated). An ack lost in a crash or a server restart
+// waitQueueDrained waits until the intent stream holds no intent: each was
+// acknowledged (or terminated, or given up after MaxDeliver) and the
+// daemons purged it (they purge below every consumer's ack floor at most a
+// second after an ack, and at start and stop). An ack lost in a crash or a server restart
 // brings its intent back after the ack wait, to be answered from the
 // store; one that stays means an intent nobody will settle.
 func waitQueueDrained(t testing.TB, ctx context.Context, js jetstream.JetStream, timeout time.Duration) {
@@ -541,7 +543,7 @@ func waitQueueDrained(t testing.TB, ctx context.Context, js jetstream.JetStream,
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%d intents still in the work queue after %s (stream seqs %d..%d)", info.State.Msgs, timeout,
+			t.Errorf("%d intents still in the intent stream after %s (stream seqs %d..%d)", info.State.Msgs, timeout,
 				info.State.FirstSeq, info.State.LastSeq)
 			return
 		}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,6 +43,18 @@ func connect(t *testing.T, e *Embedded, mod ...func(*ConnConfig)) *Conn {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// startWithWorkQueue starts a server holding the intent stream as it was
+// created before limits retention.
+func startWithWorkQueue(t *testing.T) *Embedded {
+	t.Helper()
+	e := startServer(t, t.TempDir())
+	c := connect(t, e)
+	if _, err := c.JetStream().CreateStream(testCtx(t), c.intentsConfig(jetstream.WorkQueuePolicy)); err != nil {
+		t.Fatalf("create a work-queue intent stream: %v", err)
+	}
+	return e
 }
 
 // setup starts a server in a temporary dir and returns a connection with
@@ -115,4 +128,38 @@ func consume(t *testing.T, c *Conn, cfg IntakeConfig, h Handler) *Intake {
 		}
 	})
 	return in
+}
+
+// eventually polls cond until it holds, failing the test with cond's last
+// description when testTimeout passes first.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s: %s", what, why)
+		}
+	}
+}
+
+// intentSeqs waits until the intent stream holds exactly the sequences
+// first..last (first > last: none), i.e. a purge has reached first.
+func intentSeqs(t *testing.T, c *Conn, first, last uint64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("intent stream holding %d..%d", first, last), func() (bool, string) {
+		st := streamInfo(t, c, IntentsStream).State
+		want := uint64(0)
+		if last >= first {
+			want = last - first + 1
+		}
+		return st.Msgs == want && (want == 0 || st.FirstSeq == first), fmt.Sprintf("holds %d messages, seqs %d..%d", st.Msgs, st.FirstSeq, st.LastSeq)
+	})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // IntakeConfig configures the shared intake consumer. Every instance uses
-// the same Durable, so the work queue hands each intent to one of them.
+// the same Durable, so the consumer hands each intent to one of them.
 type IntakeConfig struct {
 	// Durable is the consumer name shared by all instances (default
 	// "reconciled").
@@ -44,6 +44,11 @@ type IntakeConfig struct {
 	// 1 s). Stopping can take this long: the last request is watched to
 	// its end so that an intent it brings is given back, not stranded.
 	PullWait time.Duration
+	// PurgeEvery is the shortest time between two purges of acknowledged
+	// intents from a limits-retention stream (default 1 s). A purge follows
+	// settles and the intake's stop; in between, acknowledged intents stay
+	// on disk, and a consumer recreated meanwhile would see them again.
+	PurgeEvery time.Duration
 }
 
 // MaxIntentBytes bounds IntakeConfig.MaxMsgBytes. Every verdict carries
@@ -111,6 +116,12 @@ func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
 	if cfg.PullWait < 0 {
 		return cfg, fmt.Errorf("queue: intake: PullWait %s is negative", cfg.PullWait)
 	}
+	if cfg.PurgeEvery == 0 {
+		cfg.PurgeEvery = defaultPurgeEvery
+	}
+	if cfg.PurgeEvery < 0 {
+		return cfg, fmt.Errorf("queue: intake: PurgeEvery %s is negative", cfg.PurgeEvery)
+	}
 	return cfg, nil
 }
 
@@ -156,6 +167,10 @@ type Intake struct {
 	pulling    sync.WaitGroup
 	handlers   sync.WaitGroup
 	slots      chan struct{}
+	// acked holds one signal that an intent was settled since the last
+	// purge.
+	acked   chan struct{}
+	purging sync.WaitGroup
 }
 
 // ConsumeIntents creates or updates the shared durable consumer and starts
@@ -177,9 +192,16 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 		pullCtx: pullCtx, stopPull: stopPull,
 		handlerCtx: handlerCtx, abort: abort,
 		slots: make(chan struct{}, cfg.MaxInFlight),
+		acked: make(chan struct{}, 1),
 	}
+	log := c.log.With(zap.String("consumer", cfg.Durable))
+	// A first purge removes what instances before this one acknowledged
+	// and could not purge (e.g. killed right after their last ack).
+	in.purge(ctx, log)
 	in.pulling.Add(1)
 	go in.pull()
+	in.purging.Add(1)
+	go in.purgeLoop(handlerCtx, log)
 	return in, nil
 }
 
@@ -187,9 +209,10 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 func (in *Intake) Stop() { in.stopPull() }
 
 // Wait returns when pulling has stopped (Stop or the consume context) and
-// every handler has returned. If ctx ends first, the handlers' context is
-// cancelled so they Nak and return, Wait waits for that, and returns
-// ctx's error. This is the SIGTERM drain: Stop, then Wait(grace).
+// every handler has returned, after a last purge of acknowledged intents.
+// If ctx ends first, the handlers' context is cancelled so they Nak and
+// return, Wait waits for that, and returns ctx's error without purging.
+// This is the SIGTERM drain: Stop, then Wait(grace).
 func (in *Intake) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -200,11 +223,14 @@ func (in *Intake) Wait(ctx context.Context) error {
 	select {
 	case <-done:
 		in.abort()
+		in.purging.Wait()
+		in.purge(ctx, in.conn.log.With(zap.String("consumer", in.cfg.Durable)))
 		return nil
 	case <-ctx.Done():
 		in.stopPull()
 		in.abort()
 		<-done
+		in.purging.Wait()
 		return fmt.Errorf("queue: intake drain: %w", ctx.Err())
 	}
 }
@@ -347,6 +373,7 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 		log.Error("intake message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
 		return
 	}
+	d.onSettled = in.settled
 	if len(d.Data) > in.cfg.MaxMsgBytes {
 		reason := fmt.Sprintf("intent of %d bytes exceeds %d", len(d.Data), in.cfg.MaxMsgBytes)
 		log.Error("intake message too large, terminated",
@@ -405,6 +432,9 @@ type Delivery struct {
 	log   *zap.Logger
 	// stopping reports that the intake is stopping (nil: never).
 	stopping func() bool
+	// onSettled tells the intake that the delivery was settled (nil: no
+	// one to tell).
+	onSettled func()
 
 	mu      sync.Mutex
 	settled bool
@@ -506,10 +536,14 @@ func (d *Delivery) settle(what string, op func() error) error {
 		d.mu.Unlock()
 		return fmt.Errorf("queue: %s %s: %w", what, d.MsgID, err)
 	}
+	if d.onSettled != nil {
+		d.onSettled()
+	}
 	return nil
 }
 
-// Ack removes the intent from the work queue and waits for the server to
+// Ack settles the intent for good (a work-queue stream removes it; under
+// limits retention the intake purges it later) and waits for the server to
 // confirm, so a verdict is never followed by a redelivery the caller
 // believed impossible.
 func (d *Delivery) Ack(ctx context.Context) error {

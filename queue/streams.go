@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // StreamsConfig tunes the two streams. Zero values select the defaults.
@@ -62,18 +63,34 @@ func (s StreamsConfig) withDefaults() (StreamsConfig, error) {
 	return s, nil
 }
 
+// intentsConfig is the intent stream's configuration with the given
+// retention. New streams get limits retention: a work queue's ack removes
+// the message, and the file store writes (and with SyncAlways fsyncs) a
+// tombstone for every removal, a second serialized fsync per intent beside
+// the publish. Under limits retention an ack writes nothing to the stream;
+// the intake purges acknowledged intents in ranges instead (purgeAcked).
+// The server refuses to change retention to or from work queue, so an
+// older stream keeps its own.
+func (c *Conn) intentsConfig(retention jetstream.RetentionPolicy) jetstream.StreamConfig {
+	desc := "intents to settle, shared by every reconciled instance; acknowledged ones are purged in ranges"
+	if retention == jetstream.WorkQueuePolicy {
+		desc = "intents to settle; one shared work queue for every reconciled instance"
+	}
+	return jetstream.StreamConfig{
+		Name:        IntentsStream,
+		Description: desc,
+		Subjects:    []string{c.subj.IntentsFilter()},
+		Retention:   retention,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.streams.Replicas,
+		Duplicates:  c.streams.IntentDuplicates,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
 func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 	s := c.streams
-	return []jetstream.StreamConfig{{
-		Name:        IntentsStream,
-		Description: "intents to settle; one shared work queue for every reconciled instance",
-		Subjects:    []string{c.subj.IntentsFilter()},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.Replicas,
-		Duplicates:  s.IntentDuplicates,
-		Discard:     jetstream.DiscardOld,
-	}, {
+	return []jetstream.StreamConfig{c.intentsConfig(jetstream.LimitsPolicy), {
 		Name:              VerdictsStream,
 		Description:       "every verdict of every intent, newest last per subject",
 		Subjects:          []string{c.subj.VerdictsFilter()},
@@ -90,8 +107,9 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 
 // EnsureStreams creates both streams or brings an existing one to this
 // configuration. Every instance calls it at start, concurrently with
-// others; incompatible differences (retention, storage, a subject another
-// stream owns) are reported, not forced.
+// others; incompatible differences (storage, a subject another stream
+// owns) are reported, not forced. An existing intent stream keeps its
+// retention (see intentsConfig); a work queue is logged as such.
 func (c *Conn) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range c.streamConfigs() {
 		st, err := c.ensureStream(ctx, cfg)
@@ -123,7 +141,7 @@ func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (je
 	for {
 		st, err = c.js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			st, err = c.js.UpdateStream(ctx, cfg)
+			st, err = c.updateStream(ctx, cfg)
 		}
 		var apiErr *jetstream.APIError
 		if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers || !delay.wait(ctx) {
@@ -134,6 +152,29 @@ func (c *Conn) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (je
 		return nil, fmt.Errorf("queue: ensure stream %s on %v: %w", cfg.Name, cfg.Subjects, err)
 	}
 	return st, nil
+}
+
+// updateStream brings an existing stream to cfg, keeping the existing intent
+// stream's retention: the server refuses to change it to or from work queue,
+// and a fleet must not fail to start because its stream predates limits
+// retention.
+func (c *Conn) updateStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if cfg.Name == IntentsStream {
+		old, err := c.js.Stream(ctx, cfg.Name)
+		if err != nil {
+			return nil, err
+		}
+		if r := old.CachedInfo().Config.Retention; r != cfg.Retention {
+			cfg = c.intentsConfig(r)
+		}
+		if cfg.Retention == jetstream.WorkQueuePolicy {
+			c.log.Warn("intent stream has work-queue retention: every acknowledged intent costs one fsync more than under limits retention; "+
+				"to move to limits retention, wait until no intent is pending or unacknowledged, stop the fleet, delete the stream "+
+				"(reconciled migrate-intents, or nats stream rm "+IntentsStream+") and start the fleet",
+				zap.String("stream", cfg.Name))
+		}
+	}
+	return c.js.UpdateStream(ctx, cfg)
 }
 
 // verdictStream returns the verdict stream handle, looking it up if

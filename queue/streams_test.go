@@ -38,7 +38,7 @@ func TestEnsureStreamsIdempotentAcrossConnections(t *testing.T) {
 	}
 
 	in := streamInfo(t, a, IntentsStream).Config
-	if in.Retention != jetstream.WorkQueuePolicy || in.Storage != jetstream.FileStorage ||
+	if in.Retention != jetstream.LimitsPolicy || in.Storage != jetstream.FileStorage ||
 		in.Duplicates < 2*time.Minute || len(in.Subjects) != 1 || in.Subjects[0] != "reconcile.intents.>" {
 		t.Errorf("intents stream config: %+v", in)
 	}

@@ -32,11 +32,8 @@ var askStdin io.Reader = os.Stdin
 func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats-url", os.Getenv(envName("nats-url")), "NATS server URL (env RECONCILED_NATS_URL)")
-	prefix := fs.String("subject-prefix", "reconcile", "first token of every subject")
+	conn := natsFlags(fs, "reconciled-ask")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for a final verdict")
-	creds := fs.String("nats-creds", "", "NATS credentials file")
-	token := fs.String("nats-token", "", "NATS token")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -46,11 +43,11 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: want exactly one FILE or -", errUsage)
 	}
-	if *natsURL == "" {
-		return fmt.Errorf("%w: --nats-url is required", errUsage)
+	connCfg, err := conn()
+	if err != nil {
+		return err
 	}
 	var body []byte
-	var err error
 	if fs.Arg(0) == "-" {
 		body, err = io.ReadAll(io.LimitReader(askStdin, queue.MaxIntentBytes+1))
 	} else {
@@ -69,7 +66,7 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	c, err := queue.Connect(ctx, queue.ConnConfig{URL: *natsURL, Prefix: *prefix, CredsFile: *creds, Token: *token, Name: "reconciled-ask"})
+	c, err := queue.Connect(ctx, connCfg)
 	if err != nil {
 		return err
 	}

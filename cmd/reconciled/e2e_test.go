@@ -226,7 +226,7 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 	}
 }
 
-// Two instances share the work queue; each decides a share, and both
+// Two instances share the intake consumer; each decides a share, and both
 // stores end up with every verdict (and the intent bodies) through the
 // verdict stream.
 func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {

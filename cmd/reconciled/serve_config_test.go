@@ -39,11 +39,12 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		"RECONCILED_INSTANCE":           "pod/7",
 		"RECONCILED_MAX_INFLIGHT":       "8",
 		"RECONCILED_STRICT_LEDGERS":     "true",
+		"RECONCILED_PURGE_EVERY":        "3s",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret" || c.MaxInflight != 8 || !c.StrictLedgers {
+	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret" || c.MaxInflight != 8 || !c.StrictLedgers || c.PurgeEvery != 3*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	if c.Instance != "pod_7" {
@@ -83,6 +84,7 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--query-timeout", "0s"}, nil, "--query-timeout must be"},
 		{nil, map[string]string{"RECONCILED_QUERY_TIMEOUT": "10m"}, "--query-timeout must be"},
 		{[]string{"--max-message-bytes", "1000000"}, nil, "--max-message-bytes"},
+		{[]string{"--purge-every", "10ms"}, nil, "--purge-every must be 100ms..1m"},
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, nil, "not a loopback address"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},

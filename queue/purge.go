@@ -1,0 +1,119 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// defaultPurgeEvery bounds the purges of acknowledged intents to one a
+// second while acks happen: a purge is a few requests and one write of the
+// stream, against an fsync per intent saved.
+const defaultPurgeEvery = time.Second
+
+// PurgeResult says what one purge did.
+type PurgeResult struct {
+	// Floor is the lowest ack floor of the stream's consumers: every
+	// intent at or below it is acknowledged (or terminated, or given up
+	// after MaxDeliver) by every one of them.
+	Floor uint64
+	// Purged counts the stream sequences removed, messages deleted one by
+	// one before included (0 when there was nothing below the floor, or the
+	// stream is not under limits retention).
+	Purged uint64
+}
+
+// PurgeAcknowledgedIntents removes from a limits-retention intent stream
+// every intent that each of its consumers has settled: it takes the lowest
+// ack floor over all consumers, not only the intake's (an operator's own
+// consumer must not lose what it has not read), and purges below it. A
+// work-queue stream removes intents on ack itself and is left alone. A
+// consumer the listing misses (e.g. one whose servers are down) keeps the
+// whole stream. Every instance of a fleet may call it: purges below a
+// floor are idempotent.
+func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context) (PurgeResult, error) {
+	st, err := c.js.Stream(ctx, IntentsStream)
+	if err != nil {
+		return PurgeResult{}, fmt.Errorf("queue: purge: stream %s: %w", IntentsStream, err)
+	}
+	info := st.CachedInfo()
+	if info.Config.Retention != jetstream.LimitsPolicy || info.State.Msgs == 0 {
+		return PurgeResult{}, nil
+	}
+	floor, seen := uint64(math.MaxUint64), 0
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		seen++
+		floor = min(floor, ci.AckFloor.Stream)
+	}
+	if err := lister.Err(); err != nil {
+		return PurgeResult{}, fmt.Errorf("queue: purge: consumers of %s: %w", IntentsStream, err)
+	}
+	if seen == 0 || seen < info.State.Consumers {
+		// No consumer at all (the first intake to come must still get
+		// every intent), or one was not listed and its floor is unknown:
+		// nothing may go.
+		return PurgeResult{}, nil
+	}
+	res := PurgeResult{Floor: floor}
+	if floor < info.State.FirstSeq {
+		return res, nil
+	}
+	// The purge sequence is kept: everything below floor+1 goes.
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
+		return res, fmt.Errorf("queue: purge %s below %d: %w", IntentsStream, floor+1, err)
+	}
+	res.Purged = min(floor, info.State.LastSeq) - info.State.FirstSeq + 1
+	return res, nil
+}
+
+// settled tells the purge loop that an intent was settled, without
+// waiting: one pending signal is enough for the next purge to see it.
+func (in *Intake) settled() {
+	select {
+	case in.acked <- struct{}{}:
+	default:
+	}
+}
+
+// purgeLoop purges after settles, at most once per PurgeEvery, so the last
+// ack of a burst is purged within PurgeEvery. It ends with ctx.
+func (in *Intake) purgeLoop(ctx context.Context, log *zap.Logger) {
+	defer in.purging.Done()
+	for {
+		select {
+		case <-in.acked:
+		case <-ctx.Done():
+			return
+		}
+		in.purge(ctx, log)
+		t := time.NewTimer(in.cfg.PurgeEvery)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// purge runs one purge; a failure is logged and left to the next one.
+func (in *Intake) purge(ctx context.Context, log *zap.Logger) {
+	res, err := in.conn.PurgeAcknowledgedIntents(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("purge of acknowledged intents failed; retried", zap.Duration("after", in.cfg.PurgeEvery), zap.Error(err))
+		}
+		if !in.conn.nc.IsClosed() {
+			in.settled()
+		}
+		return
+	}
+	if res.Purged > 0 {
+		log.Debug("acknowledged intents purged", zap.Uint64("ack_floor", res.Floor), zap.Uint64("purged", res.Purged))
+	}
+}
