@@ -30,12 +30,15 @@ type PurgeResult struct {
 // PurgeAcknowledgedIntents removes from a limits-retention intent stream
 // every intent that each of its consumers has settled: it takes the lowest
 // ack floor over all consumers, not only the intake's (an operator's own
-// consumer must not lose what it has not read), and purges below it. A
+// consumer must not lose what it has not read), and purges below it. The
+// intake's own consumer, named intake, must be among them: while it is
+// missing (deleted, its state lost, about to be created again) the others'
+// floors say nothing of what the daemons settled, and nothing goes. A
 // work-queue stream removes intents on ack itself and is left alone. A
 // consumer the listing misses (e.g. one whose servers are down) keeps the
 // whole stream. Every instance of a fleet may call it: purges below a
 // floor are idempotent.
-func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context) (PurgeResult, error) {
+func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context, intake string) (PurgeResult, error) {
 	st, err := c.js.Stream(ctx, IntentsStream)
 	if err != nil {
 		return PurgeResult{}, fmt.Errorf("queue: purge: stream %s: %w", IntentsStream, err)
@@ -44,19 +47,20 @@ func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context) (PurgeResult, error
 	if info.Config.Retention != jetstream.LimitsPolicy || info.State.Msgs == 0 {
 		return PurgeResult{}, nil
 	}
-	floor, seen := uint64(math.MaxUint64), 0
+	floor, seen, ours := uint64(math.MaxUint64), 0, false
 	lister := st.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		seen++
+		ours = ours || ci.Name == intake
 		floor = min(floor, ci.AckFloor.Stream)
 	}
 	if err := lister.Err(); err != nil {
 		return PurgeResult{}, fmt.Errorf("queue: purge: consumers of %s: %w", IntentsStream, err)
 	}
-	if seen == 0 || seen < info.State.Consumers {
-		// No consumer at all (the first intake to come must still get
-		// every intent), or one was not listed and its floor is unknown:
-		// nothing may go.
+	if !ours || seen < info.State.Consumers {
+		// No intake consumer (the one to come must still get every intent
+		// it has not settled), or a consumer was not listed and its floor
+		// is unknown: nothing may go.
 		return PurgeResult{}, nil
 	}
 	res := PurgeResult{Floor: floor}
@@ -103,7 +107,7 @@ func (in *Intake) purgeLoop(ctx context.Context, log *zap.Logger) {
 
 // purge runs one purge; a failure is logged and left to the next one.
 func (in *Intake) purge(ctx context.Context, log *zap.Logger) {
-	res, err := in.conn.PurgeAcknowledgedIntents(ctx)
+	res, err := in.conn.PurgeAcknowledgedIntents(ctx, in.cfg.Durable)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("purge of acknowledged intents failed; retried", zap.Duration("after", in.cfg.PurgeEvery), zap.Error(err))

@@ -67,7 +67,7 @@ func TestIntakePurgesAcknowledgedIntents(t *testing.T) {
 	// The floor is 1 whatever is acked above it: the stream keeps 2 and 3,
 	// and purging again changes nothing.
 	intentSeqs(t, c, 2, 3)
-	res, err := c.PurgeAcknowledgedIntents(testCtx(t))
+	res, err := c.PurgeAcknowledgedIntents(testCtx(t), defaultDurable)
 	if err != nil || res.Floor != 1 || res.Purged != 0 {
 		t.Fatalf("purge with intent 2 in flight: %+v, %v", res, err)
 	}
@@ -89,7 +89,7 @@ func TestPurgeKeepsUndeliveredIntents(t *testing.T) {
 	}
 	publishIntent(t, c, "waiting-1", nil)
 	publishIntent(t, c, "waiting-2", nil)
-	res, err := c.PurgeAcknowledgedIntents(ctx)
+	res, err := c.PurgeAcknowledgedIntents(ctx, defaultDurable)
 	if err != nil || res.Floor != 0 || res.Purged != 0 {
 		t.Fatalf("purge before any delivery: %+v, %v", res, err)
 	}
@@ -147,7 +147,7 @@ func TestSecondConsumerFloorHoldsPurge(t *testing.T) {
 	}
 	// The intake's floor is 4; the audit consumer's, 2.
 	intentSeqs(t, c, 3, 4)
-	res, err := c.PurgeAcknowledgedIntents(ctx)
+	res, err := c.PurgeAcknowledgedIntents(ctx, defaultDurable)
 	if err != nil || res.Floor != 2 {
 		t.Fatalf("purge: %+v, %v", res, err)
 	}
@@ -164,7 +164,7 @@ func TestSecondConsumerFloorHoldsPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if res, err := c.PurgeAcknowledgedIntents(ctx); err != nil || res.Floor != 4 || res.Purged != 2 {
+	if res, err := c.PurgeAcknowledgedIntents(ctx, defaultDurable); err != nil || res.Floor != 4 || res.Purged != 2 {
 		t.Fatalf("purge after the audit consumer caught up: %+v, %v", res, err)
 	}
 	intentSeqs(t, c, 5, 4)
@@ -249,7 +249,7 @@ func TestEnsureStreamsKeepsExistingWorkQueue(t *testing.T) {
 	recv(t, acked, "second intent")
 	// The work queue removes each on ack; the purge leaves it alone.
 	intentSeqs(t, a, 3, 2)
-	if res, err := a.PurgeAcknowledgedIntents(ctx); err != nil || res != (PurgeResult{}) {
+	if res, err := a.PurgeAcknowledgedIntents(ctx, defaultDurable); err != nil || res != (PurgeResult{}) {
 		t.Fatalf("purge of a work queue: %+v, %v", res, err)
 	}
 	if logs.FilterMessageSnippet("purge").Len() != 0 {
@@ -314,5 +314,63 @@ func TestIntakeStartPurges(t *testing.T) {
 	})
 	if s := streamInfo(t, c, IntentsStream).State; s.Msgs != 0 || s.FirstSeq != 3 {
 		t.Fatalf("after the intake's start: seqs %d..%d, %d messages", s.FirstSeq, s.LastSeq, s.Msgs)
+	}
+}
+
+// The intake's own consumer is briefly absent (deleted by an operator, its
+// state lost, about to be recreated by the intake) while another consumer
+// (an audit one) has read further. A purge in that window must not remove
+// the intents the intake never settled.
+func TestPurgeWaitsForTheIntakeConsumer(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	cfg := IntakeConfig{}.mustDefaults(t)
+	intake, err := c.JetStream().CreateOrUpdateConsumer(ctx, IntentsStream, cfg.consumerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := c.JetStream().CreateOrUpdateConsumer(ctx, IntentsStream, jetstream.ConsumerConfig{
+		Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		publishIntent(t, c, fmt.Sprintf("i-%d", i+1), nil)
+	}
+	ackN := func(cons jetstream.Consumer, n int) {
+		b, err := cons.Fetch(n, jetstream.FetchMaxWait(testTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ackN(intake, 1) // the intake settled intent 1 only
+	ackN(audit, 3)  // the audit consumer read all three
+	if err := c.JetStream().DeleteConsumer(ctx, IntentsStream, cfg.Durable); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PurgeAcknowledgedIntents(ctx, defaultDurable)
+	t.Logf("purge while the intake consumer is absent: %+v %v", res, err)
+	// The intake recreates its consumer (Intake.recreate does exactly this).
+	again, err := c.JetStream().CreateOrUpdateConsumer(ctx, IntentsStream, cfg.consumerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := again.Fetch(3, jetstream.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for m := range b.Messages() {
+		md, _ := m.Metadata()
+		got = append(got, md.Sequence.Stream)
+	}
+	if len(got) < 2 {
+		t.Fatalf("intents 2 and 3 were never settled by the intake, yet the recreated intake consumer gets %v: lost", got)
 	}
 }
