@@ -68,7 +68,8 @@ func (s StreamsConfig) withDefaults() (StreamsConfig, error) {
 // the message, and the file store writes (and with SyncAlways fsyncs) a
 // tombstone for every removal, a second serialized fsync per intent beside
 // the publish. Under limits retention an ack writes nothing to the stream;
-// the intake purges acknowledged intents in ranges instead (purgeAcked).
+// the intake purges acknowledged intents in ranges instead
+// (PurgeAcknowledgedIntents).
 // The server refuses to change retention to or from work queue, so an
 // older stream keeps its own.
 func (c *Conn) intentsConfig(retention jetstream.RetentionPolicy) jetstream.StreamConfig {
@@ -163,6 +164,9 @@ func (c *Conn) updateStream(ctx context.Context, cfg jetstream.StreamConfig) (je
 		old, err := c.js.Stream(ctx, cfg.Name)
 		if err != nil {
 			return nil, err
+		}
+		if c.isParked(old.CachedInfo().Config) {
+			return nil, ErrIntentsMoving
 		}
 		if r := old.CachedInfo().Config.Retention; r != cfg.Retention {
 			cfg = c.intentsConfig(r)
