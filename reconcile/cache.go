@@ -44,7 +44,8 @@ type BlockCache interface {
 	ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64) ([]icrc3.Block, error)
 	// WindowBlocks returns the first stored index in [lo, hi] with ts >= from
 	// and the last with ts <= to; ok is false when no stored block of [lo, hi]
-	// has its ts in [from, to].
+	// has its ts in [from, to]. A block without a timestamp (ts 0, a block of
+	// an unknown kind) is in no window, even one from 0.
 	WindowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error)
 	// LoadRange and SaveRange persist the verified range.
 	LoadRange(ctx context.Context, ledger string) (VerifiedRange, bool, error)
@@ -124,6 +125,7 @@ func (m *MemCache) WindowBlocks(_ context.Context, ledger string, lo, hi, from, 
 		return 0, 0, false, nil
 	}
 	// Timestamps never decrease along a verified chain: binary search.
+	from = max(from, 1)
 	tsAt := func(i uint64) (uint64, bool) { t, ok := l.ts[i]; return t, ok }
 	n := int(hi - lo + 1)
 	first := sort.Search(n, func(k int) bool { t, ok := tsAt(lo + uint64(k)); return !ok || t >= from })

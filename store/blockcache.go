@@ -266,14 +266,16 @@ func (s *Store) scanRuns(ctx context.Context, key string, start, end int64, down
 				}
 			}
 		}
-		// The rest of the range, past the runs just read.
-		if last := runs[len(runs)-1]; down {
+		// The rest of the range, past the runs just read; a run reaching
+		// the range's end (which may be the last storable index) ends it.
+		last := runs[len(runs)-1]
+		if len(runs) < scanBatch || down && last.lo <= uint64(start) || !down && last.hi() >= uint64(end) {
+			break
+		}
+		if down {
 			end = int64(last.lo) - 1
 		} else {
 			start = int64(last.hi()) + 1
-		}
-		if len(runs) < scanBatch {
-			break
 		}
 	}
 	return 0, false, nil
