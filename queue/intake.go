@@ -171,6 +171,9 @@ type Intake struct {
 	// purge.
 	acked   chan struct{}
 	purging sync.WaitGroup
+	// heldWarned is when another consumer holding the purge was last
+	// warned about (purge loop only).
+	heldWarned time.Time
 }
 
 // ConsumeIntents creates or updates the shared durable consumer and starts

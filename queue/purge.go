@@ -25,6 +25,11 @@ type PurgeResult struct {
 	// one before included (0 when there was nothing below the floor, or the
 	// stream is not under limits retention).
 	Purged uint64
+	// HeldBy names a consumer whose ack floor is Floor, and Kept counts the
+	// intents left above it: an operator's consumer that stopped reading
+	// shows here while the stream grows behind it.
+	HeldBy string
+	Kept   uint64
 }
 
 // PurgeAcknowledgedIntents removes from a limits-retention intent stream
@@ -47,12 +52,14 @@ func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context, intake string) (Pur
 	if info.Config.Retention != jetstream.LimitsPolicy || info.State.Msgs == 0 {
 		return PurgeResult{}, nil
 	}
-	floor, seen, ours := uint64(math.MaxUint64), 0, false
+	floor, seen, ours, heldBy := uint64(math.MaxUint64), 0, false, ""
 	lister := st.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		seen++
 		ours = ours || ci.Name == intake
-		floor = min(floor, ci.AckFloor.Stream)
+		if ci.AckFloor.Stream < floor || ci.AckFloor.Stream == floor && ci.Name != intake {
+			floor, heldBy = ci.AckFloor.Stream, ci.Name
+		}
 	}
 	if err := lister.Err(); err != nil {
 		return PurgeResult{}, fmt.Errorf("queue: purge: consumers of %s: %w", IntentsStream, err)
@@ -63,9 +70,13 @@ func (c *Conn) PurgeAcknowledgedIntents(ctx context.Context, intake string) (Pur
 		// is unknown: nothing may go.
 		return PurgeResult{}, nil
 	}
-	res := PurgeResult{Floor: floor}
+	res := PurgeResult{Floor: floor, HeldBy: heldBy, Kept: info.State.Msgs}
 	if floor < info.State.FirstSeq {
 		return res, nil
+	}
+	res.Kept = 0
+	if info.State.LastSeq > floor {
+		res.Kept = info.State.LastSeq - floor
 	}
 	// The purge sequence is kept: everything below floor+1 goes.
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
@@ -118,6 +129,19 @@ func (in *Intake) purge(ctx context.Context, log *zap.Logger) {
 		return
 	}
 	if res.Purged > 0 {
-		log.Debug("acknowledged intents purged", zap.Uint64("ack_floor", res.Floor), zap.Uint64("purged", res.Purged))
+		log.Debug("acknowledged intents purged", zap.Uint64("ack_floor", res.Floor), zap.Uint64("sequences", res.Purged))
+	}
+	if res.HeldBy != "" && res.HeldBy != in.cfg.Durable && res.Kept >= holdWarnAt && time.Since(in.heldWarned) >= holdWarnEvery {
+		in.heldWarned = time.Now()
+		log.Warn("another consumer of the intent stream holds the purge: the stream keeps every intent above its ack floor until it reads on, or is deleted",
+			zap.String("consumer", res.HeldBy), zap.Uint64("ack_floor", res.Floor), zap.Uint64("intents_kept", res.Kept))
 	}
 }
+
+// A consumer other than the intake's holding this many intents in the
+// stream is warned about, at most once per holdWarnEvery: a few behind is
+// a consumer reading, this many one that stopped.
+var (
+	holdWarnAt    uint64 = 10_000
+	holdWarnEvery        = 5 * time.Minute
+)

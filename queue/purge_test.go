@@ -148,7 +148,7 @@ func TestSecondConsumerFloorHoldsPurge(t *testing.T) {
 	// The intake's floor is 4; the audit consumer's, 2.
 	intentSeqs(t, c, 3, 4)
 	res, err := c.PurgeAcknowledgedIntents(ctx, defaultDurable)
-	if err != nil || res.Floor != 2 {
+	if err != nil || res.Floor != 2 || res.HeldBy != "audit" || res.Kept != 2 {
 		t.Fatalf("purge: %+v, %v", res, err)
 	}
 	if s := streamInfo(t, c, IntentsStream).State; s.FirstSeq != 3 || s.Msgs != 2 {
@@ -373,4 +373,45 @@ func TestPurgeWaitsForTheIntakeConsumer(t *testing.T) {
 	if len(got) < 2 {
 		t.Fatalf("intents 2 and 3 were never settled by the intake, yet the recreated intake consumer gets %v: lost", got)
 	}
+}
+
+// A consumer that stopped reading, holding many intents in the stream, is
+// named in a warning, once per holdWarnEvery; the intake's own floor holds
+// the purge without one.
+func TestIntakeWarnsOfAConsumerHoldingThePurge(t *testing.T) {
+	e, _ := setup(t)
+	core, logs := observer.New(zap.WarnLevel)
+	c := connect(t, e, func(cfg *ConnConfig) { cfg.Logger = zap.New(core) })
+	ctx := testCtx(t)
+	at, every := holdWarnAt, holdWarnEvery
+	holdWarnAt, holdWarnEvery = 3, time.Hour
+	t.Cleanup(func() { holdWarnAt, holdWarnEvery = at, every })
+	if _, err := c.JetStream().CreateOrUpdateConsumer(ctx, IntentsStream, jetstream.ConsumerConfig{
+		Durable: "idle-audit", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan string, 8)
+	consume(t, c, IntakeConfig{PurgeEvery: fastPurge}, func(ctx context.Context, d *Delivery) {
+		if err := d.Ack(ctx); err != nil {
+			t.Errorf("ack: %v", err)
+		}
+		acked <- d.IntentID()
+	})
+	for i := range 5 {
+		publishIntent(t, c, fmt.Sprintf("held-%d", i+1), nil)
+		recv(t, acked, "intent acked")
+	}
+	eventually(t, "a warning of the idle consumer", func() (bool, string) {
+		return logs.FilterMessageSnippet("holds the purge").Len() > 0, fmt.Sprint(logs.All())
+	})
+	for i := range 3 {
+		publishIntent(t, c, fmt.Sprintf("more-%d", i+1), nil)
+		recv(t, acked, "intent acked")
+	}
+	w := logs.FilterMessageSnippet("holds the purge").All()
+	if len(w) != 1 || w[0].ContextMap()["consumer"] != "idle-audit" {
+		t.Fatalf("warnings: %+v", w)
+	}
+	intentSeqs(t, c, 1, 8)
 }
