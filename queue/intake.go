@@ -160,6 +160,7 @@ type Intake struct {
 	cfg        IntakeConfig
 	handler    Handler
 	cons       jetstream.Consumer
+	log        *zap.Logger // the connection's, naming the consumer
 	stopPull   context.CancelFunc
 	pullCtx    context.Context
 	handlerCtx context.Context
@@ -192,19 +193,19 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 	handlerCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	in := &Intake{
 		conn: c, cfg: cfg, handler: handler, cons: cons,
+		log:     c.log.With(zap.String("consumer", cfg.Durable)),
 		pullCtx: pullCtx, stopPull: stopPull,
 		handlerCtx: handlerCtx, abort: abort,
 		slots: make(chan struct{}, cfg.MaxInFlight),
 		acked: make(chan struct{}, 1),
 	}
-	log := c.log.With(zap.String("consumer", cfg.Durable))
 	// A first purge removes what instances before this one acknowledged
 	// and could not purge (e.g. killed right after their last ack).
-	in.purge(ctx, log)
+	in.purge(ctx)
 	in.pulling.Add(1)
 	go in.pull()
 	in.purging.Add(1)
-	go in.purgeLoop(handlerCtx, log)
+	go in.purgeLoop(handlerCtx)
 	return in, nil
 }
 
@@ -227,7 +228,7 @@ func (in *Intake) Wait(ctx context.Context) error {
 	case <-done:
 		in.abort()
 		in.purging.Wait()
-		in.purge(ctx, in.conn.log.With(zap.String("consumer", in.cfg.Durable)))
+		in.purge(ctx)
 		return nil
 	case <-ctx.Done():
 		in.stopPull()
@@ -240,7 +241,7 @@ func (in *Intake) Wait(ctx context.Context) error {
 
 func (in *Intake) pull() {
 	defer in.pulling.Done()
-	log := in.conn.log.With(zap.String("consumer", in.cfg.Durable))
+	log := in.log
 	retry := newRetryDelay(100*time.Millisecond, 5*time.Second)
 	busy := false
 	for {

@@ -97,7 +97,7 @@ func (in *Intake) settled() {
 
 // purgeLoop purges after settles, at most once per PurgeEvery, so the last
 // ack of a burst is purged within PurgeEvery. It ends with ctx.
-func (in *Intake) purgeLoop(ctx context.Context, log *zap.Logger) {
+func (in *Intake) purgeLoop(ctx context.Context) {
 	defer in.purging.Done()
 	for {
 		select {
@@ -105,7 +105,7 @@ func (in *Intake) purgeLoop(ctx context.Context, log *zap.Logger) {
 		case <-ctx.Done():
 			return
 		}
-		in.purge(ctx, log)
+		in.purge(ctx)
 		t := time.NewTimer(in.cfg.PurgeEvery)
 		select {
 		case <-t.C:
@@ -117,7 +117,8 @@ func (in *Intake) purgeLoop(ctx context.Context, log *zap.Logger) {
 }
 
 // purge runs one purge; a failure is logged and left to the next one.
-func (in *Intake) purge(ctx context.Context, log *zap.Logger) {
+func (in *Intake) purge(ctx context.Context) {
+	log := in.log
 	res, err := in.conn.PurgeAcknowledgedIntents(ctx, in.cfg.Durable)
 	if err != nil {
 		if ctx.Err() == nil {
