@@ -241,13 +241,13 @@ const scanBatch = 2
 // is true.
 func (s *Store) scanRuns(ctx context.Context, key string, start, end int64, down bool, hit func(run, int) bool) (uint64, bool, error) {
 	q := `SELECT ` + runMeta + ` FROM block_runs
-		WHERE ` + ofHistory + ` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo LIMIT ` + fmt.Sprint(scanBatch)
+		WHERE ` + ofHistory + ` AND ` + overRange + ` ORDER BY lo LIMIT ` + fmt.Sprint(scanBatch)
 	if down {
 		q = strings.Replace(q, "ORDER BY lo", "ORDER BY lo DESC", 1)
 	}
 	for start <= end {
 		var rows []runRow
-		if err := s.r.SelectContext(ctx, &rows, q, key, start-runBlocks, end, start); err != nil {
+		if err := s.r.SelectContext(ctx, &rows, q, append([]any{key}, overArgs(uint64(start), uint64(end))...)...); err != nil {
 			return 0, false, err
 		}
 		runs, err := openRuns(rows, false)

@@ -132,7 +132,7 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 	if err != nil {
 		return fmt.Errorf("store: %s: history id: %w", what, err)
 	}
-	fresh, err := uncached(ctx, t, canister, hid, blocks)
+	fresh, err := uncached(ctx, t, canister, blocks)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
@@ -146,7 +146,7 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 // and without repeats. Verified history is immutable: a block whose index
 // is cached, or repeated in the batch, with another hash or ts is
 // ErrBlockConflict.
-func uncached(ctx context.Context, t *Tx, canister string, hid int64, blocks []CachedBlock) ([]CachedBlock, error) {
+func uncached(ctx context.Context, t *Tx, canister string, blocks []CachedBlock) ([]CachedBlock, error) {
 	bs := slices.Clone(blocks)
 	slices.SortStableFunc(bs, func(a, b CachedBlock) int { return cmp.Compare(a.Index, b.Index) })
 	conflict := func(b *CachedBlock, hash []byte, ts uint64) error {
@@ -169,7 +169,7 @@ func uncached(ctx context.Context, t *Tx, canister string, hid int64, blocks []C
 	if len(out) == 0 {
 		return out, nil
 	}
-	runs, err := overlapping(ctx, t, hid, out[0].Index, out[len(out)-1].Index)
+	runs, err := cachedRuns(ctx, t, canister, out[0].Index, out[len(out)-1].Index, false)
 	if err != nil || len(runs) == 0 {
 		return out, err
 	}
@@ -314,13 +314,7 @@ func (s *Store) CachedBlocks(ctx context.Context, canister string, start, end ui
 	// Nothing at or above 2^63 is ever stored, so clamping the inclusive
 	// last index loses nothing.
 	last := min(end-1, math.MaxInt64)
-	var rows []runRow
-	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runCols+` FROM block_runs
-		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo`,
-		canister, int64(start)-runBlocks, int64(last), int64(start)); err != nil {
-		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
-	}
-	runs, err := openRuns(rows, true)
+	runs, err := cachedRuns(ctx, s.r, canister, start, last, true)
 	if err != nil {
 		return nil, fmt.Errorf("store: cached blocks %s %d..%d: %w", canister, start, end, err)
 	}

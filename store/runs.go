@@ -160,16 +160,27 @@ type selecter interface {
 	SelectContext(ctx context.Context, dst any, q string, args ...any) error
 }
 
-// overlapping returns the cached runs of history hid holding any index of
-// [lo, hi], ascending, without their Values.
-func overlapping(ctx context.Context, q selecter, hid int64, lo, hi uint64) ([]run, error) {
+// overRange selects the runs holding any index of [lo, hi], with the
+// arguments overArgs gives: a run holding lo starts above lo-runBlocks, so
+// the key range read stays short.
+const overRange = `lo > ? AND lo <= ? AND hi >= ?`
+
+func overArgs(lo, hi uint64) []any { return []any{int64(lo) - runBlocks, int64(hi), int64(lo)} }
+
+// cachedRuns returns the cached runs of the history keyed key holding any
+// index of [lo, hi] (both below 2^63), ascending, with their Values when
+// withVals.
+func cachedRuns(ctx context.Context, q selecter, key string, lo, hi uint64, withVals bool) ([]run, error) {
+	cols := runMeta
+	if withVals {
+		cols = runCols
+	}
 	var rows []runRow
-	if err := q.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs
-		WHERE history_id = ? AND lo > ? AND lo <= ? AND hi >= ? ORDER BY lo`,
-		hid, int64(lo)-runBlocks, int64(hi), int64(lo)); err != nil {
+	if err := q.SelectContext(ctx, &rows, `SELECT `+cols+` FROM block_runs WHERE `+ofHistory+` AND `+overRange+` ORDER BY lo`,
+		append([]any{key}, overArgs(lo, hi)...)...); err != nil {
 		return nil, err
 	}
-	return openRuns(rows, false)
+	return openRuns(rows, withVals)
 }
 
 func openRuns(rows []runRow, withVals bool) ([]run, error) {
@@ -190,18 +201,12 @@ func runAt(ctx context.Context, q selecter, key string, index uint64) (r run, ok
 	if index > math.MaxInt64 {
 		return run{}, false, nil
 	}
-	var rows []runRow
-	if err := q.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs
-		WHERE `+ofHistory+` AND lo > ? AND lo <= ? AND hi >= ?`,
-		key, int64(index)-runBlocks, int64(index), int64(index)); err != nil {
+	runs, err := cachedRuns(ctx, q, key, index, index, false)
+	if err != nil || len(runs) == 0 {
 		return run{}, false, err
 	}
-	if len(rows) == 0 {
-		return run{}, false, nil
+	if len(runs) > 1 {
+		return run{}, false, fmt.Errorf("block %d is in %d cached runs", index, len(runs))
 	}
-	if len(rows) > 1 {
-		return run{}, false, fmt.Errorf("block %d is in %d cached runs", index, len(rows))
-	}
-	r, err = openRun(rows[0], false)
-	return r, err == nil, err
+	return runs[0], true, nil
 }
