@@ -80,9 +80,11 @@ type chain struct {
 	changed  *HistoryChange
 	onChange func(HistoryChange)
 	cache    BlockCache
-	loaded   bool
-	has      bool
-	r        VerifiedRange
+	// w writes the pages a walk down verified behind it (pagewriter.go).
+	w      *pageWriter
+	loaded bool
+	has    bool
+	r      VerifiedRange
 
 	// reuse: a tip verified less than this long ago (wall clock) serves
 	// again without a query. An older tip is always a safe answer: found
@@ -310,6 +312,8 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 // pageRangeCache is a BlockCache that stores a page of verified blocks and
 // the range now holding them in one write: a walk down then pays one
 // commit per page, not two.
+// PutVerifiedRange reads only each block's Index, TS, Hash, CreatedAt and
+// Raw: the other fields are derived from Raw (pagewriter.go relies on it).
 type pageRangeCache interface {
 	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error
 }
@@ -400,7 +404,7 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 		}
 		low := page[0]
 		r.Lo, r.Below = low.Index, low.PHash
-		if err := c.putPage(ctx, page, r); err != nil {
+		if err := c.w.put(ctx, page, r); err != nil {
 			return err
 		}
 		c.r = r

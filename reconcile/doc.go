@@ -11,7 +11,9 @@
 // unreadable on any failure. The decisions of one ledger share a certified
 // tip and one walk down its chain; each is answered as soon as the pages
 // verified settle it, and intents arriving meanwhile may join the walk
-// (Engine.DecideJoining, Engine.JoinRunning).
+// (Engine.DecideJoining, Engine.JoinRunning). The walk's pages are written
+// to the cache behind it, each with the range it grew, while reads take
+// the pages not yet written from memory (pagewriter.go).
 //
 // The Service takes intents from the queue, stores them and their verdicts
 // through the Store port, publishes verdicts through the Sink port with the

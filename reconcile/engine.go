@@ -117,6 +117,7 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 	}
 	s := ledgerSource{h: h, cfg: cfg}
 	c := &chain{ledger: HistoryKey(h.NetworkKey(), ledger, h.Mode()), hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
+	c.w = newPageWriter(c)
 	c.onChange = func(ch HistoryChange) {
 		e.log.Warn("ledger history changed: the cached chain is discarded and rebuilt from the certified tip",
 			zap.String("canister_id", ledger), zap.String("history", c.ledger), zap.String("reason", ch.Reason),

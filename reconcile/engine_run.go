@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -99,6 +101,7 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer r.settleWrites()
 	for _, d := range scan {
 		r.open(d)
 	}
@@ -131,7 +134,15 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 			return err
 		}
 		if len(r.pending) == 0 {
-			return nil
+			if r.join == nil || !c.w.writing() {
+				return nil
+			}
+			// The run gives the chain up only once its pages are
+			// written (settleWrites); until then intents that arrive
+			// are still served from it rather than wait for the next
+			// run.
+			c.w.waitWrite()
+			continue
 		}
 		if rounds > 64 {
 			return r.failDecisions(r.takePending(), &chainFault{"walk down to the window did not reach it"})
@@ -146,6 +157,21 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 		} else {
 			rounds++
 		}
+	}
+}
+
+// settleWrites waits, before the run gives the chain up, for the pages its
+// walk left to the writer. Every verdict is already out: this only keeps
+// the next run from seeing pages in flight. A failed write leaves the
+// cache at the range before the failed page, and the chain reloads it from
+// there rather than claim blocks the cache does not hold.
+func (r *ledgerRun) settleWrites() {
+	c := r.c
+	if err := c.w.flush(); err != nil {
+		c.loaded, c.has, c.fetchedAt = false, false, time.Time{}
+		c.r = VerifiedRange{}
+		r.e.log.Warn("verified blocks could not be cached; the chain goes back to the range cached before them",
+			zap.String("history", c.ledger), zap.Error(err))
 	}
 }
 
@@ -183,7 +209,7 @@ func (r *ledgerRun) lookup(d *runDecision) {
 		return
 	}
 	c := r.c
-	cands, err := c.cache.ByStamp(r.ctx, c.ledger, d.in.Stamp(), c.r.Lo, c.r.Hi)
+	cands, err := c.byStamp(r.ctx, d.in.Stamp(), c.r.Lo, c.r.Hi)
 	if err != nil {
 		d.failed = err
 		return
@@ -320,7 +346,7 @@ func (r *ledgerRun) finish(d *runDecision) {
 	c := r.c
 	v := d.v
 	if !r.tip.Empty {
-		if first, last, ok, err := c.cache.WindowBlocks(r.ctx, c.ledger, c.r.Lo, c.r.Hi, d.w.From, d.w.To); err == nil && ok {
+		if first, last, ok, err := c.windowBlocks(r.ctx, c.r.Lo, c.r.Hi, d.w.From, d.w.To); err == nil && ok {
 			f, l := U64(first), U64(last)
 			v.Window.FirstBlock, v.Window.LastBlock = &f, &l
 		}

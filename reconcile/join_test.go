@@ -24,7 +24,10 @@ type joinWorld struct {
 	deepBody, shallowBody transferIntent
 }
 
-func newJoinWorld(t *testing.T) *joinWorld {
+func newJoinWorld(t *testing.T) *joinWorld { return newJoinWorldOver(t, 10*time.Hour) }
+
+// newJoinWorldOver is a join world whose old payment lies span back.
+func newJoinWorldOver(t *testing.T, span time.Duration) *joinWorld {
 	e := newEnv(t, envOpt{endpoint: icrc3.EndpointICRC3, page: 100})
 	alice, bob := principalN(1), principalN(2)
 	e.fund(acct(alice, nil), 1_000_000_000)
@@ -34,8 +37,8 @@ func newJoinWorld(t *testing.T) *joinWorld {
 	if w.deepAt, err = e.ledger.Transfer(alice, w.deepBody.arg()); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.Advance(10 * time.Hour)
-	if err := e.ledger.GenerateHistory(3000, 5, 10*time.Hour); err != nil {
+	e.srv.Advance(span)
+	if err := e.ledger.GenerateHistory(3000, 5, span); err != nil {
 		t.Fatal(err)
 	}
 	w.shallowBody = transferIntent{id: "shallow", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now()}
