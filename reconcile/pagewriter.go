@@ -26,8 +26,8 @@ import (
 // stay readable until the run ends, and the chain then reloads the range
 // the cache holds. A decision run waits for the writer before it ends
 // (and gives the chain up), serving intents that join meanwhile, so no
-// other run ever sees a page waiting: the writer is the run's helper, not
-// a second owner of the chain.
+// other run ever sees a page waiting: the writer works for the run, it
+// does not own the chain.
 
 // maxWaitingBlocks bounds the blocks verified but not yet written: a walk
 // that outruns its writes by this much waits for them, so memory stays
