@@ -34,11 +34,8 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	conn := natsFlags(fs, "reconciled-ask")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for a final verdict")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: want exactly one FILE or -", errUsage)

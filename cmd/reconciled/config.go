@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -139,11 +138,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.Demo, "demo", false, "run the demo instead")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() != 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())

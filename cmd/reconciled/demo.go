@@ -34,11 +34,8 @@ func init() {
 			verbose := fs.Bool("v", false, "log the daemon's JSON lines to stderr")
 			serve := fs.Bool("serve", false, "then keep the daemon running with its support page and print the page's URL with a token link; Ctrl-C stops it")
 			httpAddr := fs.String("http", "127.0.0.1:0", "with --serve: the support page's listen address (loopback only; port 0 picks a free one)")
-			if err := fs.Parse(args); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					return err
-				}
-				return fmt.Errorf("%w: %v", errUsage, err)
+			if err := parseFlags(fs, args); err != nil {
+				return err
 			}
 			var log *zap.Logger
 			if *verbose {

@@ -29,6 +29,19 @@ func register(c command) { commands[c.name] = c }
 // errUsage marks errors whose message is a usage problem (exit code 2).
 var errUsage = errors.New("usage")
 
+// parseFlags parses args into fs: a request for help comes back as
+// flag.ErrHelp (exit 0, the usage already printed), any other failure as
+// errUsage (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
 // exitError carries the exit code a command's failure should end the
 // process with, when 1 would hide something the caller acts on (ask's
 // timeout: the intent may still be open).

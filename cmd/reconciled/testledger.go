@@ -90,11 +90,8 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var balances balanceFlags
 	fs.Var(&balances, "initial-balance", "ACCOUNT=AMOUNT minted at creation on every ledger (repeatable)")
 	fs.Var(&balances, "fund", "ACCOUNT=AMOUNT: the same as --initial-balance (an account is a principal, or principal.subaccount)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
