@@ -134,14 +134,13 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 			return err
 		}
 		if len(r.pending) == 0 {
-			if r.join == nil || !c.w.writing() {
-				return nil
-			}
 			// The run gives the chain up only once its pages are
 			// written (settleWrites); until then intents that arrive
 			// are still served from it rather than wait for the next
 			// run.
-			c.w.waitWrite()
+			if r.join == nil || !c.w.waitWrite() {
+				return nil
+			}
 			continue
 		}
 		if rounds > 64 {

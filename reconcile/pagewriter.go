@@ -75,12 +75,12 @@ type stampedBlock struct {
 func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) waitingPage {
 	p := waitingPage{r: r, kept: make([]keptBlock, len(blocks)),
 		timed: make([]timedBlock, 0, len(blocks)), stamped: make([]stampedBlock, 0, len(blocks))}
+	if whole || slices.ContainsFunc(blocks, func(b icrc3.Block) bool { return b.Native != nil }) {
+		p.full = blocks
+	}
 	for i := range blocks {
 		b := &blocks[i]
 		p.kept[i] = keptBlock{index: b.Index, ts: b.TS, hash: b.Hash, raw: b.Raw}
-		if whole || b.Native != nil {
-			p.full = blocks
-		}
 		if b.TS != 0 {
 			p.timed = append(p.timed, timedBlock{b.Index, b.TS})
 		}
@@ -211,20 +211,18 @@ func (w *pageWriter) write(ctx context.Context) {
 	w.cond.Broadcast()
 }
 
-// writing reports whether pages are still being written.
-func (w *pageWriter) writing() bool {
+// waitWrite returns once another page is written or the writer stopped,
+// and false at once when nothing is being written.
+func (w *pageWriter) waitWrite() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.running
-}
-
-// waitWrite returns once another page is written, or the writer stopped.
-func (w *pageWriter) waitWrite() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	if !w.running {
+		return false
+	}
 	for n := w.written; w.running && w.written == n; {
 		w.cond.Wait()
 	}
+	return true
 }
 
 // flush waits until every queued page is written or a write failed, and
@@ -232,9 +230,6 @@ func (w *pageWriter) waitWrite() {
 // dropped: the caller must then reload the chain's range from the cache,
 // which holds the range as it was before the failed page.
 func (w *pageWriter) flush() error {
-	if w == nil {
-		return nil
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.running {
@@ -251,9 +246,6 @@ func (w *pageWriter) flush() error {
 // and the lowest index above them: the cache holds the range from there
 // up. With none it returns lo itself.
 func (w *pageWriter) unwritten(lo uint64) (pages []waitingPage, above uint64) {
-	if w == nil {
-		return nil, lo
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	above = lo
@@ -270,9 +262,6 @@ func (w *pageWriter) unwritten(lo uint64) (pages []waitingPage, above uint64) {
 
 // withStamp returns the waiting pages' blocks in [lo, hi] with this stamp.
 func (w *pageWriter) withStamp(stamp, lo, hi uint64) ([]icrc3.Block, error) {
-	if w == nil {
-		return nil, nil
-	}
 	pages, _ := w.unwritten(lo)
 	var out []icrc3.Block
 	for _, p := range pages {
