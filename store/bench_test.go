@@ -129,6 +129,27 @@ func BenchmarkByStamp(b *testing.B) {
 	}
 }
 
+// BenchmarkWindowBlocks is the window bounds every verdict carries, over
+// 20,000 cached blocks and windows of 1,000 blocks starting anywhere.
+func BenchmarkWindowBlocks(b *testing.B) {
+	ctx := context.Background()
+	s := openTestB(b)
+	for i := uint64(0); i < 20000; i += 2000 {
+		if err := s.PutBlocks(ctx, ledgerA, blocks(i, i+2000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var i uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		f, l, ok, err := s.WindowBlocks(ctx, ledgerA, 0, 19999, testTS(i), testTS(i+999))
+		if err != nil || !ok || f != i || l != i+999 {
+			b.Fatal(f, l, ok, err)
+		}
+		i = (i + 317) % 19000
+	}
+}
+
 func BenchmarkCachedBlocks2000(b *testing.B) {
 	ctx := context.Background()
 	s := openTestB(b)

@@ -181,55 +181,101 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 // windowBlocks is WindowBlocks on checked arguments. Its reads need not
 // share a snapshot: verified blocks are immutable, and a chain discarded
 // meanwhile answers nothing or a block that was in it.
+//
+// Every verdict asks it, so its common case is two statements: each bound
+// lies in the run that the timestamp index finds for it, read with that
+// probe. The scans below run only when blocks without a timestamp push a
+// bound into a neighbouring run.
 func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
-	// The lowest run whose highest timestamp reaches ts.
-	firstRun := func(ts int64) (lo, hi int64, ok bool, err error) {
-		var row struct {
-			Lo int64 `db:"lo"`
-			Hi int64 `db:"hi"`
+	// The lowest run whose highest timestamp reaches ts, without Values.
+	firstRun := func(ts int64) (run, bool, error) {
+		var rows []runRow
+		if err := s.r.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs INDEXED BY block_runs_by_ts
+			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts); err != nil || len(rows) == 0 {
+			return run{}, false, err
 		}
-		err = s.r.GetContext(ctx, &row, `SELECT lo, hi FROM block_runs INDEXED BY block_runs_by_ts
-			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, 0, false, nil
+		runs, err := openRuns(rows, false)
+		if err != nil {
+			return run{}, false, err
 		}
-		return row.Lo, row.Hi, err == nil, err
+		return runs[0], true, nil
 	}
-	startLo, _, found, err := firstRun(int64(from))
+	startRun, found, err := firstRun(int64(from))
 	if err != nil || !found {
 		return 0, 0, false, err
 	}
-	end := int64(hi)
+	end := hi
+	var pastRun run
+	past := false
 	if to < math.MaxInt64 {
-		_, pastHi, past, err := firstRun(int64(to) + 1)
-		if err != nil {
+		if pastRun, past, err = firstRun(int64(to) + 1); err != nil {
 			return 0, 0, false, err
 		}
 		if past {
-			end = min(end, pastHi)
+			end = min(end, pastRun.hi())
 		}
 	}
-	start := max(startLo, int64(lo))
+	start := max(startRun.lo, lo)
 	if start > end {
 		return 0, 0, false, nil
 	}
-	// Both scans stop at their first hit, which the runs found above hold
-	// unless their blocks near the window carry no timestamp.
-	f, ok, err := s.scanRuns(ctx, ledger, start, end, false, func(r run, k int) bool {
+	fromHit := func(r run, k int) bool {
 		t := r.ts(k)
 		return t != 0 && t >= from
-	})
-	if err != nil || !ok {
-		return 0, 0, false, err
 	}
-	l, ok, err := s.scanRuns(ctx, ledger, start, end, true, func(r run, k int) bool {
+	toHit := func(r run, k int) bool {
 		t := r.ts(k)
 		return t != 0 && t <= to
-	})
-	if err != nil || !ok || f > l {
-		return 0, 0, false, err
+	}
+	// Both scans stop at their first hit, which the runs found above hold
+	// unless their blocks near the window carry no timestamp.
+	f, ok := scanRun(startRun, start, end, false, fromHit)
+	if !ok && startRun.hi() < end {
+		if f, ok, err = s.scanRuns(ctx, ledger, int64(max(start, startRun.hi()+1)), int64(end), false, fromHit); err != nil || !ok {
+			return 0, 0, false, err
+		}
+	} else if !ok {
+		return 0, 0, false, nil
+	}
+	l, ok := uint64(0), false
+	below := end // the highest index not yet scanned for the last block
+	if past && pastRun.has(end) {
+		if l, ok = scanRun(pastRun, start, end, true, toHit); !ok {
+			if pastRun.lo <= start {
+				return 0, 0, false, nil
+			}
+			below = pastRun.lo - 1
+		}
+	}
+	if !ok {
+		if l, ok, err = s.scanRuns(ctx, ledger, int64(start), int64(below), true, toHit); err != nil || !ok {
+			return 0, 0, false, err
+		}
+	}
+	if f > l {
+		return 0, 0, false, nil
 	}
 	return f, l, true, nil
+}
+
+// scanRun is scanRuns over one run already read: the first index of [start,
+// end] that the run holds, in index order (descending when down), for
+// which hit is true.
+func scanRun(r run, start, end uint64, down bool, hit func(run, int) bool) (uint64, bool) {
+	a, b := max(start, r.lo), min(end, r.hi())
+	if a > b {
+		return 0, false
+	}
+	for i := range b - a + 1 {
+		idx := a + i
+		if down {
+			idx = b - i
+		}
+		if hit(r, int(idx-r.lo)) {
+			return idx, true
+		}
+	}
+	return 0, false
 }
 
 // scanBatch is how many runs scanRuns reads at a time: a scan's hit is
@@ -255,15 +301,8 @@ func (s *Store) scanRuns(ctx context.Context, key string, start, end int64, down
 			return 0, false, err
 		}
 		for _, r := range runs {
-			a, b := max(uint64(start), r.lo), min(uint64(end), r.hi())
-			for i := range b - a + 1 {
-				idx := a + i
-				if down {
-					idx = b - i
-				}
-				if hit(r, int(idx-r.lo)) {
-					return idx, true, nil
-				}
+			if idx, ok := scanRun(r, uint64(start), uint64(end), down, hit); ok {
+				return idx, true, nil
 			}
 		}
 		// The rest of the range, past the runs just read; a run reaching

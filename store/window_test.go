@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3"
@@ -65,4 +66,86 @@ func TestWindowBlocksFromZeroMatchesMemCache(t *testing.T) {
 	if err1 != nil || err2 != nil || !ok1 || ok1 != ok2 || f1 != f2 || l1 != l2 || f1 != 1 {
 		t.Fatalf("store %d %d %v %v, mem %d %d %v %v", f1, l1, ok1, err1, f2, l2, ok2, err2)
 	}
+}
+
+// WindowBlocks against a scan of every cached block, on chains whose blocks
+// without a timestamp come singly and in stretches longer than a run, with
+// pages left out: the bounds the timestamp index finds may then lie in the
+// run it points at, in a neighbouring one, or in none.
+func TestWindowBlocksMatchesAScan(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(20261201, 3))
+	for chain := range 6 {
+		s := openTest(t)
+		const n = 900
+		var all []icrc3.Block
+		ts := uint64(1_000_000)
+		for i := uint64(0); i < n; {
+			if rng.IntN(12) == 0 {
+				// A stretch without timestamps, up to twice a run.
+				for k := rng.IntN(2 * runBlocks); k >= 0 && i < n; k-- {
+					all = append(all, parsed(t, blockAt(i, 0)))
+					i++
+				}
+				continue
+			}
+			if rng.IntN(3) > 0 {
+				ts += uint64(rng.IntN(5000))
+			}
+			all = append(all, parsed(t, blockAt(i, ts)))
+			i++
+		}
+		var cached []icrc3.Block
+		for hi := n; hi > 0; {
+			lo := max(0, hi-1-rng.IntN(3*runBlocks))
+			if rng.IntN(5) > 0 {
+				if err := s.PutVerified(ctx, ledgerA, all[lo:hi]); err != nil {
+					t.Fatal(err)
+				}
+				cached = append(all[lo:hi:hi], cached...)
+			}
+			hi = lo
+		}
+		for range 400 {
+			lo := uint64(rng.IntN(n + 20))
+			hi := min(lo+uint64(rng.IntN(n+20))-10, n-1)
+			from := all[rng.IntN(n)].TS + uint64(rng.IntN(3000)) - 1500
+			to := from + uint64(rng.IntN(400_000))
+			if rng.IntN(10) == 0 {
+				to = math.MaxUint64
+			}
+			var in []icrc3.Block
+			for _, b := range cached {
+				if b.Index >= lo && b.Index <= hi {
+					in = append(in, b)
+				}
+			}
+			wf, wl, wok := scanWindow(in, from, to)
+			f, l, ok, err := s.WindowBlocks(ctx, ledgerA, lo, hi, from, to)
+			if err != nil || ok != wok || ok && (f != wf || l != wl) {
+				t.Fatalf("chain %d: WindowBlocks(%d, %d, %d, %d) = %d %d %t %v, a scan says %d %d %t",
+					chain, lo, hi, from, to, f, l, ok, err, wf, wl, wok)
+			}
+		}
+	}
+}
+
+// scanWindow is WindowBlocks over blocks (in index order) as BlockCache
+// defines it.
+func scanWindow(blocks []icrc3.Block, from, to uint64) (first, last uint64, ok bool) {
+	from = max(from, 1)
+	var hasFirst bool
+	for _, b := range blocks {
+		if b.TS == 0 {
+			continue
+		}
+		if b.TS >= from && !hasFirst {
+			first, hasFirst = b.Index, true
+		}
+		if b.TS <= to {
+			last = b.Index
+		}
+		ok = ok || b.TS >= from && b.TS <= to
+	}
+	return first, last, ok
 }
