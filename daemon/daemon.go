@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -113,6 +114,9 @@ type Daemon struct {
 	metrics *reconcile.Metrics
 	intake  *queue.Intake
 	leases  *queue.Leases
+	// origin names this opening of the store on the verdicts its service
+	// publishes, so that its own follower skips them (queue.HeaderOrigin).
+	origin  string
 	trigger chan struct{}
 	wake    chan struct{} // to the lease loop, which then triggers a round
 
@@ -160,6 +164,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if d.store, err = store.Open(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
 		return nil, err
 	}
+	d.origin = cfg.Instance + ":" + rand.Text()
 	cc := queue.ConnConfig{
 		URL: cfg.NATSURL, Name: "reconciled-" + cfg.Instance,
 		User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
@@ -198,7 +203,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	// to end, while its tip is under two seconds old: a payment made in
 	// those seconds is seen at the next follow-up.
 	d.engine.JoinRunning(2 * time.Second)
-	var sink reconcile.Sink = queue.Sink{C: d.conn}
+	var sink reconcile.Sink = queue.Sink{C: d.conn, Origin: d.origin}
 	if o.Sink != nil {
 		sink = o.Sink(sink)
 	}
@@ -275,7 +280,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 func (d *Daemon) followVerdicts(ctx context.Context) {
 	delay := time.Second
 	for {
-		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance},
+		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin},
 			func(v reconcile.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {

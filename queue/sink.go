@@ -21,6 +21,12 @@ const (
 	HeaderIntentHash = "Reconcile-Intent-Hash"
 )
 
+// HeaderOrigin names the store a verdict was published from (Sink.Origin).
+// The instance that holds that store skips the verdict when it follows the
+// stream (FollowConfig.SkipOrigin): its store committed the verdict before
+// publishing it, so reading it back would only confirm it.
+const HeaderOrigin = "Reconcile-Origin"
+
 // IntentHeaders encodes an intent for a verdict message.
 func IntentHeaders(in reconcile.IntentHeader) nats.Header {
 	h := nats.Header{}
@@ -50,12 +56,24 @@ func DecodeIntentHeaders(h nats.Header) (*reconcile.IntentHeader, error) {
 }
 
 // Sink adapts a Conn to reconcile.Sink.
-type Sink struct{ C *Conn }
+type Sink struct {
+	C *Conn
+	// Origin, when set, goes with every verdict as HeaderOrigin. It must
+	// name one opening of one store, whose service publishes only verdicts
+	// that store has committed: an instance restored from a backup of its
+	// store lacks verdicts its previous opening published, so each opening
+	// needs a new origin.
+	Origin string
+}
 
 var _ reconcile.Sink = Sink{}
 
 func (s Sink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
-	err := s.C.PublishVerdictWith(ctx, v, IntentHeaders(in))
+	h := IntentHeaders(in)
+	if s.Origin != "" {
+		h.Set(HeaderOrigin, s.Origin)
+	}
+	err := s.C.PublishVerdictWith(ctx, v, h)
 	if errors.Is(err, ErrStaleVerdict) || errors.Is(err, ErrVerdictConflict) || errors.Is(err, ErrAfterFinal) {
 		return fmt.Errorf("%w: %w", reconcile.ErrHistory, err)
 	}

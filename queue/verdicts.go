@@ -78,6 +78,10 @@ type FollowConfig struct {
 	// reads it (default 7 days): instances named after short-lived pods
 	// would otherwise leave a consumer behind each.
 	Inactive time.Duration
+	// SkipOrigin, when set, is the origin (HeaderOrigin) of verdicts that
+	// are acked without being decoded or handed to fn: those the follower's
+	// own store published (Sink.Origin).
+	SkipOrigin string
 }
 
 // FollowVerdicts calls fn for every verdict in stream order, at least once:
@@ -133,6 +137,9 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 	}
 	log := c.log.With(zap.String("consumer", cfg.Durable))
 	return c.iterate(ctx, cons, log, true, func(msg jetstream.Msg) error {
+		if cfg.SkipOrigin != "" && msg.Headers().Get(HeaderOrigin) == cfg.SkipOrigin {
+			return msg.Ack()
+		}
 		v, err := decodeVerdict(msg.Data())
 		if err != nil {
 			// Redelivery cannot make it decodable.

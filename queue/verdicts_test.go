@@ -370,3 +370,48 @@ func TestFollowVerdictsResumesDurable(t *testing.T) {
 		t.Fatalf("follower inactive threshold %s, want 7 days", got)
 	}
 }
+
+// A follower skips the verdicts its own store published (SkipOrigin) and
+// acks them, so the ones after them still come, in order; another origin,
+// even one sharing the instance's name, and a verdict without an origin
+// are handed over.
+func TestFollowVerdictsSkipsItsOwnOrigin(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	own, other := Sink{C: c, Origin: "a:1"}, Sink{C: c, Origin: "a:2"}
+	in := reconcile.IntentHeader{Body: []byte(`{}`)}
+	for i, s := range []Sink{own, other, own, {C: c}, other, own} {
+		if err := s.PublishVerdict(ctx, verdict(fmt.Sprintf("o-%d", i), 1, reconcile.StatusNotYet), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(durable, skip string, want int) []string {
+		t.Helper()
+		fctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var got []string
+		ch := make(chan struct{}, 8)
+		done := make(chan error, 1)
+		go func() {
+			done <- c.FollowVerdicts(fctx, FollowConfig{Durable: durable, SkipOrigin: skip}, func(v reconcile.Verdict) error {
+				got = append(got, v.IntentID)
+				ch <- struct{}{}
+				return nil
+			})
+		}()
+		for range want {
+			recv(t, ch, "verdict")
+		}
+		cancel()
+		if err := recv(t, done, "follow end"); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := follow("store-a1", "a:1", 3); fmt.Sprint(got) != "[o-1 o-3 o-4]" {
+		t.Fatalf("follower of origin a:1 got %v, want the other origin's and the unmarked verdicts", got)
+	}
+	if got := follow("store-a3", "a:3", 6); len(got) != 6 {
+		t.Fatalf("follower of origin a:3 got %v, want all six", got)
+	}
+}
