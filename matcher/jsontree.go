@@ -169,21 +169,30 @@ func (p *jsonParser) object(path string, depth int) (*jsonValue, error) {
 		}
 		v.keys = append(v.keys, k)
 		v.obj[k] = child
-		p.space()
-		if p.i >= len(p.data) {
-			return nil, p.fail("")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case '}':
-			p.i++
+		if end, err := p.after('}', "after object key:value pair"); err != nil {
+			return nil, err
+		} else if end {
 			return v, nil
-		default:
-			return nil, p.fail("after object key:value pair")
 		}
 	}
+}
+
+// after reads what follows a member or element: a comma, then whitespace
+// (end false), or the closing byte (end true).
+func (p *jsonParser) after(closing byte, what string) (end bool, err error) {
+	p.space()
+	switch {
+	case p.i >= len(p.data):
+		return false, p.fail("")
+	case p.data[p.i] == ',':
+		p.i++
+		p.space()
+		return false, nil
+	case p.data[p.i] == closing:
+		p.i++
+		return true, nil
+	}
+	return false, p.fail(what)
 }
 
 // array reads an array. No intent field is one: its elements are read
@@ -202,19 +211,10 @@ func (p *jsonParser) array(path string, depth int) (*jsonValue, error) {
 		if _, err := p.value(path+"[]", depth); err != nil {
 			return nil, err
 		}
-		p.space()
-		if p.i >= len(p.data) {
-			return nil, p.fail("")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case ']':
-			p.i++
+		if end, err := p.after(']', "after array element"); err != nil {
+			return nil, err
+		} else if end {
 			return &jsonValue{kind: jsonArray}, nil
-		default:
-			return nil, p.fail("after array element")
 		}
 	}
 }

@@ -326,24 +326,9 @@ func TestFollowVerdictsResumesDurable(t *testing.T) {
 	ctx := testCtx(t)
 	run := func(want int) []uint64 {
 		t.Helper()
-		fctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		var got []uint64
-		ch := make(chan struct{}, 8)
-		done := make(chan error, 1)
-		go func() {
-			done <- c.FollowVerdicts(fctx, FollowConfig{Durable: "store"}, func(v reconcile.Verdict) error {
-				got = append(got, v.Seq)
-				ch <- struct{}{}
-				return nil
-			})
-		}()
-		for range want {
-			recv(t, ch, "verdict")
-		}
-		cancel()
-		if err := recv(t, done, "follow end"); err != nil {
-			t.Fatal(err)
+		for _, v := range followN(t, c, FollowConfig{Durable: "store"}, want) {
+			got = append(got, v.Seq)
 		}
 		return got
 	}
@@ -387,24 +372,9 @@ func TestFollowVerdictsSkipsItsOwnOrigin(t *testing.T) {
 	}
 	follow := func(durable, skip string, want int) []string {
 		t.Helper()
-		fctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		var got []string
-		ch := make(chan struct{}, 8)
-		done := make(chan error, 1)
-		go func() {
-			done <- c.FollowVerdicts(fctx, FollowConfig{Durable: durable, SkipOrigin: skip}, func(v reconcile.Verdict) error {
-				got = append(got, v.IntentID)
-				ch <- struct{}{}
-				return nil
-			})
-		}()
-		for range want {
-			recv(t, ch, "verdict")
-		}
-		cancel()
-		if err := recv(t, done, "follow end"); err != nil {
-			t.Fatal(err)
+		for _, v := range followN(t, c, FollowConfig{Durable: durable, SkipOrigin: skip}, want) {
+			got = append(got, v.IntentID)
 		}
 		return got
 	}
@@ -414,4 +384,30 @@ func TestFollowVerdictsSkipsItsOwnOrigin(t *testing.T) {
 	if got := follow("store-a3", "a:3", 6); len(got) != 6 {
 		t.Fatalf("follower of origin a:3 got %v, want all six", got)
 	}
+}
+
+// followN follows the verdict stream with cfg until want verdicts have
+// come, then stops, and returns them in the order they came.
+func followN(t *testing.T, c *Conn, cfg FollowConfig, want int) []reconcile.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	var got []reconcile.Verdict
+	ch := make(chan struct{}, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.FollowVerdicts(ctx, cfg, func(v reconcile.Verdict) error {
+			got = append(got, v)
+			ch <- struct{}{}
+			return nil
+		})
+	}()
+	for range want {
+		recv(t, ch, "verdict")
+	}
+	cancel()
+	if err := recv(t, done, "follow end"); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

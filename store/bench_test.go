@@ -110,7 +110,8 @@ func BenchmarkWalkWrites2000(b *testing.B) {
 	}
 }
 
-func BenchmarkByStamp(b *testing.B) {
+// cached20000 is a store caching blocks 0..19999, written in pages of 2,000.
+func cached20000(b *testing.B) *Store {
 	ctx := context.Background()
 	s := openTestB(b)
 	for i := uint64(0); i < 20000; i += 2000 {
@@ -118,6 +119,12 @@ func BenchmarkByStamp(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return s
+}
+
+func BenchmarkByStamp(b *testing.B) {
+	ctx := context.Background()
+	s := cached20000(b)
 	var i uint64
 	b.ReportAllocs()
 	for b.Loop() {
@@ -133,12 +140,7 @@ func BenchmarkByStamp(b *testing.B) {
 // 20,000 cached blocks and windows of 1,000 blocks starting anywhere.
 func BenchmarkWindowBlocks(b *testing.B) {
 	ctx := context.Background()
-	s := openTestB(b)
-	for i := uint64(0); i < 20000; i += 2000 {
-		if err := s.PutBlocks(ctx, ledgerA, blocks(i, i+2000)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := cached20000(b)
 	var i uint64
 	b.ReportAllocs()
 	for b.Loop() {
@@ -152,12 +154,7 @@ func BenchmarkWindowBlocks(b *testing.B) {
 
 func BenchmarkCachedBlocks2000(b *testing.B) {
 	ctx := context.Background()
-	s := openTestB(b)
-	for i := uint64(0); i < 20000; i += 2000 {
-		if err := s.PutBlocks(ctx, ledgerA, blocks(i, i+2000)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := cached20000(b)
 	var start uint64
 	b.ReportAllocs()
 	for b.Loop() {
