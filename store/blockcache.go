@@ -194,11 +194,8 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts); err != nil || len(rows) == 0 {
 			return run{}, false, err
 		}
-		runs, err := openRuns(rows, false)
-		if err != nil {
-			return run{}, false, err
-		}
-		return runs[0], true, nil
+		r, err := openRun(rows[0], false)
+		return r, err == nil, err
 	}
 	startRun, found, err := firstRun(int64(from))
 	if err != nil || !found {
@@ -231,10 +228,11 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	// unless their blocks near the window carry no timestamp.
 	f, ok := scanRun(startRun, start, end, false, fromHit)
 	if !ok && startRun.hi() < end {
-		if f, ok, err = s.scanRuns(ctx, ledger, int64(max(start, startRun.hi()+1)), int64(end), false, fromHit); err != nil || !ok {
+		if f, ok, err = s.scanRuns(ctx, ledger, int64(max(start, startRun.hi()+1)), int64(end), false, fromHit); err != nil {
 			return 0, 0, false, err
 		}
-	} else if !ok {
+	}
+	if !ok {
 		return 0, 0, false, nil
 	}
 	l, ok := uint64(0), false

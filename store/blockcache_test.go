@@ -305,15 +305,11 @@ func TestPutVerifiedRangeIsOneWrite(t *testing.T) {
 func rewriteCached(t *testing.T, s *Store, ledger string, index uint64, change func(*CachedBlock)) {
 	t.Helper()
 	ctx := context.Background()
-	var rows []runRow
-	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runCols+` FROM block_runs
-		WHERE `+ofHistory+` AND lo <= ? AND hi >= ?`, ledger, int64(index), int64(index)); err != nil || len(rows) != 1 {
-		t.Fatalf("run of block %d: %d rows %v", index, len(rows), err)
+	runs, err := cachedRuns(ctx, s.r, ledger, index, index, true)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("run of block %d: %d runs %v", index, len(runs), err)
 	}
-	r, err := openRun(rows[0], true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runs[0]
 	bs := make([]CachedBlock, r.n)
 	for k := range bs {
 		bs[k] = r.block(k)
