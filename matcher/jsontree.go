@@ -47,9 +47,6 @@ func parseJSON(data []byte) (*jsonValue, error) {
 	}
 	p := jsonParser{data: data}
 	p.space()
-	if p.i == len(data) {
-		return nil, errors.New("unexpected end of JSON")
-	}
 	v, err := p.value("", 0)
 	if err != nil {
 		return nil, err
@@ -90,12 +87,15 @@ func (p *jsonParser) fail(what string) error {
 	return errors.New("invalid character " + strconv.QuoteRune(rune(p.data[p.i])) + " " + what + " at offset " + strconv.Itoa(p.i))
 }
 
-// value reads the value at p.i, which is not whitespace.
+// value reads the value at p.i, which is not whitespace, inside depth
+// objects and arrays.
 func (p *jsonParser) value(path string, depth int) (*jsonValue, error) {
 	if p.i >= len(p.data) {
 		return nil, p.fail("")
 	}
 	switch c := p.data[p.i]; {
+	case (c == '{' || c == '[') && depth == maxJSONDepth:
+		return nil, errors.New("exceeded max depth")
 	case c == '{':
 		return p.object(path, depth+1)
 	case c == '[':
@@ -133,9 +133,6 @@ func (p *jsonParser) literal(word string, kind jsonKind) (*jsonValue, error) {
 }
 
 func (p *jsonParser) object(path string, depth int) (*jsonValue, error) {
-	if depth > maxJSONDepth {
-		return nil, errors.New("exceeded max depth")
-	}
 	p.i++ // '{'
 	v := &jsonValue{kind: jsonObject, obj: map[string]*jsonValue{}}
 	p.space()
@@ -198,9 +195,6 @@ func (p *jsonParser) after(closing byte, what string) (end bool, err error) {
 // array reads an array. No intent field is one: its elements are read
 // only to find syntax errors and duplicate keys inside them.
 func (p *jsonParser) array(path string, depth int) (*jsonValue, error) {
-	if depth > maxJSONDepth {
-		return nil, errors.New("exceeded max depth")
-	}
 	p.i++ // '['
 	p.space()
 	if p.i < len(p.data) && p.data[p.i] == ']' {
@@ -313,7 +307,11 @@ func (p *jsonParser) str() (string, error) {
 			r, ok := p.hex4(p.i + 1)
 			if !ok {
 				p.i++
-				for k := 0; k < 4 && p.i < len(p.data) && isHex(p.data[p.i]); k++ {
+				// The error names the first byte that is not a hex digit.
+				for k := 0; k < 4 && p.i < len(p.data); k++ {
+					if _, ok := hexDigit(p.data[p.i]); !ok {
+						break
+					}
 					p.i++
 				}
 				return "", p.fail("in \\u hexadecimal character escape")
@@ -347,18 +345,23 @@ func (p *jsonParser) hex4(at int) (rune, bool) {
 	}
 	var r rune
 	for _, c := range p.data[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
+		d, ok := hexDigit(c)
+		if !ok {
 			return 0, false
 		}
+		r = r<<4 | d
 	}
 	return r, true
 }
 
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0'), true
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case c >= 'A' && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
+}
