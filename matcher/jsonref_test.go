@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -268,4 +269,22 @@ func genString(rng *rand.Rand, n int) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// A body nested to the limit costs memory in proportion to its size: a
+// path built at every level (as the reference builds it) would make it
+// quadratic, 100 MB for a body of 20 KB.
+func TestDeepBodyReadsInLinearMemory(t *testing.T) {
+	for _, open := range []string{"[", `{"a":`} {
+		body := []byte(strings.Repeat(open, maxJSONDepth) + "1" + strings.Repeat(map[string]string{"[": "]", `{"a":`: "}"}[open], maxJSONDepth))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := parseJSON(body); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(200*len(body)); got > bound {
+			t.Fatalf("%d levels of %q, %d bytes: %d bytes allocated, want at most %d", maxJSONDepth, open, len(body), got, bound)
+		}
+	}
 }

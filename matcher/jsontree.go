@@ -3,6 +3,7 @@ package matcher
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -47,7 +48,7 @@ func parseJSON(data []byte) (*jsonValue, error) {
 	}
 	p := jsonParser{data: data}
 	p.space()
-	v, err := p.value("", 0)
+	v, err := p.value(0)
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +68,23 @@ const maxJSONDepth = 10000
 type jsonParser struct {
 	data []byte
 	i    int
+	// at is the path to the value being read, a key or "[]" per level:
+	// joined only for a duplicate key's refusal, since a path string built
+	// at every level costs memory quadratic in the nesting.
+	at []string
+}
+
+// path is the refusal's name for the value being read: keys joined by
+// dots, "[]" for an array's element.
+func (p *jsonParser) path() string {
+	var b strings.Builder
+	for _, s := range p.at {
+		if s != "[]" && b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 func (p *jsonParser) space() {
@@ -89,7 +107,7 @@ func (p *jsonParser) fail(what string) error {
 
 // value reads the value at p.i, which is not whitespace, inside depth
 // objects and arrays.
-func (p *jsonParser) value(path string, depth int) (*jsonValue, error) {
+func (p *jsonParser) value(depth int) (*jsonValue, error) {
 	if p.i >= len(p.data) {
 		return nil, p.fail("")
 	}
@@ -97,9 +115,9 @@ func (p *jsonParser) value(path string, depth int) (*jsonValue, error) {
 	case (c == '{' || c == '[') && depth == maxJSONDepth:
 		return nil, errors.New("exceeded max depth")
 	case c == '{':
-		return p.object(path, depth+1)
+		return p.object(depth + 1)
 	case c == '[':
-		return p.array(path, depth+1)
+		return p.array(depth + 1)
 	case c == '"':
 		s, err := p.str()
 		if err != nil {
@@ -132,7 +150,7 @@ func (p *jsonParser) literal(word string, kind jsonKind) (*jsonValue, error) {
 	return &jsonValue{kind: kind}, nil
 }
 
-func (p *jsonParser) object(path string, depth int) (*jsonValue, error) {
+func (p *jsonParser) object(depth int) (*jsonValue, error) {
 	p.i++ // '{'
 	v := &jsonValue{kind: jsonObject, obj: map[string]*jsonValue{}}
 	p.space()
@@ -148,22 +166,20 @@ func (p *jsonParser) object(path string, depth int) (*jsonValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		kp := k
-		if path != "" {
-			kp = path + "." + k
-		}
+		p.at = append(p.at, k)
 		if _, dup := v.obj[k]; dup {
-			return nil, &dupKeyError{path: kp}
+			return nil, &dupKeyError{path: p.path()}
 		}
 		if p.space(); p.i >= len(p.data) || p.data[p.i] != ':' {
 			return nil, p.fail("after object key")
 		}
 		p.i++
 		p.space()
-		child, err := p.value(kp, depth)
+		child, err := p.value(depth)
 		if err != nil {
 			return nil, err
 		}
+		p.at = p.at[:len(p.at)-1]
 		v.keys = append(v.keys, k)
 		v.obj[k] = child
 		if end, err := p.after('}', "after object key:value pair"); err != nil {
@@ -194,20 +210,22 @@ func (p *jsonParser) after(closing byte, what string) (end bool, err error) {
 
 // array reads an array. No intent field is one: its elements are read
 // only to find syntax errors and duplicate keys inside them.
-func (p *jsonParser) array(path string, depth int) (*jsonValue, error) {
+func (p *jsonParser) array(depth int) (*jsonValue, error) {
 	p.i++ // '['
 	p.space()
 	if p.i < len(p.data) && p.data[p.i] == ']' {
 		p.i++
 		return &jsonValue{kind: jsonArray}, nil
 	}
+	p.at = append(p.at, "[]")
 	for {
-		if _, err := p.value(path+"[]", depth); err != nil {
+		if _, err := p.value(depth); err != nil {
 			return nil, err
 		}
 		if end, err := p.after(']', "after array element"); err != nil {
 			return nil, err
 		} else if end {
+			p.at = p.at[:len(p.at)-1]
 			return &jsonValue{kind: jsonArray}, nil
 		}
 	}
