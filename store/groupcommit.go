@@ -9,11 +9,10 @@ import (
 // Group commit: verdict writes of concurrent callers share one transaction,
 // and so one WAL fsync (synchronous=FULL makes every commit pay one). In a
 // burst the service finishes many decisions at once, and one commit per
-// verdict would queue them behind the disk. Each write runs inside its own
-// SAVEPOINT: a write that fails is rolled back alone and only its caller
-// sees the error. No caller returns before the commit holding its write is
-// durable, so the outbox rule (a verdict is published only once stored)
-// holds as before.
+// verdict would queue them behind the disk. A write that fails is rolled
+// back alone and only its caller sees the error (commitGroup). No caller
+// returns before the commit holding its write is durable, so the outbox
+// rule (a verdict is published only once stored) holds as before.
 
 // maxGroup bounds the writes of one transaction, so a long queue cannot
 // hold the write lock for long.
@@ -84,9 +83,81 @@ func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Contex
 	return r.err
 }
 
-// commitGroup runs the group's writes in one transaction, each in its own
-// savepoint, and sets every request's err.
+// commitGroup runs the group's writes in one transaction and sets every
+// request's err. Writes almost never fail, so the group runs first without
+// savepoints: a savepoint journals every page a write first touches, and
+// its two statements cost as much as a small write. Should any write fail,
+// that transaction is rolled back whole and the group runs again with a
+// savepoint per write, so the failure is rolled back alone. A write may
+// therefore run twice; each is a function of the transaction it is given.
 func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
+	done, ms := s.commitAll(ctx, group)
+	if done {
+		return
+	}
+	for _, q := range group {
+		q.err = nil
+	}
+	s.commitIsolated(ctx, group, ms)
+}
+
+// commitAll runs the group and the queued marks in one transaction without
+// savepoints. It reports false, having rolled back, when a write or the
+// marks failed, with the marks it took; otherwise every request's err is
+// set. Marks are taken only once a transaction has begun: a writer that
+// cannot begin (the lock held past the busy timeout) leaves them queued.
+func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark) {
+	st, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return false, nil // the isolated run meets and reports it
+	}
+	t := &Tx{Tx: st, c: s.wst}
+	wrote := false
+	ms := s.takeMarks()
+	if len(ms) > 0 {
+		if err := applyMarks(ctx, t, ms); err != nil {
+			t.Rollback()
+			return false, ms
+		}
+		wrote = true
+	}
+	for _, q := range group {
+		if err := q.ctx.Err(); err != nil {
+			q.err = fmt.Errorf("store: %s: %w", q.what, err)
+			continue
+		}
+		if err := q.fn(ctx, t); err != nil {
+			t.Rollback()
+			return false, ms
+		}
+		wrote = true
+	}
+	if !wrote {
+		t.Rollback()
+		return true, nil
+	}
+	if err := t.Commit(); err != nil {
+		for _, q := range group {
+			if q.err == nil {
+				q.err = fmt.Errorf("store: %s: commit: %w", q.what, err)
+			}
+		}
+		return true, nil
+	}
+	s.countCommit()
+	return true, nil
+}
+
+func (s *Store) countCommit() {
+	s.group.mu.Lock()
+	s.group.commits++
+	s.group.mu.Unlock()
+}
+
+// commitIsolated runs the group's writes in one transaction, each in its
+// own savepoint, and sets every request's err. ms are marks an earlier
+// attempt took; with none, the queued ones are taken once it has begun.
+func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark) {
 	fail := func(format string, err error) {
 		for _, q := range group {
 			if q.err == nil {
@@ -96,6 +167,7 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 	}
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
+		s.requeueMarks(ms)
 		fail("begin", err)
 		return
 	}
@@ -129,7 +201,10 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 	// Queued marks ride in this commit, in a savepoint of their own: a
 	// failure drops them (the outbox pass clears the rows later) and
 	// fails no write of the group.
-	if ms := s.takeMarks(); len(ms) > 0 {
+	if ms == nil {
+		ms = s.takeMarks()
+	}
+	if len(ms) > 0 {
 		if _, ok := inSavepoint(func() error { return applyMarks(ctx, t, ms) }); !ok {
 			return
 		}
@@ -153,7 +228,5 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 		fail("commit", err)
 		return
 	}
-	s.group.mu.Lock()
-	s.group.commits++
-	s.group.mu.Unlock()
+	s.countCommit()
 }

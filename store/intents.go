@@ -127,15 +127,19 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *T
 	}
 	ix := indexOf(&rec)
 	return func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error) {
+		if first != nil && first.v.Seq == 1 {
+			// A first verdict almost always comes with an intent no row
+			// holds: its insert is tried first, and only an id already
+			// taken is read.
+			created, err := first.writeFirst(ctx, t, &rec, seen, now.UnixNano(), ix)
+			if err != nil || created {
+				return Created, created, err
+			}
+		}
 		var res PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
-		case errors.Is(err, sql.ErrNoRows) && first != nil && first.v.Seq == 1:
-			if err := first.writeFirst(ctx, t, &rec, seen, now.UnixNano(), ix); err != nil {
-				return 0, false, err
-			}
-			return Created, true, nil
 		case errors.Is(err, sql.ErrNoRows):
 			_, err = t.ExecContext(ctx, `INSERT INTO intents
 				(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at)

@@ -82,6 +82,20 @@ func (s *Store) takeMarks() []mark {
 	return ms
 }
 
+// requeueMarks puts back marks taken for a transaction that could not
+// begin, ahead of any queued since: the next commit applies them.
+func (s *Store) requeueMarks(ms []mark) {
+	if len(ms) == 0 {
+		return
+	}
+	q := &s.marks
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.marks = append(ms, q.marks...)
+	}
+}
+
 // applyMarks deletes the outbox rows the marks clear, inside t.
 func applyMarks(ctx context.Context, t *Tx, ms []mark) error {
 	for _, m := range ms {

@@ -233,10 +233,14 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 		t.Fatalf("watches %+v %v", ws, err)
 	}
 
-	// Another body: nothing changes.
+	// Another body, with a later verdict or a first one: nothing changes.
 	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 2, reconcile.StatusAbsent), nil)
 	if err != nil || res != Conflict {
 		t.Fatalf("other body: %v %v, want conflict", res, err)
+	}
+	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 1, reconcile.StatusAbsent), nil)
+	if err != nil || res != Conflict {
+		t.Fatalf("other body, first verdict: %v %v, want conflict", res, err)
 	}
 	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 {
 		t.Fatalf("latest after conflict %+v %v", v, err)

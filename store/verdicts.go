@@ -144,35 +144,49 @@ func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
 	return vw.rows(ctx, t)
 }
 
-// writeFirst stores rec, an intent no row holds yet, with the verdict as
-// its first: the intent row carries the verdict's status from its insert,
-// and its search keys and facts the verdict's, a statement each where
-// storing the intent and then appending (write) would update them after
-// the fact. The verdict must be seq 1.
-func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *IntentRecord, seen, now int64, ix bodyIndex) error {
+// writeFirst stores rec with the verdict as its first, unless a row holds
+// rec's id already: then it writes nothing and reports false. The intent
+// row carries the verdict's status from its insert, and its search keys
+// and facts the verdict's, a statement each where storing the intent and
+// then appending (write) would update them after the fact. The verdict
+// must be seq 1.
+func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *IntentRecord, seen, now int64, ix bodyIndex) (bool, error) {
 	v := &vw.v
-	if _, err := t.ExecContext(ctx, `INSERT INTO intents
+	res, err := t.ExecContext(ctx, `INSERT INTO intents
 		(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at, status, final, latest_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (intent_id) DO NOTHING`,
 		rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
-		rec.CanonicalHash[:], seen, now, string(v.Status), v.Final); err != nil {
-		return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+		rec.CanonicalHash[:], seen, now, string(v.Status), v.Final)
+	if err != nil {
+		return false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, err
 	}
 	ts := append(ix.terms[:len(ix.terms):len(ix.terms)], verdictTerms(v)...)
 	if err := insertTerms(ctx, t, rec.IntentID, ts); err != nil {
-		return fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+		return false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 	}
-	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, stamp, indexed, decided_at) VALUES (?, ?, 1, ?)
-		ON CONFLICT (intent_id) DO UPDATE SET stamp = excluded.stamp, indexed = 1, decided_at = excluded.decided_at`,
+	// The intent row is new, so no row of intent_facts, verdicts, outbox
+	// or watch refers to it (foreign keys): plain inserts, and no watch
+	// entry to clear.
+	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, stamp, indexed, decided_at) VALUES (?, ?, 1, ?)`,
 		rec.IntentID, ix.stamp, vw.decided); err != nil {
-		return fmt.Errorf("store: put intent %s: index: %w", rec.IntentID, err)
+		return false, fmt.Errorf("store: put intent %s: index: %w", rec.IntentID, err)
 	}
-	return vw.rows(ctx, t)
+	if err := vw.verdictRows(ctx, t); err != nil {
+		return false, err
+	}
+	if vw.wr != nil {
+		if err := upsertWatch(ctx, t, vw.wr); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
-// rows writes the verdict's own rows, its outbox row and its watch entry;
-// the intent row is at the verdict's seq.
-func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
+// verdictRows writes the verdict's own row and its outbox row.
+func (vw *verdictWrite) verdictRows(ctx context.Context, t *Tx) error {
 	v, what := &vw.v, vw.what
 	seq := int64(v.Seq)
 	if _, err := t.ExecContext(ctx, `INSERT INTO verdicts (intent_id, seq, status, final, json, decided_at)
@@ -183,6 +197,16 @@ func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
 		if err := addOutbox(ctx, t, v.IntentID, seq); err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
+	}
+	return nil
+}
+
+// rows writes the verdict's own rows, its outbox row and its watch entry;
+// the intent row is at the verdict's seq.
+func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
+	v, what := &vw.v, vw.what
+	if err := vw.verdictRows(ctx, t); err != nil {
+		return err
 	}
 	var err error
 	switch {
