@@ -72,8 +72,8 @@ type stampedBlock struct {
 	pos   int
 }
 
-func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) waitingPage {
-	p := waitingPage{r: r, kept: make([]keptBlock, len(blocks)),
+func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) *waitingPage {
+	p := &waitingPage{r: r, kept: make([]keptBlock, len(blocks)),
 		timed: make([]timedBlock, 0, len(blocks)), stamped: make([]stampedBlock, 0, len(blocks))}
 	if whole || slices.ContainsFunc(blocks, func(b icrc3.Block) bool { return b.Native != nil }) {
 		p.full = blocks
@@ -136,8 +136,9 @@ type pageWriter struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	// waiting holds the pages not yet written, in the order the walk gave
-	// them (descending indexes); the one being written is waiting[0].
-	waiting []waitingPage
+	// them (descending indexes); the one being written is waiting[0]. A
+	// page is never changed once queued, so reads hold on to pointers.
+	waiting []*waitingPage
 	blocks  int // in waiting
 	running bool
 	written uint64 // pages written, for waitWrite
@@ -202,7 +203,7 @@ func (w *pageWriter) write(ctx context.Context) {
 		} else {
 			w.blocks -= len(p.kept)
 			w.written++
-			w.waiting[0] = waitingPage{}
+			w.waiting[0] = nil
 			w.waiting = w.waiting[1:]
 		}
 		w.cond.Broadcast()
@@ -245,7 +246,7 @@ func (w *pageWriter) flush() error {
 // unwritten returns the pages not yet known to be written, lowest first,
 // and the lowest index above them: the cache holds the range from there
 // up. With none it returns lo itself.
-func (w *pageWriter) unwritten(lo uint64) (pages []waitingPage, above uint64) {
+func (w *pageWriter) unwritten(lo uint64) (pages []*waitingPage, above uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	above = lo
