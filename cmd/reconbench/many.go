@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"time"
 
@@ -335,4 +337,26 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("heap profile %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// medianRun is the run whose rate is the median of runs (the lower of the
+// middle two for an even count); nil for none.
+func medianRun(runs []ManyResult) *ManyResult {
+	if len(runs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b ManyResult) int { return cmp.Compare(a.IntentsPerS, b.IntentsPerS) })
+	m := sorted[(len(sorted)-1)/2]
+	return &m
+}
+
+// spread is the least, median and greatest of f over runs.
+func spread(runs []ManyResult, f func(ManyResult) float64) (lo, med, hi float64) {
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		vs[i] = f(r)
+	}
+	slices.Sort(vs)
+	return vs[0], vs[(len(vs)-1)/2], vs[len(vs)-1]
 }

@@ -463,3 +463,41 @@ func TestBurstProfiles(t *testing.T) {
 		}
 	}
 }
+
+// -bursts runs the burst and its queued twin that many times, each with a
+// new daemon, and reports the run of median rate with the spread.
+func TestBurstsReportTheMedianRun(t *testing.T) {
+	if _, _, err := parseFlags([]string{"-bursts", "0"}); err == nil {
+		t.Error("-bursts 0 accepted")
+	}
+	runs := []ManyResult{{IntentsPerS: 900}, {IntentsPerS: 1100}, {IntentsPerS: 700}, {IntentsPerS: 1000}}
+	if m := medianRun(runs); m.IntentsPerS != 900 {
+		t.Errorf("median of 700, 900, 1000, 1100: %.0f, want the lower middle 900", m.IntentsPerS)
+	}
+	if lo, med, hi := spread(runs[:3], func(m ManyResult) float64 { return m.IntentsPerS }); lo != 700 || med != 900 || hi != 1100 {
+		t.Errorf("spread %.0f/%.0f/%.0f, want 700/900/1100", lo, med, hi)
+	}
+	cfg := smokeConfig()
+	cfg.Blocks, cfg.Runs, cfg.Intents, cfg.Bursts, cfg.SkipBaseline, cfg.Ledger = 5_000, 1, 40, 3, true, "inproc"
+	cfg.ICP, cfg.DecodeTime = false, 20*time.Millisecond
+	var log bytes.Buffer
+	rep, err := run(context.Background(), cfg, &log)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if len(rep.ManyRuns) != 3 || len(rep.QueuedRuns) != 3 {
+		t.Fatalf("%d live and %d queued bursts, want 3 each", len(rep.ManyRuns), len(rep.QueuedRuns))
+	}
+	for _, c := range []struct {
+		got  *ManyResult
+		runs []ManyResult
+	}{{rep.Many, rep.ManyRuns}, {rep.Queued, rep.QueuedRuns}} {
+		_, med, _ := spread(c.runs, func(m ManyResult) float64 { return m.IntentsPerS })
+		if c.got == nil || c.got.IntentsPerS != med || c.got.Intents != 40 {
+			t.Errorf("reported burst %+v, want the median rate %.0f of %d runs", c.got, med, len(c.runs))
+		}
+	}
+	if !strings.Contains(log.String(), "burst 3 of 3") {
+		t.Errorf("log does not count the bursts:\n%s", log.String())
+	}
+}

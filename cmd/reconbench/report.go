@@ -23,10 +23,14 @@ type Report struct {
 	Ledger   LedgerInfo       `json:"ledger"`
 	Cases    []CaseResult     `json:"cases"`
 	Baseline []BaselineResult `json:"baseline,omitempty"`
-	Many     *ManyResult      `json:"many,omitempty"`
-	// Queued is the same intents published before the daemon starts.
-	Queued *ManyResult    `json:"queued,omitempty"`
-	Decode []DecodeResult `json:"decode"`
+	// Many is the burst whose rate is the median of ManyRuns (-bursts).
+	Many     *ManyResult  `json:"many,omitempty"`
+	ManyRuns []ManyResult `json:"many_runs,omitempty"`
+	// Queued is the same intents published before the daemon starts: the
+	// median of QueuedRuns.
+	Queued     *ManyResult    `json:"queued,omitempty"`
+	QueuedRuns []ManyResult   `json:"queued_runs,omitempty"`
+	Decode     []DecodeResult `json:"decode"`
 
 	// Peak RSS while our single-intent cases ran, and its rise above what
 	// was resident before (the replica and its ledger).
@@ -115,11 +119,22 @@ func (r *Report) evaluate() {
 	if r.Many != nil {
 		r.Goals = append(r.Goals, Goal{Name: fmt.Sprintf("%d intents: blocks fetched vs one scan", r.Many.Intents), Target: "<= 1.2x",
 			Achieved: r.Many.ScanRatio, Met: r.Many.ScanRatio <= 1.2})
+		of := ""
+		if n := len(r.ManyRuns); n > 1 {
+			lo, _, hi := spread(r.ManyRuns, func(m ManyResult) float64 { return m.IntentsPerS })
+			of = fmt.Sprintf("; median of %d bursts, %.0f-%.0f/s", n, lo, hi)
+		}
 		r.Goals = append(r.Goals, Goal{Name: fmt.Sprintf("%d intents: decided and published per second", r.Many.Intents), Target: ">= 1000",
 			Achieved: r.Many.IntentsPerS, Met: r.Many.IntentsPerS >= 1000,
-			Note: fmt.Sprintf("first publish to last verdict; the publishes alone took %.0f ms", r.Many.PublishedMS)})
+			Note: fmt.Sprintf("first publish to last verdict; the publishes alone took %.0f ms%s", r.Many.PublishedMS, of)})
+		p99, note := r.Many.LatencyMS.P99, ""
+		if n := len(r.ManyRuns); n > 1 {
+			var lo, hi float64
+			lo, p99, hi = spread(r.ManyRuns, func(m ManyResult) float64 { return m.LatencyMS.P99 })
+			note = fmt.Sprintf("median of %d bursts, %.0f-%.0f ms", n, lo, hi)
+		}
 		r.Goals = append(r.Goals, Goal{Name: fmt.Sprintf("%d intents: p99 publish->verdict", r.Many.Intents), Target: "<= 1000 ms",
-			Achieved: r.Many.LatencyMS.P99, Met: r.Many.LatencyMS.P99 <= 1000})
+			Achieved: p99, Met: p99 <= 1000, Note: note})
 	}
 	if r.Config.RTT > 0 {
 		r.rttGoals()
@@ -267,6 +282,19 @@ func (r *Report) writeTable(w io.Writer) error {
 		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
 		row("  CPU, peak RSS (rise)", fmt.Sprintf("%.1f s, %d (%d) MiB", m.CPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
 		row("  publishes done, first and last verdict", fmt.Sprintf("%.0f, %.0f, %.0f ms", m.PublishedMS, m.FirstVerdictMS, m.Seconds*1000), "-", "-")
+	}
+	for _, rs := range []struct {
+		name string
+		runs []ManyResult
+	}{{"live", r.ManyRuns}, {"queued", r.QueuedRuns}} {
+		if len(rs.runs) < 2 {
+			continue
+		}
+		rlo, rmed, rhi := spread(rs.runs, func(m ManyResult) float64 { return m.IntentsPerS })
+		plo, pmed, phi := spread(rs.runs, func(m ManyResult) float64 { return m.LatencyMS.P99 })
+		clo, cmed, chi := spread(rs.runs, func(m ManyResult) float64 { return m.CPUSeconds })
+		row(fmt.Sprintf("  %d %s bursts: intents/s, p99, CPU (min/median/max)", len(rs.runs), rs.name),
+			fmt.Sprintf("%.0f/%.0f/%.0f, %.0f/%.0f/%.0f ms, %.2f/%.2f/%.2f s", rlo, rmed, rhi, plo, pmed, phi, clo, cmed, chi), "-", "-")
 	}
 	if q := r.Queued; q != nil {
 		row(fmt.Sprintf("%d intents queued before the daemon starts", q.Intents),
