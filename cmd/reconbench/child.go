@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aviate-labs/agent-go"
@@ -90,6 +92,39 @@ func (c *ledgerChild) rss() uint64 {
 		return 0
 	}
 	return rss
+}
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux architecture the project builds for).
+const userHZ = 100
+
+// cpu is the child's user+system CPU time so far (10 ms resolution), or
+// -1 when it cannot be read.
+func (c *ledgerChild) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// fields are counted from the last ')'. utime and stime are fields 14
+	// and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	fs := strings.Fields(string(b[i+1:]))
+	if len(fs) < 13 {
+		return -1
+	}
+	var ticks uint64
+	for _, f := range fs[11:13] {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return -1
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ
 }
 
 // serveLedger is the child's side: build the ledger, print its facts as

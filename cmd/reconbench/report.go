@@ -280,7 +280,7 @@ func (r *Report) writeTable(w io.Writer) error {
 		row("  intents/s, queries (certified tips)", fmt.Sprintf("%.0f/s, %d (%d)", m.IntentsPerS, m.Queries, m.QueriesByMethod["ledger:icrc3_get_tip_certificate"]), "-", "-")
 		row("  publish->verdict p50/p99/max", fmt.Sprintf("%.0f/%.0f/%.0f ms", m.LatencyMS.P50, m.LatencyMS.P99, m.LatencyMS.Max), "-", "-")
 		row("  statuses", fmt.Sprint(m.Statuses), "-", "-")
-		row("  CPU, peak RSS (rise)", fmt.Sprintf("%.1f s, %d (%d) MiB", m.CPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
+		row("  CPU (test ledger's), peak RSS (rise)", fmt.Sprintf("%.2f (%.2f) s, %d (%d) MiB", m.CPUSeconds, m.LedgerCPUSeconds, m.PeakRSS/mib, m.PeakRSSRise/mib), "-", "-")
 		row("  publishes done, first and last verdict", fmt.Sprintf("%.0f, %.0f, %.0f ms", m.PublishedMS, m.FirstVerdictMS, m.Seconds*1000), "-", "-")
 	}
 	for _, rs := range []struct {
