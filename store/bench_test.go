@@ -138,17 +138,32 @@ func BenchmarkByStamp(b *testing.B) {
 
 // BenchmarkWindowBlocks is the window bounds every verdict carries, over
 // 20,000 cached blocks and windows of 1,000 blocks starting anywhere.
+// A window of 1,000 blocks inside the cache (closed), or one that began
+// 1,000 blocks below the top and has not ended (open: a burst's recent
+// intents).
 func BenchmarkWindowBlocks(b *testing.B) {
-	ctx := context.Background()
-	s := cached20000(b)
-	var i uint64
-	b.ReportAllocs()
-	for b.Loop() {
-		f, l, ok, err := s.WindowBlocks(ctx, ledgerA, 0, 19999, testTS(i), testTS(i+999))
-		if err != nil || !ok || f != i || l != i+999 {
-			b.Fatal(f, l, ok, err)
+	for _, open := range []bool{false, true} {
+		name := "closed"
+		if open {
+			name = "open"
 		}
-		i = (i + 317) % 19000
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s := cached20000(b)
+			var i uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				from, to, want := testTS(i), testTS(i+999), i+999
+				if open {
+					from, to, want = testTS(19000+i%1000), testTS(19999)+uint64(time.Hour), 19999
+				}
+				f, l, ok, err := s.WindowBlocks(ctx, ledgerA, 0, 19999, from, to)
+				if err != nil || !ok || l != want {
+					b.Fatal(f, l, ok, err)
+				}
+				i = (i + 317) % 19000
+			}
+		})
 	}
 }
 
