@@ -105,11 +105,15 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 // savepoints. It reports false, having rolled back, when a write or the
 // marks failed, with the marks it took; otherwise every request's err is
 // set. Marks are taken only once a transaction has begun: a writer that
-// cannot begin (the lock held past the busy timeout) leaves them queued.
+// cannot begin (the lock held past the busy timeout) fails the group at
+// once, without a second wait, and leaves them queued.
 func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark) {
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
-		return false, nil // the isolated run meets and reports it
+		for _, q := range group {
+			q.err = fmt.Errorf("store: %s: begin: %w", q.what, err)
+		}
+		return true, nil
 	}
 	t := &Tx{Tx: st, c: s.wst}
 	wrote := false
