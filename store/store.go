@@ -170,9 +170,10 @@ func dsn(path string, busy time.Duration, writer bool) string {
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
-		// Each write of a group commit runs in a savepoint, whose
-		// statement journal would otherwise be a temporary file written
-		// with a system call per page; it never outlives the transaction.
+		// A group commit that meets a failing write runs each write in a
+		// savepoint, and multi-row inserts keep a statement journal: in a
+		// temporary file each would be written with a system call per
+		// page, and neither outlives the transaction.
 		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Add("_txlock", "immediate")
 	} else {
