@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile/cachetest"
 )
 
 // The chain's reads while pages wait to be written agree with reading
@@ -65,10 +66,10 @@ func TestReadsOverUnwrittenPagesMatchTheCache(t *testing.T) {
 				to = ^uint64(0)
 			}
 			f1, l1, ok1, err1 := c.windowBlocks(ctx, 0, top, from, to)
-			f2, l2, ok2, err2 := windowOf(blocks, from, to)
-			if err1 != nil || err2 != nil || ok1 != ok2 || ok1 && (f1 != f2 || l1 != l2) {
-				t.Fatalf("round %d (split %d of %d): window %d..%d: chain %d %d %v %v, cache %d %d %v %v",
-					round, split, n, from, to, f1, l1, ok1, err1, f2, l2, ok2, err2)
+			f2, l2, ok2 := cachetest.WindowOf(blocks, from, to)
+			if err1 != nil || ok1 != ok2 || ok1 && (f1 != f2 || l1 != l2) {
+				t.Fatalf("round %d (split %d of %d): window %d..%d: chain %d %d %v %v, a scan %d %d %v",
+					round, split, n, from, to, f1, l1, ok1, err1, f2, l2, ok2)
 			}
 			st := uint64(rng.IntN(9))
 			lo, hi := uint64(rng.IntN(n)), uint64(rng.IntN(n))
@@ -95,30 +96,6 @@ func TestReadsOverUnwrittenPagesMatchTheCache(t *testing.T) {
 			}
 		}
 	}
-}
-
-// windowOf is WindowBlocks over blocks as BlockCache defines it.
-func windowOf(blocks []icrc3.Block, from, to uint64) (first, last uint64, ok bool, err error) {
-	from = max(from, 1)
-	var hasFirst, hasLast bool
-	for _, b := range blocks {
-		if b.TS == 0 {
-			continue
-		}
-		if b.TS >= from && !hasFirst {
-			first, hasFirst = b.Index, true
-		}
-		if b.TS <= to {
-			last, hasLast = b.Index, true
-		}
-		if b.TS >= from && b.TS <= to {
-			ok = true
-		}
-	}
-	if !ok || !hasFirst || !hasLast {
-		return 0, 0, false, nil
-	}
-	return first, last, true, nil
 }
 
 // testBlock is block index with its Value: a mint at ts stamped st, or a

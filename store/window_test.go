@@ -8,6 +8,7 @@ import (
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/reconcile/cachetest"
 )
 
 // Runs ending at the highest storable index, with blocks that carry no
@@ -120,7 +121,7 @@ func TestWindowBlocksMatchesAScan(t *testing.T) {
 					in = append(in, b)
 				}
 			}
-			wf, wl, wok := scanWindow(in, from, to)
+			wf, wl, wok := cachetest.WindowOf(in, from, to)
 			f, l, ok, err := s.WindowBlocks(ctx, ledgerA, lo, hi, from, to)
 			if err != nil || ok != wok || ok && (f != wf || l != wl) {
 				t.Fatalf("chain %d: WindowBlocks(%d, %d, %d, %d) = %d %d %t %v, a scan says %d %d %t",
@@ -128,24 +129,4 @@ func TestWindowBlocksMatchesAScan(t *testing.T) {
 			}
 		}
 	}
-}
-
-// scanWindow is WindowBlocks over blocks (in index order) as BlockCache
-// defines it.
-func scanWindow(blocks []icrc3.Block, from, to uint64) (first, last uint64, ok bool) {
-	from = max(from, 1)
-	var hasFirst bool
-	for _, b := range blocks {
-		if b.TS == 0 {
-			continue
-		}
-		if b.TS >= from && !hasFirst {
-			first, hasFirst = b.Index, true
-		}
-		if b.TS <= to {
-			last = b.Index
-		}
-		ok = ok || b.TS >= from && b.TS <= to
-	}
-	return first, last, ok
 }
