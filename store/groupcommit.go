@@ -110,9 +110,7 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark) {
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
-		for _, q := range group {
-			q.err = fmt.Errorf("store: %s: begin: %w", q.what, err)
-		}
+		failGroup(group, "begin", err)
 		return true, nil
 	}
 	t := &Tx{Tx: st, c: s.wst}
@@ -126,8 +124,7 @@ func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark)
 		wrote = true
 	}
 	for _, q := range group {
-		if err := q.ctx.Err(); err != nil {
-			q.err = fmt.Errorf("store: %s: %w", q.what, err)
+		if q.gaveUp() {
 			continue
 		}
 		if err := q.fn(ctx, t); err != nil {
@@ -141,15 +138,31 @@ func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark)
 		return true, nil
 	}
 	if err := t.Commit(); err != nil {
-		for _, q := range group {
-			if q.err == nil {
-				q.err = fmt.Errorf("store: %s: commit: %w", q.what, err)
-			}
-		}
+		failGroup(group, "commit", err)
 		return true, nil
 	}
 	s.countCommit()
 	return true, nil
+}
+
+// failGroup fails every request of the group not yet answered: step (of
+// the shared transaction) failed with err.
+func failGroup(group []*groupReq, step string, err error) {
+	for _, q := range group {
+		if q.err == nil {
+			q.err = fmt.Errorf("store: %s: %s: %w", q.what, step, err)
+		}
+	}
+}
+
+// gaveUp answers a request whose caller's context ended before its turn:
+// its write does not run.
+func (q *groupReq) gaveUp() bool {
+	if err := q.ctx.Err(); err != nil {
+		q.err = fmt.Errorf("store: %s: %w", q.what, err)
+		return true
+	}
+	return false
 }
 
 func (s *Store) countCommit() {
@@ -162,17 +175,10 @@ func (s *Store) countCommit() {
 // own savepoint, and sets every request's err. ms are marks an earlier
 // attempt took; with none, the queued ones are taken once it has begun.
 func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark) {
-	fail := func(format string, err error) {
-		for _, q := range group {
-			if q.err == nil {
-				q.err = fmt.Errorf("store: %s: "+format+": %w", q.what, err)
-			}
-		}
-	}
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
 		s.requeueMarks(ms)
-		fail("begin", err)
+		failGroup(group, "begin", err)
 		return
 	}
 	t := &Tx{Tx: st, c: s.wst}
@@ -183,13 +189,13 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 	inSavepoint := func(fn func() error) (fnErr error, ok bool) {
 		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 			t.Rollback()
-			fail("savepoint", err)
+			failGroup(group, "savepoint", err)
 			return nil, false
 		}
 		if fnErr = fn(); fnErr != nil {
 			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
 				t.Rollback()
-				fail("roll back to savepoint", err)
+				failGroup(group, "roll back to savepoint", err)
 				return nil, false
 			}
 		} else {
@@ -197,7 +203,7 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 		}
 		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
 			t.Rollback()
-			fail("release savepoint", err)
+			failGroup(group, "release savepoint", err)
 			return nil, false
 		}
 		return fnErr, true
@@ -214,8 +220,7 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 		}
 	}
 	for _, q := range group {
-		if err := q.ctx.Err(); err != nil {
-			q.err = fmt.Errorf("store: %s: %w", q.what, err)
+		if q.gaveUp() {
 			continue
 		}
 		err, ok := inSavepoint(func() error { return q.fn(ctx, t) })
@@ -229,7 +234,7 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 		return
 	}
 	if err := t.Commit(); err != nil {
-		fail("commit", err)
+		failGroup(group, "commit", err)
 		return
 	}
 	s.countCommit()
