@@ -160,8 +160,10 @@ func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *IntentRecord
 	if err != nil {
 		return false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return false, err
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
+	} else if n != 1 {
+		return false, nil
 	}
 	ts := append(ix.terms[:len(ix.terms):len(ix.terms)], verdictTerms(v)...)
 	if err := insertTerms(ctx, t, rec.IntentID, ts); err != nil {
