@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
+
+	"github.com/reconciled/reconciled/internal/group"
 )
 
 // Group commit: verdict writes of concurrent callers share one transaction,
@@ -22,18 +24,12 @@ type groupReq struct {
 	ctx  context.Context
 	what string
 	fn   func(context.Context, *Tx) error
-	err  error
-	// Set before done is closed: lead asks the request to commit the next
-	// group itself; otherwise err is its result.
-	lead bool
-	done chan struct{}
+	err  error // set by the group's commit
 }
 
 type groupCommit struct {
-	mu      sync.Mutex
-	running bool
-	pending []*groupReq
-	commits uint64 // transactions committed, for tests
+	q       group.Queue[*groupReq]
+	commits atomic.Uint64 // transactions committed, for tests
 }
 
 // groupTx runs fn in a writer transaction shared with whatever other
@@ -43,43 +39,11 @@ type groupCommit struct {
 // caller whose ctx is done before its turn gets ctx's error and fn does
 // not run.
 func (s *Store) groupTx(ctx context.Context, what string, fn func(context.Context, *Tx) error) error {
-	g := &s.group
-	r := &groupReq{ctx: ctx, what: what, fn: fn, done: make(chan struct{})}
-	g.mu.Lock()
-	g.pending = append(g.pending, r)
-	if g.running {
-		g.mu.Unlock()
-		<-r.done // bounded by the leader's group, which checks r.ctx
-		if !r.lead {
-			return r.err
-		}
-		g.mu.Lock()
-	}
-	// r leads: it is pending[0] (a led request was woken as the head of the
-	// queue; a first leader found the queue empty).
-	g.running = true
-	n := min(len(g.pending), maxGroup)
-	group := g.pending[:n:n]
-	g.pending = append([]*groupReq(nil), g.pending[n:]...)
-	g.mu.Unlock()
-
-	s.commitGroup(context.WithoutCancel(ctx), group)
-	s.wst.prepareSeen(ctx)
-	for _, q := range group {
-		if q != r {
-			close(q.done)
-		}
-	}
-
-	g.mu.Lock()
-	if len(g.pending) > 0 {
-		next := g.pending[0]
-		next.lead = true
-		close(next.done)
-	} else {
-		g.running = false
-	}
-	g.mu.Unlock()
+	r := &groupReq{ctx: ctx, what: what, fn: fn}
+	s.group.q.Do(r, func(g []*groupReq) {
+		s.commitGroup(context.WithoutCancel(ctx), g)
+		s.wst.prepareSeen(ctx)
+	})
 	return r.err
 }
 
@@ -165,11 +129,7 @@ func (q *groupReq) gaveUp() bool {
 	return false
 }
 
-func (s *Store) countCommit() {
-	s.group.mu.Lock()
-	s.group.commits++
-	s.group.mu.Unlock()
-}
+func (s *Store) countCommit() { s.group.commits.Add(1) }
 
 // commitIsolated runs the group's writes in one transaction, each in its
 // own savepoint, and sets every request's err. ms are marks an earlier

@@ -42,7 +42,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	// A queued mark rides in the group's commit, though a write of the
 	// group fails (so the group runs twice).
 	s.marks.marks = append(s.marks.marks, mark{"g0", 1})
-	before := s.group.commits
+	before := s.group.commits.Load()
 	s.commitGroup(ctx, group)
 	if group[0].err != nil || group[3].err != nil {
 		t.Fatalf("good writes failed: %v, %v", group[0].err, group[3].err)
@@ -50,7 +50,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if group[1].err == nil || !errors.Is(group[2].err, context.Canceled) {
 		t.Fatalf("bad write: %v; cancelled caller: %v", group[1].err, group[2].err)
 	}
-	if got := s.group.commits - before; got != 1 {
+	if got := s.group.commits.Load() - before; got != 1 {
 		t.Fatalf("%d commits for one group", got)
 	}
 	got := outboxOf(t, s)
@@ -102,7 +102,7 @@ func TestGroupCommitConcurrentVerdicts(t *testing.T) {
 	if got := len(outboxOf(t, s)); got != n/2 {
 		t.Fatalf("%d outbox rows, want %d", got, n/2)
 	}
-	if s.group.running || len(s.group.pending) != 0 {
-		t.Fatalf("group left running %v with %d pending", s.group.running, len(s.group.pending))
+	if !s.group.q.Idle() {
+		t.Fatal("group commit left running or with writes queued")
 	}
 }

@@ -29,12 +29,12 @@ func TestMarkPublishedLaterRidesInNextCommit(t *testing.T) {
 	if err := s.AppendDecided(ctx, verdict("l1", 1, reconcile.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
-	before := s.group.commits
+	before := s.group.commits.Load()
 	s.MarkPublishedLater("l1", 1)
 	if err := s.AppendDecided(ctx, verdict("l2", 1, reconcile.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.group.commits - before; n != 1 {
+	if n := s.group.commits.Load() - before; n != 1 {
 		t.Fatalf("%d commits for a write and a queued mark, want 1", n)
 	}
 	if n := outboxRows(t, s); n != 1 {

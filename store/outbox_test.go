@@ -214,13 +214,13 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
-	before := s.group.commits
+	before := s.group.commits.Load()
 	res, err := s.PutIntentDecided(ctx, intent("d1", 1), verdict("d1", 1, reconcile.StatusNotYet),
 		&WatchEntry{IntentID: "d1", CanisterID: ledgerA, NextCheck: due})
 	if err != nil || res != Created {
 		t.Fatalf("first: %v %v", res, err)
 	}
-	if n := s.group.commits - before; n != 1 {
+	if n := s.group.commits.Load() - before; n != 1 {
 		t.Fatalf("%d commits, want 1", n)
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"d1", 1}}; !reflect.DeepEqual(got, want) {

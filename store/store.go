@@ -115,6 +115,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, wst: newStmtCache(w), path: abs, now: o.Now}
+	s.group.q.Max = maxGroup
 	// The writer connects first: it switches the file to WAL, which the
 	// read-only connections cannot do.
 	if err := w.PingContext(ctx); err != nil {
