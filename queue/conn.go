@@ -63,6 +63,8 @@ type Conn struct {
 
 	mu       sync.Mutex
 	verdicts jetstream.Stream // cached for direct gets
+
+	batches verdictBatches // first verdicts published together
 }
 
 // Connect dials NATS and returns once the connection is up. While the

@@ -100,9 +100,14 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 	if v.Seq == 1 {
 		// A first verdict is almost always new to the stream: it is offered
 		// on the condition that the subject holds no message, which the
-		// server checks atomically, saving the read. Anything else (the
-		// subject holds a verdict, or the message id is a duplicate whose
-		// decision must be compared) is judged by the loop below.
+		// server checks atomically, saving the read; with other first
+		// verdicts in one batch when it can (verdictbatch.go). Anything
+		// else (the subject holds a verdict, or the message id is a
+		// duplicate whose decision must be compared) is judged by the loop
+		// below.
+		if c.offerFirst(ctx, firstVerdictMsg(subject, body, hdr, id)) {
+			return nil
+		}
 		ack, err := c.js.PublishMsg(ctx, verdictMsg(subject, body, hdr),
 			jetstream.WithMsgID(id),
 			jetstream.WithExpectStream(VerdictsStream),
@@ -145,6 +150,17 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 		return fmt.Errorf("queue: publish verdict %s: %w", id, err)
 	}
 	return fmt.Errorf("queue: publish verdict %s: history kept changing over %d attempts", id, attempts)
+}
+
+// firstVerdictMsg is the message of a first verdict with the headers of
+// its conditions: what jetstream.WithMsgID, WithExpectStream and
+// WithExpectLastSequencePerSubject(0) would set.
+func firstVerdictMsg(subject string, body []byte, hdr nats.Header, id string) *nats.Msg {
+	m := verdictMsg(subject, body, hdr)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Header.Set(jetstream.ExpectedStreamHeader, VerdictsStream)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	return m
 }
 
 func verdictMsg(subject string, body []byte, hdr nats.Header) *nats.Msg {

@@ -103,6 +103,8 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 		Duplicates:        s.VerdictDuplicates,
 		Discard:           jetstream.DiscardOld,
 		AllowDirect:       true,
+		// First verdicts are published in atomic batches (verdictbatch.go).
+		AllowAtomicPublish: true,
 	}}
 }
 
@@ -118,9 +120,7 @@ func (c *Conn) EnsureStreams(ctx context.Context) error {
 			return err
 		}
 		if cfg.Name == VerdictsStream {
-			c.mu.Lock()
-			c.verdicts = st
-			c.mu.Unlock()
+			c.setVerdictStream(st)
 		}
 	}
 	return nil
@@ -194,8 +194,16 @@ func (c *Conn) verdictStream(ctx context.Context) (jetstream.Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: stream %s: %w", VerdictsStream, err)
 	}
+	c.setVerdictStream(st)
+	return st, nil
+}
+
+// setVerdictStream caches the verdict stream's handle, and turns verdict
+// batches on when its configuration, as the server returned it, allows
+// them.
+func (c *Conn) setVerdictStream(st jetstream.Stream) {
 	c.mu.Lock()
 	c.verdicts = st
 	c.mu.Unlock()
-	return st, nil
+	c.batches.on.Store(st.CachedInfo().Config.AllowAtomicPublish)
 }
