@@ -105,13 +105,7 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 		// else (the subject holds a verdict, or the message id is a
 		// duplicate whose decision must be compared) is judged by the loop
 		// below.
-		if c.offerFirst(ctx, firstVerdictMsg(subject, body, hdr, id)) {
-			return nil
-		}
-		ack, err := c.js.PublishMsg(ctx, verdictMsg(subject, body, hdr),
-			jetstream.WithMsgID(id),
-			jetstream.WithExpectStream(VerdictsStream),
-			jetstream.WithExpectLastSequencePerSubject(0))
+		ack, err := c.publishFirst(ctx, firstVerdictMsg(subject, body, hdr, id))
 		switch {
 		case err == nil && !ack.Duplicate:
 			return nil

@@ -43,9 +43,13 @@ const (
 const errCodeAtomicDisabled jetstream.ErrorCode = 10174
 
 type firstVerdict struct {
-	ctx    context.Context
-	msg    *nats.Msg // the verdict's message, with its conditions' headers
-	stored bool      // set by the batch that stored it
+	ctx context.Context
+	msg *nats.Msg // the verdict's message, with its conditions' headers
+	// Set by the group's run when tried is: the answer to the batch that
+	// held it, or to its single publish.
+	tried bool
+	ack   *jetstream.PubAck
+	err   error
 }
 
 type verdictBatches struct {
@@ -58,24 +62,28 @@ type verdictBatches struct {
 	batches atomic.Uint64
 }
 
-// offerFirst offers msg, a first verdict carrying its conditions' headers,
-// in a batch with the other first verdicts offered meanwhile. It reports
-// whether the stream stored it; false leaves it to the single publish.
-func (c *Conn) offerFirst(ctx context.Context, msg *nats.Msg) bool {
-	b := &c.batches
-	if !b.on.Load() {
-		return false
+// publishFirst publishes msg, a first verdict carrying its conditions'
+// headers, and returns the stream's answer: in one batch with the first
+// verdicts offered meanwhile, or alone. A lone verdict is published while
+// it holds the queue, so that the verdicts offered during its round trip
+// form the next batch.
+func (c *Conn) publishFirst(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	if c.batches.on.Load() {
+		f := &firstVerdict{ctx: ctx, msg: msg}
+		c.batches.q.Do(f, c.publishGroup)
+		if f.tried {
+			return f.ack, f.err
+		}
 	}
-	f := &firstVerdict{ctx: ctx, msg: msg}
-	b.q.Do(f, c.publishBatch)
-	return f.stored
+	return c.js.PublishMsg(ctx, msg)
 }
 
-// publishBatch publishes group as one atomic batch when it holds more than
+// publishGroup publishes group as one atomic batch, or alone when it holds
 // one verdict. Two verdicts of one subject cannot share a batch (the
 // server refuses the second's condition), so a repeated subject and a
-// caller that has given up are left out.
-func (c *Conn) publishBatch(group []*firstVerdict) {
+// caller that has given up are left out, untried, as is every verdict of
+// a batch that was not stored.
+func (c *Conn) publishGroup(group []*firstVerdict) {
 	seen := make(map[string]bool, len(group))
 	batch := group[:0:0]
 	for _, f := range group {
@@ -85,9 +93,27 @@ func (c *Conn) publishBatch(group []*firstVerdict) {
 		seen[f.msg.Subject] = true
 		batch = append(batch, f)
 	}
-	if len(batch) < 2 {
-		return // a batch of one costs more than the single publish
+	switch len(batch) {
+	case 0:
+		return
+	case 1:
+		f := batch[0]
+		f.ack, f.err = c.js.PublishMsg(f.ctx, f.msg)
+		f.tried = true
+		return
 	}
+	if !c.publishBatch(batch) {
+		return
+	}
+	for _, f := range batch {
+		f.ack, f.tried = &jetstream.PubAck{Stream: VerdictsStream}, true
+	}
+	c.batches.batches.Add(1)
+}
+
+// publishBatch publishes batch as one atomic batch and reports whether the
+// stream stored it.
+func (c *Conn) publishBatch(batch []*firstVerdict) bool {
 	// The leader's context bounds the batch; should it end, every verdict
 	// of the batch goes the single way on its own caller's context.
 	ctx := batch[0].ctx
@@ -104,7 +130,7 @@ func (c *Conn) publishBatch(group []*firstVerdict) {
 			// answered on the commit.
 			if err := c.nc.PublishMsg(m); err != nil {
 				c.log.Debug("verdict batch not sent; its verdicts go one by one", zap.Int("verdicts", len(batch)), zap.Error(err))
-				return
+				return false
 			}
 			continue
 		}
@@ -117,11 +143,8 @@ func (c *Conn) publishBatch(group []*firstVerdict) {
 			} else {
 				c.log.Debug("verdict batch refused; its verdicts go one by one", zap.Int("verdicts", len(batch)), zap.Error(err))
 			}
-			return
+			return false
 		}
 	}
-	for _, f := range batch {
-		f.stored = true
-	}
-	c.batches.batches.Add(1)
+	return true
 }
