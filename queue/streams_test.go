@@ -43,7 +43,7 @@ func TestEnsureStreamsIdempotentAcrossConnections(t *testing.T) {
 		t.Errorf("intents stream config: %+v", in)
 	}
 	vd := streamInfo(t, a, VerdictsStream).Config
-	if vd.Retention != jetstream.LimitsPolicy || !vd.AllowDirect || vd.MaxAge != 30*24*time.Hour ||
+	if vd.Retention != jetstream.LimitsPolicy || !vd.AllowDirect || !vd.AllowAtomicPublish || vd.MaxAge != 30*24*time.Hour ||
 		vd.MaxMsgsPerSubject != 1000 || vd.Duplicates <= 0 || vd.Subjects[0] != "reconcile.verdicts.>" {
 		t.Errorf("verdicts stream config: %+v", vd)
 	}

@@ -152,7 +152,8 @@ func TestRefusedBatchGoesOneByOne(t *testing.T) {
 
 // TestBatchesFollowTheStreamsConfiguration: a verdict stream that does not
 // allow atomic batches (made by an older release, or changed by one while
-// this connection runs) gets its verdicts one by one.
+// this connection runs) gets its verdicts one by one, until an instance of
+// this release updates it.
 func TestBatchesFollowTheStreamsConfiguration(t *testing.T) {
 	e, c := setup(t)
 	ctx := testCtx(t)
@@ -196,5 +197,14 @@ func TestBatchesFollowTheStreamsConfiguration(t *testing.T) {
 	}
 	if got := streamInfo(t, c, VerdictsStream).State.Msgs; got != n+1 {
 		t.Fatalf("the stream holds %d verdicts, want %d", got, n+1)
+	}
+
+	// An instance of this release starting again updates the stream to
+	// allow them, and batches once more.
+	if err := c.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !streamInfo(t, c, VerdictsStream).Config.AllowAtomicPublish || !c.batches.on.Load() {
+		t.Fatal("batches still off after the stream was brought to this release's configuration")
 	}
 }
