@@ -38,6 +38,48 @@ func holdBatches(t *testing.T, c *Conn) (waitFor func(want int), release func())
 	return waitFor, release
 }
 
+// publishQueued publishes vs side by side while a held batch runs, so that
+// every one of them queues before the next batch, and returns each
+// intent's error.
+func publishQueued(t *testing.T, c *Conn, vs ...reconcile.Verdict) map[string]error {
+	t.Helper()
+	ctx := testCtx(t)
+	waitFor, release := holdBatches(t, c)
+	errs := make(map[string]error, len(vs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, v := range vs {
+		wg.Go(func() {
+			err := c.PublishVerdict(ctx, v)
+			mu.Lock()
+			errs[v.IntentID] = err
+			mu.Unlock()
+		})
+	}
+	waitFor(len(vs))
+	release()
+	wg.Wait()
+	return errs
+}
+
+// firsts are first verdicts of intents prefix-from … prefix-(from+n-1).
+func firsts(prefix string, from, n int, st reconcile.Status) []reconcile.Verdict {
+	vs := make([]reconcile.Verdict, n)
+	for i := range vs {
+		vs[i] = verdict(fmt.Sprintf("%s-%d", prefix, from+i), 1, st)
+	}
+	return vs
+}
+
+func noErrors(t *testing.T, errs map[string]error) {
+	t.Helper()
+	for id, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
 func subjectMsgs(t *testing.T, c *Conn, intentID string) int {
 	t.Helper()
 	h, err := c.VerdictHistory(testCtx(t), intentID)
@@ -58,23 +100,7 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 		t.Fatal("the embedded server's verdict stream does not allow atomic batches")
 	}
 	const n = 40
-	waitFor, release := holdBatches(t, c)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			errs <- c.PublishVerdict(ctx, verdict(fmt.Sprintf("fb-%d", i), 1, reconcile.StatusAbsent))
-		})
-	}
-	waitFor(n)
-	release()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	noErrors(t, publishQueued(t, c, firsts("fb", 0, n, reconcile.StatusAbsent)...))
 	if got := c.batches.batches.Load(); got != 1 {
 		t.Fatalf("%d batches stored, want the %d queued verdicts in one", got, n)
 	}
@@ -116,27 +142,15 @@ func TestRefusedBatchGoesOneByOne(t *testing.T) {
 		"rb-same":  nil,                // the same decision again
 		"rb-other": ErrVerdictConflict, // another decision at the stored seq
 	}
-	status := func(id string) reconcile.Status {
-		if id == "rb-other" {
-			return reconcile.StatusFound
-		}
-		return reconcile.StatusAbsent
-	}
-	waitFor, release := holdBatches(t, c)
-	got := make(map[string]error)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var vs []reconcile.Verdict
 	for id := range want {
-		wg.Go(func() {
-			err := c.PublishVerdict(ctx, verdict(id, 1, status(id)))
-			mu.Lock()
-			got[id] = err
-			mu.Unlock()
-		})
+		st := reconcile.StatusAbsent
+		if id == "rb-other" {
+			st = reconcile.StatusFound
+		}
+		vs = append(vs, verdict(id, 1, st))
 	}
-	waitFor(len(want))
-	release()
-	wg.Wait()
+	got := publishQueued(t, c, vs...)
 	if n := c.batches.batches.Load(); n != 0 {
 		t.Fatalf("%d batches stored, want the batch refused", n)
 	}
@@ -175,23 +189,7 @@ func TestBatchesFollowTheStreamsConfiguration(t *testing.T) {
 	// c read the configuration before it changed: its batch is refused,
 	// it stops batching and its verdicts go one by one.
 	const n = 5
-	waitFor, release := holdBatches(t, c)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			errs <- c.PublishVerdict(ctx, verdict(fmt.Sprintf("sc-%d", i+1), 1, reconcile.StatusAbsent))
-		})
-	}
-	waitFor(n)
-	release()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	noErrors(t, publishQueued(t, c, firsts("sc", 1, n, reconcile.StatusAbsent)...))
 	if c.batches.on.Load() {
 		t.Fatal("batches still on after the stream refused one as disabled")
 	}
