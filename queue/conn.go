@@ -100,6 +100,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 		}
 	}
 	c := &Conn{subj: subj, streams: streams, log: log, closed: make(chan struct{})}
+	c.batches.q.Max = maxVerdictBatch
 	var lastErr struct {
 		sync.Mutex
 		err error

@@ -123,6 +123,15 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 	if got := streamInfo(t, c, VerdictsStream).State.Msgs; got != n {
 		t.Fatalf("the stream holds %d verdicts after the second offers, want %d", got, n)
 	}
+
+	// More than a batch holds are split between batches.
+	noErrors(t, publishQueued(t, c, firsts("fbx", 0, maxVerdictBatch+10, reconcile.StatusAbsent)...))
+	if got := c.batches.batches.Load(); got != 3 {
+		t.Fatalf("%d batches stored in all, want 3: %d queued verdicts in two more", got, maxVerdictBatch+10)
+	}
+	if got := streamInfo(t, c, VerdictsStream).State.Msgs; got != n+maxVerdictBatch+10 {
+		t.Fatalf("the stream holds %d verdicts, want %d", got, n+maxVerdictBatch+10)
+	}
 }
 
 // TestRefusedBatchGoesOneByOne: a batch holding one verdict whose subject
