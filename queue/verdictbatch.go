@@ -31,7 +31,7 @@ import (
 // messages) and keeps one batch's commit short.
 const maxVerdictBatch = 256
 
-// Headers of an atomic batch (NATS ADR-50); nats.go has no helper for them.
+// Headers of an atomic batch (NATS ADR-50); nats.go does not name them.
 const (
 	batchIDHeader     = "Nats-Batch-Id"
 	batchSeqHeader    = "Nats-Batch-Sequence"
