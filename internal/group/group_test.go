@@ -55,15 +55,8 @@ func TestQueuedCallersFormTheNextGroup(t *testing.T) {
 	for _, it := range items[1:] {
 		wg.Go(func() { q.Do(it, run) })
 	}
-	for {
-		q.mu.Lock()
-		n := len(q.pending)
-		q.mu.Unlock()
-		if n == waiting {
-			break
-		}
+	for q.Waiting() < waiting {
 		runtime.Gosched() // the state is polled; this only lets the callers run
-
 	}
 	close(release)
 	wg.Wait()
