@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -50,8 +51,12 @@ type ManyResult struct {
 	// it runs in a child process: on this machine it shares the cores
 	// that a real ledger, across the network, would not.
 	LedgerCPUSeconds float64 `json:"cpu_seconds_ledger,omitempty"`
-	PeakRSS          uint64  `json:"peak_rss_bytes"`
-	PeakRSSRise      uint64  `json:"peak_rss_rise_bytes"`
+	// CoresBusy is the process's and the test ledger's CPU over the
+	// burst's span, as a share of the machine's cores: near 1, the burst
+	// waits for CPU, not for a disk or a round trip.
+	CoresBusy   float64 `json:"cores_busy"`
+	PeakRSS     uint64  `json:"peak_rss_bytes"`
+	PeakRSSRise uint64  `json:"peak_rss_rise_bytes"`
 }
 
 // publishers is how many callers publish a burst's intents side by side.
@@ -202,7 +207,9 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		return res, err
 	}
 
-	// The profile covers what CPUSeconds counts.
+	// The profile covers the whole burst, a backlog's publishes too (their
+	// samples carry side=client); CPUSeconds, like the other figures of a
+	// backlog, counts from the daemon's start.
 	stopProfile, err := startProfile(profile)
 	if err != nil {
 		return res, err
@@ -249,6 +256,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 			sent[id] = start
 		}
 		mu.Unlock()
+		cpu0, ledger0 = cpuTime(), ledgerCPU()
 		if err := startDaemon(emb); err != nil {
 			return res, err
 		}
@@ -271,6 +279,9 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 	mu.Lock()
 	defer mu.Unlock()
 	res.Seconds = last.Sub(start).Seconds()
+	if res.Seconds > 0 {
+		res.CoresBusy = (res.CPUSeconds + res.LedgerCPUSeconds) / (res.Seconds * float64(runtime.NumCPU()))
+	}
 	res.FirstVerdictMS = ms(first.Sub(start))
 	res.IntentsPerS = float64(n) / res.Seconds
 	lat := make([]time.Duration, 0, n)

@@ -162,6 +162,14 @@ func TestSmoke(t *testing.T) {
 		q.FirstVerdictMS <= 0 || q.FirstVerdictMS > q.Seconds*1000 || q.LatencyMS.Max > q.Seconds*1000+1 {
 		t.Errorf("queued run: %+v", q)
 	}
+	// A share of the cores: some CPU was spent, and not more than every
+	// core for the whole span (with room for the clocks' granularity: the
+	// ledger's CPU is read in 10 ms ticks).
+	for _, m := range []*ManyResult{rep.Many, rep.Queued} {
+		if m != nil && (m.CoresBusy <= 0 || m.CoresBusy > 1.25) {
+			t.Errorf("burst (queued %t): cores busy %.2f, CPU %.2f s and the ledger's %.2f s over %.3f s", m.Queued, m.CoresBusy, m.CPUSeconds, m.LedgerCPUSeconds, m.Seconds)
+		}
+	}
 	for _, d := range rep.Decode {
 		if d.Blocks == 0 || d.BlocksPerSec <= 0 || d.PageBlocks == 0 {
 			t.Errorf("decode %s: %+v", d.Endpoint, d)

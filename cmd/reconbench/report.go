@@ -291,8 +291,9 @@ func (r *Report) writeTable(w io.Writer) error {
 		rlo, rmed, rhi := spread(rs.runs, func(m ManyResult) float64 { return m.IntentsPerS })
 		plo, pmed, phi := spread(rs.runs, func(m ManyResult) float64 { return m.LatencyMS.P99 })
 		clo, cmed, chi := spread(rs.runs, func(m ManyResult) float64 { return m.CPUSeconds })
-		row(fmt.Sprintf("  %d %s bursts: intents/s, p99, CPU (min/median/max)", len(rs.runs), rs.name),
-			fmt.Sprintf("%.0f/%.0f/%.0f, %.0f/%.0f/%.0f ms, %.2f/%.2f/%.2f s", rlo, rmed, rhi, plo, pmed, phi, clo, cmed, chi), "-", "-")
+		blo, bmed, bhi := spread(rs.runs, func(m ManyResult) float64 { return 100 * m.CoresBusy })
+		row(fmt.Sprintf("  %d %s bursts: intents/s, p99, CPU, cores busy (min/median/max)", len(rs.runs), rs.name),
+			fmt.Sprintf("%.0f/%.0f/%.0f, %.0f/%.0f/%.0f ms, %.2f/%.2f/%.2f s, %.0f/%.0f/%.0f%%", rlo, rmed, rhi, plo, pmed, phi, clo, cmed, chi, blo, bmed, bhi), "-", "-")
 	}
 	if q := r.Queued; q != nil {
 		row(fmt.Sprintf("%d intents queued before the daemon starts", q.Intents),
