@@ -21,8 +21,10 @@ type VerifiedRange struct {
 	// Below is the authentic hash of block Lo-1 (the phash of block Lo, or
 	// the tip hash when the range is empty); nil when Lo == 0.
 	Below *icrc3.Hash
-	// LoTS and HiTS are the ledger timestamps of blocks Lo and Hi;
-	// meaningless when empty.
+	// LoTS and HiTS are the lowest and the highest ledger timestamp the
+	// range's blocks carry: blocks of unknown kinds carry none, and a range
+	// of only such blocks has LoTS all ones, so that it covers no window.
+	// Meaningless when empty.
 	LoTS, HiTS uint64
 	// TipTime is the certified time of the newest tip that vouched for Hi.
 	TipTime uint64

@@ -229,7 +229,12 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		// timestamp is new.
 		c.r.LoTS = prevTS
 	}
-	c.r.Hi, c.r.HiHash, c.r.HiTS, c.r.TipTime = t.Index, t.Hash, topTS, t.Time
+	// New blocks that carry no timestamp leave the range's highest one as
+	// it was: the next refresh's blocks are checked against it.
+	if topTS != 0 {
+		c.r.HiTS = topTS
+	}
+	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, t.Time
 	return c.tip(t), read, c.save(ctx)
 }
 

@@ -1,0 +1,97 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reconciled/reconciled/icrc3"
+)
+
+// listHistory serves a list of blocks as a ledger's whole history, its last
+// block being the certified tip.
+type listHistory struct{ blocks []icrc3.Block }
+
+// add appends a block at ts chained to the last one; ts 0 makes it a block
+// of an unknown kind, without a timestamp.
+func (h *listHistory) add(t *testing.T, ts uint64) {
+	t.Helper()
+	i := uint64(len(h.blocks))
+	tx := icrc3.MapValue(icrc3.F("op", icrc3.Text("mint")),
+		icrc3.F("to", icrc3.ArrayValue(icrc3.Blob([]byte{4}))), icrc3.F("amt", icrc3.Uint(1)))
+	var fs []icrc3.Field
+	if i > 0 {
+		fs = append(fs, icrc3.F("phash", icrc3.Blob(h.blocks[i-1].Hash[:])))
+	}
+	if ts == 0 {
+		fs = append(fs, icrc3.F("btype", icrc3.Text("9test")))
+	} else {
+		fs = append(fs, icrc3.F("ts", icrc3.Uint(ts)))
+	}
+	v := icrc3.MapValue(append(fs, icrc3.F("tx", tx))...)
+	b, err := icrc3.ParseBlock(i, v, v.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.TS != ts {
+		t.Fatalf("block %d: ts %d, want %d", i, b.TS, ts)
+	}
+	h.blocks = append(h.blocks, b)
+}
+
+func (h *listHistory) Tip(context.Context) (icrc3.Tip, error) {
+	b := h.blocks[len(h.blocks)-1]
+	return icrc3.Tip{Index: b.Index, Hash: b.Hash, Time: 1_000_000 + b.Index}, nil
+}
+
+func (h *listHistory) Blocks(_ context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	return fn(slices.Clone(h.blocks[start:end]))
+}
+
+func (h *listHistory) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	return h.Blocks(ctx, start, end, fn)
+}
+
+func (h *listHistory) Detect(context.Context) (icrc3.Features, error) {
+	return icrc3.Features{PageSize: 2000}, nil
+}
+func (h *listHistory) NetworkKey() string     { return "test" }
+func (h *listHistory) Mode() icrc3.VerifyMode { return icrc3.VerifyChain }
+func (h *listHistory) Forget()                {}
+
+// Timestamps never decrease along a verified chain: windows are found by
+// them, and a walk down stops at the first block older than a window. A
+// refresh checks its new blocks against the highest timestamp below them,
+// and must still do so after a refresh whose new blocks carry none.
+func TestTimestampOrderHoldsAcrossARefreshOfUntimedBlocks(t *testing.T) {
+	ctx := context.Background()
+	h := &listHistory{}
+	h.add(t, 100)
+	c := &chain{ledger: "x", hist: h, cache: NewMemCache(), now: time.Now}
+	c.w = newPageWriter(c)
+	refresh := func() error {
+		_, _, err := c.refresh(ctx, nil)
+		return err
+	}
+	if err := refresh(); err != nil {
+		t.Fatal(err)
+	}
+	h.add(t, 300)
+	if err := refresh(); err != nil {
+		t.Fatal(err)
+	}
+	h.add(t, 0)
+	if err := refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if c.r.HiTS != 300 {
+		t.Errorf("after a refresh of an untimed block the range's highest timestamp is %d, want 300", c.r.HiTS)
+	}
+	h.add(t, 250)
+	var cf *chainFault
+	if err := refresh(); !errors.As(err, &cf) {
+		t.Fatalf("a block stamped 250 above one stamped 300: refresh returned %v, want a chain fault", err)
+	}
+}
