@@ -396,7 +396,11 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 			return err
 		}
 		r := c.r
-		if t, ok := highestTS(page); ok && r.Empty() {
+		// The first timestamp a walk meets is the range's highest: the
+		// range was empty, or its blocks so far carried none.
+		t, timed := highestTS(page)
+		firstTS := timed && (r.Empty() || r.HiTS == 0)
+		if firstTS {
 			r.HiTS = t
 		}
 		// LoTS bounds every block below Lo only if it is a real timestamp:

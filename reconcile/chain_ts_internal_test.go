@@ -50,8 +50,15 @@ func (h *listHistory) Blocks(_ context.Context, start, end uint64, fn func([]icr
 	return fn(slices.Clone(h.blocks[start:end]))
 }
 
-func (h *listHistory) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
-	return h.Blocks(ctx, start, end, fn)
+// BlocksDesc gives one block a page, so that a walk meets untimed pages
+// above timed ones.
+func (h *listHistory) BlocksDesc(_ context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+	for i := end; i > start; i-- {
+		if err := fn(slices.Clone(h.blocks[i-1 : i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *listHistory) Detect(context.Context) (icrc3.Features, error) {
@@ -92,6 +99,36 @@ func TestTimestampOrderHoldsAcrossARefreshOfUntimedBlocks(t *testing.T) {
 	h.add(t, 250)
 	var cf *chainFault
 	if err := refresh(); !errors.As(err, &cf) {
+		t.Fatalf("a block stamped 250 above one stamped 300: refresh returned %v, want a chain fault", err)
+	}
+}
+
+// The same holds when the range's top blocks carry no timestamp and a walk
+// down meets the first timestamped one below them.
+func TestTimestampOrderHoldsBelowUntimedTopBlocks(t *testing.T) {
+	ctx := context.Background()
+	h := &listHistory{}
+	h.add(t, 100)
+	h.add(t, 300)
+	h.add(t, 0)
+	h.add(t, 0)
+	c := &chain{ledger: "x", hist: h, cache: NewMemCache(), now: time.Now}
+	c.w = newPageWriter(c)
+	if _, _, err := c.refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.extendDown(ctx, 0, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.w.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if c.r.Lo != 0 || c.r.HiTS != 300 || c.r.LoTS != 100 {
+		t.Errorf("after a walk to block 0 the range is %d..%d, timestamps %d..%d; want 0..3, 100..300", c.r.Lo, c.r.Hi, c.r.LoTS, c.r.HiTS)
+	}
+	h.add(t, 250)
+	var cf *chainFault
+	if _, _, err := c.refresh(ctx, nil); !errors.As(err, &cf) {
 		t.Fatalf("a block stamped 250 above one stamped 300: refresh returned %v, want a chain fault", err)
 	}
 }
