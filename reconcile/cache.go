@@ -30,6 +30,14 @@ type VerifiedRange struct {
 	TipTime uint64
 }
 
+// windowStartCache is a BlockCache that finds a window's first block
+// alone, for a chain that knows where the window ends.
+type windowStartCache interface {
+	// WindowStart returns the first stored index in [lo, hi] with ts >=
+	// from (never a block without a timestamp); ok is false when none is.
+	WindowStart(ctx context.Context, ledger string, lo, hi, from uint64) (first uint64, ok bool, err error)
+}
+
 // Empty reports whether no block of the range has been read.
 func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
 
@@ -117,6 +125,12 @@ func (m *MemCache) ByStamp(_ context.Context, ledger string, stamp, lo, hi uint6
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out, nil
+}
+
+// WindowStart is WindowBlocks's first index, of a window without an end.
+func (m *MemCache) WindowStart(ctx context.Context, ledger string, lo, hi, from uint64) (uint64, bool, error) {
+	first, _, ok, err := m.WindowBlocks(ctx, ledger, lo, hi, from, ^uint64(0))
+	return first, ok, err
 }
 
 func (m *MemCache) WindowBlocks(_ context.Context, ledger string, lo, hi, from, to uint64) (uint64, uint64, bool, error) {

@@ -94,6 +94,14 @@ type chain struct {
 	now       func() time.Time
 	fetchedAt time.Time
 	format    string
+
+	// top is the range's highest block that carries a timestamp (topTS,
+	// the range's HiTS), once a refresh or a walk into an empty range has
+	// read it: a window still open at that timestamp ends at that block,
+	// which windowBlocks then need not look up. topBlock checks it against
+	// the range, so a range replaced since (a reload, a rebuild) drops it.
+	top, topTS uint64
+	hasTop     bool
 }
 
 // chainFault marks a verified history that contradicts itself (timestamps
@@ -114,6 +122,7 @@ func (c *chain) load(ctx context.Context) error {
 		return fmt.Errorf("reconcile: load verified range of %s: %w", c.ledger, err)
 	}
 	c.r, c.has, c.loaded = r, ok, true
+	c.hasTop = false
 	return nil
 }
 
@@ -179,7 +188,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	if err != nil {
 		return icrc3.Tip{}, 0, err
 	}
-	var read, topTS uint64
+	var read, topTS, topIdx uint64
 	prevTS := ^uint64(0) // ts of the block above the page being checked
 	floorBroken := false
 	err = c.hist.BlocksDesc(ctx, c.r.Hi+1, t.Index+1, func(page []icrc3.Block) error {
@@ -190,8 +199,8 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			floorBroken = errors.As(err, &ce) && ce.Index == c.r.Hi && v.Next() == c.r.Hi+1
 			return err
 		}
-		if t, ok := highestTS(page); ok && topTS == 0 {
-			topTS = t
+		if t, i, ok := highestTS(page); ok && topTS == 0 {
+			topTS, topIdx = t, i
 		}
 		if err := monotonic(page, &prevTS); err != nil {
 			return err
@@ -233,6 +242,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	// it was: the next refresh's blocks are checked against it.
 	if topTS != 0 {
 		c.r.HiTS = topTS
+		c.top, c.topTS, c.hasTop = topIdx, topTS, true
 	}
 	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, t.Time
 	return c.tip(t), read, c.save(ctx)
@@ -398,7 +408,7 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 		r := c.r
 		// The first timestamp a walk meets is the range's highest: the
 		// range was empty, or its blocks so far carried none.
-		t, timed := highestTS(page)
+		t, top, timed := highestTS(page)
 		firstTS := timed && (r.Empty() || r.HiTS == 0)
 		if firstTS {
 			r.HiTS = t
@@ -417,6 +427,9 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 			return err
 		}
 		c.r = r
+		if firstTS {
+			c.top, c.topTS, c.hasTop = top, t, true
+		}
 		read += uint64(len(page))
 		if onPage != nil && onPage(page) {
 			return errStop
@@ -459,14 +472,24 @@ func lowestTS(page []icrc3.Block) (uint64, bool) {
 	return 0, false
 }
 
-// highestTS is the timestamp of the page's highest timestamped block.
-func highestTS(page []icrc3.Block) (uint64, bool) {
+// highestTS is the timestamp and index of the page's highest timestamped
+// block.
+func highestTS(page []icrc3.Block) (ts, index uint64, ok bool) {
 	for i := len(page) - 1; i >= 0; i-- {
 		if page[i].TS != 0 {
-			return page[i].TS, true
+			return page[i].TS, page[i].Index, true
 		}
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// topBlock returns the range's highest timestamped block and its
+// timestamp, when known for the range as it is.
+func (c *chain) topBlock() (index, ts uint64, ok bool) {
+	if !c.hasTop || c.r.Empty() || c.top < c.r.Lo || c.top > c.r.Hi || c.topTS != c.r.HiTS {
+		return 0, 0, false
+	}
+	return c.top, c.topTS, true
 }
 
 // walkTarget is the lowest index a walk down to a window starting at ledger

@@ -96,6 +96,10 @@ func TestTimestampOrderHoldsAcrossARefreshOfUntimedBlocks(t *testing.T) {
 	if c.r.HiTS != 300 {
 		t.Errorf("after a refresh of an untimed block the range's highest timestamp is %d, want 300", c.r.HiTS)
 	}
+	// A window open at 300 ends at block 1, the highest with a timestamp.
+	if i, ts, ok := c.topBlock(); !ok || i != 1 || ts != 300 {
+		t.Errorf("highest timestamped block %d at %d (%t), want 1 at 300", i, ts, ok)
+	}
 	h.add(t, 250)
 	var cf *chainFault
 	if err := refresh(); !errors.As(err, &cf) {
@@ -125,6 +129,9 @@ func TestTimestampOrderHoldsBelowUntimedTopBlocks(t *testing.T) {
 	}
 	if c.r.Lo != 0 || c.r.HiTS != 300 || c.r.LoTS != 100 {
 		t.Errorf("after a walk to block 0 the range is %d..%d, timestamps %d..%d; want 0..3, 100..300", c.r.Lo, c.r.Hi, c.r.LoTS, c.r.HiTS)
+	}
+	if i, ts, ok := c.topBlock(); !ok || i != 1 || ts != 300 {
+		t.Errorf("highest timestamped block %d at %d (%t), want 1 at 300", i, ts, ok)
 	}
 	h.add(t, 250)
 	var cf *chainFault

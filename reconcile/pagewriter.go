@@ -311,6 +311,9 @@ func (c *chain) byStamp(ctx context.Context, stamp, lo, hi uint64) ([]icrc3.Bloc
 // windowBlocks is the chain's WindowBlocks over its range [lo, hi] (see
 // BlockCache), the unwritten pages being the lowest part of it.
 func (c *chain) windowBlocks(ctx context.Context, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
+	if first, last, ok, done, err := c.openWindow(ctx, lo, hi, from, to); done {
+		return first, last, ok, err
+	}
 	pages, above := c.w.unwritten(lo)
 	if above <= hi {
 		if first, last, ok, err = c.cache.WindowBlocks(ctx, c.ledger, above, hi, from, to); err != nil {
@@ -322,23 +325,9 @@ func (c *chain) windowBlocks(ctx context.Context, lo, hi, from, to uint64) (firs
 	from = max(from, 1)
 	var mFirst, mLast timedBlock
 	var hasFirst, hasLast bool
-	inRange := func(t []timedBlock) []timedBlock {
-		a, _ := slices.BinarySearchFunc(t, lo, func(b timedBlock, i uint64) int { return cmp.Compare(b.index, i) })
-		b, _ := slices.BinarySearchFunc(t, hi+1, func(b timedBlock, i uint64) int { return cmp.Compare(b.index, i) })
-		if hi == ^uint64(0) {
-			b = len(t)
-		}
-		return t[a:b]
-	}
-	for _, p := range pages {
-		t := inRange(p.timed)
-		if k, _ := slices.BinarySearchFunc(t, from, func(b timedBlock, f uint64) int { return cmp.Compare(b.ts, f) }); k < len(t) {
-			mFirst, hasFirst = t[k], true
-			break
-		}
-	}
+	mFirst, hasFirst = firstFrom(pages, lo, hi, from)
 	for i := len(pages) - 1; i >= 0; i-- {
-		t := inRange(pages[i].timed)
+		t := timedIn(pages[i].timed, lo, hi)
 		k, _ := slices.BinarySearchFunc(t, to+1, func(b timedBlock, x uint64) int { return cmp.Compare(b.ts, x) })
 		if to == ^uint64(0) {
 			k = len(t)
@@ -360,4 +349,57 @@ func (c *chain) windowBlocks(ctx context.Context, lo, hi, from, to uint64) (firs
 		return mFirst.index, mLast.index, true, nil
 	}
 	return 0, 0, false, nil
+}
+
+// openWindow answers windowBlocks when the window is still open at the
+// range's highest timestamped block (an intent's window mostly is: it ends a
+// day after its stamp): the window ends at that block, and only its first
+// block is looked up. done is false when it cannot tell (the block is not
+// known, the window closes below it, or the cache finds no first blocks
+// alone).
+func (c *chain) openWindow(ctx context.Context, lo, hi, from, to uint64) (first, last uint64, ok, done bool, err error) {
+	top, topTS, known := c.topBlock()
+	ws, alone := c.cache.(windowStartCache)
+	if !known || !alone || to < topTS || top < lo || top > hi {
+		return 0, 0, false, false, nil
+	}
+	// Every timestamped block of [lo, hi] is at or below top, and so at or
+	// below topTS: the window holds a block only if top is one.
+	from = max(from, 1)
+	if from > topTS {
+		return 0, 0, false, true, nil
+	}
+	pages, above := c.w.unwritten(lo)
+	if b, ok := firstFrom(pages, lo, hi, from); ok {
+		return b.index, top, true, true, nil
+	}
+	if above > hi {
+		return 0, 0, false, true, nil
+	}
+	if first, ok, err = ws.WindowStart(ctx, c.ledger, above, hi, from); err != nil || !ok {
+		return 0, 0, false, true, err
+	}
+	return first, top, true, true, nil
+}
+
+// firstFrom is the lowest block of the waiting pages (the lowest first)
+// within [lo, hi] whose ts is at least from.
+func firstFrom(pages []*waitingPage, lo, hi, from uint64) (timedBlock, bool) {
+	for _, p := range pages {
+		t := timedIn(p.timed, lo, hi)
+		if k, _ := slices.BinarySearchFunc(t, from, func(b timedBlock, f uint64) int { return cmp.Compare(b.ts, f) }); k < len(t) {
+			return t[k], true
+		}
+	}
+	return timedBlock{}, false
+}
+
+// timedIn is the part of t, a page's timed blocks, within [lo, hi].
+func timedIn(t []timedBlock, lo, hi uint64) []timedBlock {
+	a, _ := slices.BinarySearchFunc(t, lo, func(b timedBlock, i uint64) int { return cmp.Compare(b.index, i) })
+	b, _ := slices.BinarySearchFunc(t, hi+1, func(b timedBlock, i uint64) int { return cmp.Compare(b.index, i) })
+	if hi == ^uint64(0) {
+		b = len(t)
+	}
+	return t[a:b]
 }

@@ -187,17 +187,7 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 // probe. The scans below run only when blocks without a timestamp push a
 // bound into a neighbouring run.
 func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
-	// The lowest run whose highest timestamp reaches ts, without Values.
-	firstRun := func(ts int64) (run, bool, error) {
-		var rows []runRow
-		if err := s.r.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs INDEXED BY block_runs_by_ts
-			WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts); err != nil || len(rows) == 0 {
-			return run{}, false, err
-		}
-		r, err := openRun(rows[0], false)
-		return r, err == nil, err
-	}
-	startRun, found, err := firstRun(int64(from))
+	startRun, found, err := s.firstRun(ctx, ledger, int64(from))
 	if err != nil || !found {
 		return 0, 0, false, err
 	}
@@ -205,7 +195,7 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	var pastRun run
 	past := false
 	if to < math.MaxInt64 {
-		if pastRun, past, err = firstRun(int64(to) + 1); err != nil {
+		if pastRun, past, err = s.firstRun(ctx, ledger, int64(to)+1); err != nil {
 			return 0, 0, false, err
 		}
 		if past {
@@ -216,24 +206,15 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	if start > end {
 		return 0, 0, false, nil
 	}
-	fromHit := func(r run, k int) bool {
-		t := r.ts(k)
-		return t != 0 && t >= from
-	}
 	toHit := func(r run, k int) bool {
 		t := r.ts(k)
 		return t != 0 && t <= to
 	}
 	// Both scans stop at their first hit, which the runs found above hold
 	// unless their blocks near the window carry no timestamp.
-	f, ok := scanRun(startRun, start, end, false, fromHit)
-	if !ok && startRun.hi() < end {
-		if f, ok, err = s.scanRuns(ctx, ledger, int64(max(start, startRun.hi()+1)), int64(end), false, fromHit); err != nil {
-			return 0, 0, false, err
-		}
-	}
-	if !ok {
-		return 0, 0, false, nil
+	f, ok, err := s.scanFrom(ctx, ledger, startRun, start, end, from)
+	if err != nil || !ok {
+		return 0, 0, false, err
 	}
 	l, ok := uint64(0), false
 	below := end // the highest index not yet scanned for the last block
@@ -254,6 +235,52 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 		return 0, 0, false, nil
 	}
 	return f, l, true, nil
+}
+
+// WindowStart returns the first cached index of [lo, hi] with ts >= from
+// (a block without a timestamp is in no window); ok is false when there is
+// none. It is WindowBlocks's first index, for a caller that knows the
+// window's last block.
+func (s *Store) WindowStart(ctx context.Context, ledger string, lo, hi, from uint64) (first uint64, ok bool, err error) {
+	from = max(from, 1)
+	if hi < lo || lo > math.MaxInt64 || from > math.MaxInt64 {
+		return 0, false, nil
+	}
+	hi = min(hi, math.MaxInt64)
+	startRun, found, err := s.firstRun(ctx, ledger, int64(from))
+	if err == nil && found && max(startRun.lo, lo) <= hi {
+		first, ok, err = s.scanFrom(ctx, ledger, startRun, max(startRun.lo, lo), hi, from)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: window start of %s: %w", ledger, err)
+	}
+	return first, ok, nil
+}
+
+// firstRun is the lowest run of the history whose highest timestamp
+// reaches ts, without its Values.
+func (s *Store) firstRun(ctx context.Context, ledger string, ts int64) (run, bool, error) {
+	var rows []runRow
+	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs INDEXED BY block_runs_by_ts
+		WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts); err != nil || len(rows) == 0 {
+		return run{}, false, err
+	}
+	r, err := openRun(rows[0], false)
+	return r, err == nil, err
+}
+
+// scanFrom returns the first index of [start, end] with ts >= from,
+// starting in startRun (firstRun's for from) and going on into the runs
+// above it when its blocks near the bound carry no timestamp.
+func (s *Store) scanFrom(ctx context.Context, ledger string, startRun run, start, end, from uint64) (uint64, bool, error) {
+	fromHit := func(r run, k int) bool {
+		t := r.ts(k)
+		return t != 0 && t >= from
+	}
+	if f, ok := scanRun(startRun, start, end, false, fromHit); ok || startRun.hi() >= end {
+		return f, ok, nil
+	}
+	return s.scanRuns(ctx, ledger, int64(max(start, startRun.hi()+1)), int64(end), false, fromHit)
 }
 
 // scanRun is scanRuns over one run already read: the first index of [start,

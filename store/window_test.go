@@ -69,7 +69,7 @@ func TestWindowBlocksFromZeroMatchesMemCache(t *testing.T) {
 	}
 }
 
-// WindowBlocks against a scan of every cached block, on chains whose blocks
+// WindowBlocks and WindowStart against a scan of every cached block, on chains whose blocks
 // without a timestamp come singly and in stretches longer than a run, with
 // pages left out: the bounds the timestamp index finds may then lie in the
 // run it points at, in a neighbouring one, or in none.
@@ -126,6 +126,11 @@ func TestWindowBlocksMatchesAScan(t *testing.T) {
 			if err != nil || ok != wok || ok && (f != wf || l != wl) {
 				t.Fatalf("chain %d: WindowBlocks(%d, %d, %d, %d) = %d %d %t %v, a scan says %d %d %t",
 					chain, lo, hi, from, to, f, l, ok, err, wf, wl, wok)
+			}
+			// WindowStart is the first index of a window without an end.
+			wf, _, wok = cachetest.WindowOf(in, from, math.MaxUint64)
+			if f, ok, err := s.WindowStart(ctx, ledgerA, lo, hi, from); err != nil || ok != wok || ok && f != wf {
+				t.Fatalf("chain %d: WindowStart(%d, %d, %d) = %d %t %v, a scan says %d %t", chain, lo, hi, from, f, ok, err, wf, wok)
 			}
 		}
 	}
