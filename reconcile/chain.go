@@ -409,7 +409,8 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 		// The first timestamp a walk meets is the range's highest: the
 		// range was empty, or its blocks so far carried none.
 		t, top, timed := highestTS(page)
-		firstTS := timed && (r.Empty() || r.HiTS == 0)
+		fromEmpty := r.Empty()
+		firstTS := timed && (fromEmpty || r.HiTS == 0)
 		if firstTS {
 			r.HiTS = t
 		}
@@ -427,7 +428,10 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 			return err
 		}
 		c.r = r
-		if firstTS {
+		// Only a walk from an empty range knows that no block above this
+		// one carries a timestamp: a range loaded from the cache may have
+		// been saved with HiTS 0 above timestamped blocks.
+		if firstTS && fromEmpty {
 			c.top, c.topTS, c.hasTop = top, t, true
 		}
 		read += uint64(len(page))

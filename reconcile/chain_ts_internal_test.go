@@ -130,8 +130,11 @@ func TestTimestampOrderHoldsBelowUntimedTopBlocks(t *testing.T) {
 	if c.r.Lo != 0 || c.r.HiTS != 300 || c.r.LoTS != 100 {
 		t.Errorf("after a walk to block 0 the range is %d..%d, timestamps %d..%d; want 0..3, 100..300", c.r.Lo, c.r.Hi, c.r.LoTS, c.r.HiTS)
 	}
-	if i, ts, ok := c.topBlock(); !ok || i != 1 || ts != 300 {
-		t.Errorf("highest timestamped block %d at %d (%t), want 1 at 300", i, ts, ok)
+	// The walk met its first timestamp below untimed blocks, which a
+	// range loaded from the cache may hide timestamped blocks among: the
+	// top is not claimed, and windows are looked up whole.
+	if i, ts, ok := c.topBlock(); ok {
+		t.Errorf("highest timestamped block claimed after a walk below untimed blocks: %d at %d", i, ts)
 	}
 	h.add(t, 250)
 	var cf *chainFault
