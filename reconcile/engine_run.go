@@ -344,7 +344,10 @@ func (r *ledgerRun) deepest() uint64 {
 func (r *ledgerRun) finish(d *runDecision) {
 	c := r.c
 	v := d.v
-	if !r.tip.Empty {
+	// The window's blocks are named once the range reaches its start: a
+	// match found on the way down leaves the blocks below unread, and the
+	// range's lowest block is then not the window's first.
+	if !r.tip.Empty && c.covers(d.w.From) {
 		if first, last, ok, err := c.windowBlocks(r.ctx, c.r.Lo, c.r.Hi, d.w.From, d.w.To); err == nil && ok {
 			f, l := U64(first), U64(last)
 			v.Window.FirstBlock, v.Window.LastBlock = &f, &l

@@ -1125,6 +1125,9 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	if v.Window == nil || uint64(v.Window.FromTS) != from || uint64(v.Window.ToTS) != to {
 		return fmt.Sprintf("window %+v, want [%d, %d]", v.Window, from, to)
 	}
+	if p := w.checkWindowBlocks(v, from, to); p != "" {
+		return p
+	}
 	matches := w.matching(s, execs)
 	var ct uint64
 	if v.Evidence != nil && v.Evidence.CertifiedTime != nil {
@@ -1174,6 +1177,59 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 		return w.checkUnreadable(v, f)
 	}
 	return fmt.Sprintf("status %q for a valid intent", v.Status)
+}
+
+// checkWindowBlocks says what is wrong with the window's first and last
+// blocks that v names, or "": the first block of the ledger at or after
+// from, and the last at or before to that the decision's certified tip
+// reaches. Blocks without a timestamp are in no window.
+func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
+	fb, lb := v.Window.FirstBlock, v.Window.LastBlock
+	if (fb == nil) != (lb == nil) {
+		return fmt.Sprintf("window blocks %v..%v: one of them missing", fb, lb)
+	}
+	if fb == nil || w.cfg.icp || v.Evidence == nil || v.Evidence.TipIndex == nil {
+		return ""
+	}
+	tsAt := func(i uint64) uint64 {
+		b, ok := w.l.Block(i)
+		if !ok {
+			return 0
+		}
+		t, ok := b.Get("ts")
+		if !ok {
+			return 0
+		}
+		n, _ := t.Nat.Uint64()
+		return n
+	}
+	f, l, tip := uint64(*fb), uint64(*lb), uint64(*v.Evidence.TipIndex)
+	if f > l || l > tip {
+		return fmt.Sprintf("window blocks %d..%d, certified tip %d", f, l, tip)
+	}
+	if t := tsAt(f); t == 0 || t < from {
+		return fmt.Sprintf("window's first block %d has ts %d, before the window's start %d", f, t, from)
+	}
+	if t := tsAt(l); t == 0 || t > to {
+		return fmt.Sprintf("window's last block %d has ts %d, after the window's end %d", l, t, to)
+	}
+	for i := f; i > 0; i-- {
+		if t := tsAt(i - 1); t != 0 {
+			if t >= from {
+				return fmt.Sprintf("window's first block %d, but block %d has ts %d >= %d", f, i-1, t, from)
+			}
+			break
+		}
+	}
+	for i := l + 1; i <= tip; i++ {
+		if t := tsAt(i); t != 0 {
+			if t <= to {
+				return fmt.Sprintf("window's last block %d, but block %d below the tip has ts %d <= %d", l, i, t, to)
+			}
+			break
+		}
+	}
+	return ""
 }
 
 func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
