@@ -1196,12 +1196,7 @@ func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
 		if !ok {
 			return 0
 		}
-		t, ok := b.Get("ts")
-		if !ok {
-			return 0
-		}
-		n, _ := t.Nat.Uint64()
-		return n
+		return ts(b)
 	}
 	f, l, tip := uint64(*fb), uint64(*lb), uint64(*v.Evidence.TipIndex)
 	if f > l || l > tip {
