@@ -329,6 +329,8 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 // commit per page, not two.
 // PutVerifiedRange reads only each block's Index, TS, Hash, CreatedAt and
 // Raw: the other fields are derived from Raw (pagewriter.go relies on it).
+// It keeps none of blocks past its return, not even CreatedAt: the page
+// writer builds the next page in the same memory.
 type pageRangeCache interface {
 	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error
 }

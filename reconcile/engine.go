@@ -196,7 +196,7 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		for k, i := range idx {
 			group[k] = ins[i]
 		}
-		if err := e.DecideJoining(ctx, l, group, nil, func(k int, v Verdict) { out[idx[k]] = v }); err != nil {
+		if err := e.DecideJoining(ctx, l, group, Joins{}, func(k int, v Verdict) { out[idx[k]] = v }); err != nil {
 			return nil, err
 		}
 	}

@@ -30,14 +30,26 @@ func (e *Engine) JoinRunning(d time.Duration) {
 	e.joinAge = d
 }
 
+// Joins is how intents that arrive during a decision reach it.
+type Joins struct {
+	// Take, called between verified pages while joining is allowed,
+	// returns intents of the decision's ledger that arrived meanwhile
+	// (nil: none). A nil Take joins nothing.
+	Take func() []*matcher.Intent
+	// Arrived, when not nil, is ready once Take may have intents to
+	// return. A decision with nothing pending that still waits for its
+	// pages to be written waits on it too: without it a joiner would wait
+	// for the next page written, and in a burst the writes trail the walk
+	// by tens of pages. A wake with nothing to take costs one Take call.
+	Arrived <-chan struct{}
+}
+
 // DecideJoining decides intents of one ledger as DecideMany does, handing
 // each verdict to done as soon as it is known, k being the intent's place
-// in ins followed by the joined intents in the order join returned them.
-// join, called between verified pages while joining is allowed, returns
-// intents of the same ledger that arrived meanwhile (nil: none). Every
-// intent passed in or joined gets exactly one done call unless ctx ends,
-// which is the only error.
-func (e *Engine) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(k int, v Verdict)) error {
+// in ins followed by the joined intents in the order join.Take returned
+// them. Every intent passed in or joined gets exactly one done call unless
+// ctx ends, which is the only error.
+func (e *Engine) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v Verdict)) error {
 	r := &ledgerRun{e: e, ctx: ctx, ledger: ledger, join: join, done: done}
 	return r.run(ins)
 }
@@ -47,7 +59,7 @@ type ledgerRun struct {
 	e      *Engine
 	ctx    context.Context
 	ledger string
-	join   func() []*matcher.Intent
+	join   Joins
 	done   func(k int, v Verdict)
 
 	s           ledgerSource
@@ -138,7 +150,7 @@ func (r *ledgerRun) run(ins []*matcher.Intent) error {
 			// written (settleWrites); until then intents that arrive
 			// are still served from it rather than wait for the next
 			// run.
-			if r.join == nil || !c.w.waitWrite() {
+			if r.join.Take == nil || !c.w.waitWrite(r.join.Arrived) {
 				return nil
 			}
 			continue
@@ -268,8 +280,8 @@ func (r *ledgerRun) takeJoiners() error {
 	// After the history failed below the range, a joiner waits for the
 	// next decision, which reads it again, rather than inherit a failure
 	// that may have passed.
-	for r.join != nil && r.joinAge > 0 && r.below == nil && r.e.now().Sub(r.tipAt) < r.joinAge {
-		ins := r.join()
+	for r.join.Take != nil && r.joinAge > 0 && r.below == nil && r.e.now().Sub(r.tipAt) < r.joinAge {
+		ins := r.join.Take()
 		if len(ins) == 0 {
 			return nil
 		}

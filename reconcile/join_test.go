@@ -57,7 +57,7 @@ func (w *joinWorld) decideJoining(ins []*matcher.Intent, join func() []*matcher.
 	defer cancel()
 	var got []reconcile.Verdict
 	seen := map[int]bool{}
-	if err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), ins, join, func(k int, v reconcile.Verdict) {
+	if err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), ins, reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
 		if seen[k] {
 			w.t.Errorf("intent %d (%s) answered twice", k, v.IntentID)
 		}

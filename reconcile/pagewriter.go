@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/reconciled/reconciled/icrc3"
 )
@@ -29,15 +30,18 @@ import (
 // other run ever sees a page waiting: the writer works for the run, it
 // does not own the chain.
 
-// maxWaitingBlocks bounds the blocks verified but not yet written: a walk
-// that outruns its writes by this much waits for them, so memory stays
-// bounded. In a burst the writes run at about half the walk's pace, so a
-// 100,000-block walk waits for them from about this far on. 49,152 blocks
-// are 24 pages of 2,000, about 20 MiB held (the Values of the blocks, not
-// the blocks parsed from them); in a burst of 1,000 intents p99 was
-// 0.80-0.99 s against 0.97-1.19 s with 32,768, peak RSS 184 MiB at most,
-// and 65,536 reached 197-206 MiB.
-const maxWaitingBlocks = 49_152
+// maxWaitingBytes bounds the memory of the pages verified but not yet
+// written (waitingPage.bytes): a walk that outruns its writes by this much
+// waits for them. In a burst the writes run at about half the walk's pace
+// and share the store's writer with the verdicts, so a bound the walk
+// meets sets the pace of every intent whose window lies deeper. A legacy
+// page of 2,000 blocks holds about 1.16 MB here, so 57 pages may wait and
+// a 100,000-block walk runs to its end ahead of its writes. In bursts of
+// 1,000 intents, 20 with each bound alternated, p99 went from 725 ms (the
+// bound of 49,152 blocks this replaced, which the walk met halfway down)
+// to 543 ms, peak RSS from 178 to 171 MiB at most. An ICP page, whose
+// blocks are kept whole, holds more a block and reaches the bound sooner.
+const maxWaitingBytes = 64 << 20
 
 type waitingPage struct {
 	// kept are what the writer and the reads need of each block, in
@@ -50,6 +54,9 @@ type waitingPage struct {
 	// which keeps them as they are); nil otherwise.
 	full []icrc3.Block
 	r    VerifiedRange // the range once this page is in
+	// bytes is what the page holds in memory, near enough for
+	// maxWaitingBytes: the blocks' Values and the records below.
+	bytes int
 	// timed are the page's blocks that carry a timestamp, ascending in
 	// index and so in ts: windowBlocks searches them instead of scanning.
 	timed []timedBlock
@@ -90,6 +97,14 @@ func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) *waitingP
 		}
 	}
 	slices.SortFunc(p.stamped, func(a, b stampedBlock) int { return cmp.Or(cmp.Compare(a.stamp, b.stamp), cmp.Compare(a.pos, b.pos)) })
+	p.bytes = cap(p.kept)*int(unsafe.Sizeof(keptBlock{})) + cap(p.timed)*int(unsafe.Sizeof(timedBlock{})) +
+		cap(p.stamped)*int(unsafe.Sizeof(stampedBlock{}))
+	if p.full != nil {
+		p.bytes += cap(p.full) * int(unsafe.Sizeof(icrc3.Block{}))
+	}
+	for i := range blocks {
+		p.bytes += len(blocks[i].Raw)
+	}
 	return p
 }
 
@@ -112,22 +127,26 @@ func (p *waitingPage) block(pos int) (icrc3.Block, error) {
 
 // forCache is the page as a cache that stores pages with their ranges
 // (the store) is given it: that reads only each block's index, ts, hash,
-// stamp and Value, which kept holds. Any other cache is given the page
-// whole (full).
-func (p *waitingPage) forCache() []icrc3.Block {
+// stamp and Value, which kept holds, and keeps none of it, so the blocks
+// are built in buf and their stamps in stamps, which the writer reuses
+// page after page (a fresh slice for each page was 23 MB of a burst's
+// 350 MB of allocations). Any other cache is given the page whole (full).
+func (p *waitingPage) forCache(buf []icrc3.Block, stamps []uint64) ([]icrc3.Block, []uint64) {
 	if p.full != nil {
-		return p.full
+		return p.full, stamps
 	}
-	out := make([]icrc3.Block, len(p.kept))
+	buf, stamps = slices.Grow(buf[:0], len(p.kept))[:len(p.kept)], slices.Grow(stamps[:0], len(p.kept))
 	for i := range p.kept {
 		k := &p.kept[i]
-		out[i] = icrc3.Block{Index: k.index, TS: k.ts, Hash: k.hash, Raw: k.raw}
+		buf[i] = icrc3.Block{Index: k.index, TS: k.ts, Hash: k.hash, Raw: k.raw}
 		if k.hasStamp {
-			st := k.stamp
-			out[i].CreatedAt = &st
+			// stamps never grows past its capacity here, so the
+			// pointers taken into it stay valid.
+			stamps = append(stamps, k.stamp)
+			buf[i].CreatedAt = &stamps[len(stamps)-1]
 		}
 	}
-	return out
+	return buf, stamps
 }
 
 type pageWriter struct {
@@ -139,9 +158,11 @@ type pageWriter struct {
 	// them (descending indexes); the one being written is waiting[0]. A
 	// page is never changed once queued, so reads hold on to pointers.
 	waiting []*waitingPage
-	blocks  int // in waiting
+	bytes   int // of waiting (waitingPage.bytes)
 	running bool
-	written uint64 // pages written, for waitWrite
+	// progress, when not nil, is closed at the next page written or when
+	// the writer stops (waitWrite).
+	progress chan struct{}
 	// err is the first failed write. Nothing after it is written: each
 	// later page's range covers the failed page, which the cache does not
 	// hold.
@@ -158,9 +179,10 @@ func newPageWriter(c *chain) *pageWriter {
 // failed earlier write: the page is not queued, and the walk stops as it
 // did when its own write failed.
 func (w *pageWriter) put(ctx context.Context, page []icrc3.Block, r VerifiedRange) error {
+	p := w.newPage(page, r)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.err == nil && len(w.waiting) > 0 && w.blocks+len(page) > maxWaitingBlocks {
+	for w.err == nil && len(w.waiting) > 0 && w.bytes+p.bytes > maxWaitingBytes {
 		w.cond.Wait()
 	}
 	if w.err != nil {
@@ -169,7 +191,7 @@ func (w *pageWriter) put(ctx context.Context, page []icrc3.Block, r VerifiedRang
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w.add(page, r)
+	w.queue(p)
 	if !w.running {
 		w.running = true
 		// A cancelled walk's queued pages are still written: they are
@@ -180,20 +202,33 @@ func (w *pageWriter) put(ctx context.Context, page []icrc3.Block, r VerifiedRang
 	return nil
 }
 
-// add queues page; w.mu is held.
-func (w *pageWriter) add(page []icrc3.Block, r VerifiedRange) {
+// queue adds p to the pages waiting; w.mu is held.
+func (w *pageWriter) queue(p *waitingPage) {
+	w.waiting = append(w.waiting, p)
+	w.bytes += p.bytes
+}
+
+// newPage is page as it waits for the writer.
+func (w *pageWriter) newPage(page []icrc3.Block, r VerifiedRange) *waitingPage {
 	_, ranged := w.c.cache.(pageRangeCache)
-	w.waiting = append(w.waiting, newWaitingPage(page, r, !ranged))
-	w.blocks += len(page)
+	return newWaitingPage(page, r, !ranged)
 }
 
 func (w *pageWriter) write(ctx context.Context) {
+	var blocks []icrc3.Block
+	var stamps []uint64
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.waiting) > 0 && w.err == nil {
 		p := w.waiting[0]
 		w.mu.Unlock()
-		err := w.c.putPage(ctx, p.forCache(), p.r)
+		var page []icrc3.Block
+		page, stamps = p.forCache(blocks, stamps)
+		if p.full == nil {
+			blocks = page
+		}
+		err := w.c.putPage(ctx, page, p.r)
+		clear(blocks) // the Values it points to go with their page
 		w.mu.Lock()
 		if err != nil {
 			// The pages stay readable from memory until the run ends:
@@ -201,27 +236,42 @@ func (w *pageWriter) write(ctx context.Context) {
 			// so a read must find them until the range is reloaded.
 			w.err = err
 		} else {
-			w.blocks -= len(p.kept)
-			w.written++
+			w.bytes -= p.bytes
 			w.waiting[0] = nil
 			w.waiting = w.waiting[1:]
 		}
 		w.cond.Broadcast()
+		w.progressed()
 	}
 	w.running = false
 	w.cond.Broadcast()
+	w.progressed()
 }
 
-// waitWrite returns once another page is written or the writer stopped,
-// and false at once when nothing is being written.
-func (w *pageWriter) waitWrite() bool {
+// progressed wakes waitWrite's callers; w.mu is held.
+func (w *pageWriter) progressed() {
+	if w.progress != nil {
+		close(w.progress)
+		w.progress = nil
+	}
+}
+
+// waitWrite returns once another page is written, the writer stopped or
+// wake is ready, and false at once when nothing is being written.
+func (w *pageWriter) waitWrite(wake <-chan struct{}) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !w.running {
+		w.mu.Unlock()
 		return false
 	}
-	for n := w.written; w.running && w.written == n; {
-		w.cond.Wait()
+	if w.progress == nil {
+		w.progress = make(chan struct{})
+	}
+	p := w.progress
+	w.mu.Unlock()
+	select {
+	case <-p:
+	case <-wake:
 	}
 	return true
 }
@@ -239,7 +289,7 @@ func (w *pageWriter) flush() error {
 	err := w.err
 	w.err = nil
 	clear(w.waiting)
-	w.waiting, w.blocks = nil, 0
+	w.waiting, w.bytes = nil, 0
 	return err
 }
 

@@ -53,7 +53,7 @@ func TestReadsOverUnwrittenPagesMatchTheCache(t *testing.T) {
 		c.w = newPageWriter(c)
 		for hi := split; hi > 0; {
 			lo := max(0, hi-1-rng.IntN(50))
-			c.w.add(blocks[lo:hi], VerifiedRange{})
+			c.w.queue(c.w.newPage(blocks[lo:hi], VerifiedRange{}))
 			hi = lo
 		}
 		top := uint64(n - 1)

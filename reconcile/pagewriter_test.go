@@ -85,7 +85,7 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 	defer cancel()
 	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(),
 		[]*matcher.Intent{w.intent(walker.json(w.ledger.ID())), w.intent(w.paid.json(w.ledger.ID()))},
-		func() []*matcher.Intent {
+		reconcile.Joins{Take: func() []*matcher.Intent {
 			// The payment's own intent was answered from the page it was
 			// found in: that page is verified, and nothing is written.
 			if joined || len(got) == 0 {
@@ -93,7 +93,7 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 			}
 			joined = true
 			return []*matcher.Intent{w.intent(again.json(w.ledger.ID()))}
-		},
+		}},
 		func(k int, v reconcile.Verdict) {
 			got = append(got, v)
 			if v.IntentID == again.id {
@@ -119,6 +119,76 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 	// The run gave the chain up only once its pages were written.
 	if _, _, ok, _ := cache.BlockAt(ctx, reconcile.HistoryKey(w.client.NetworkKey(), w.ledger.ID().Encode(), w.client.Mode()), w.at); !ok {
 		t.Fatal("the payment's block is not cached after the run")
+	}
+}
+
+// An intent that arrives once the walk is over, while the run waits only
+// for its pages to be written, is answered at once from the pages in
+// memory: it does not wait for the next page written, which in a burst
+// trails the walk by tens of pages. The writes are held throughout; they
+// are let go after a minute only so that a failing run can end.
+func TestJoinerArrivingWhileWritesTrailIsAnsweredAtOnce(t *testing.T) {
+	w := newClosedWorld(t)
+	cache := newGatedCache(t)
+	w.engine = w.engineOn(w.client, cache)
+	w.engine.JoinRunning(time.Hour)
+	held := time.AfterFunc(time.Minute, cache.release)
+	defer held.Stop()
+
+	again := w.paid
+	again.id = "paid-again"
+	arrived := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var deepDone, ready, taken bool
+	idle := 0
+	take := func() []*matcher.Intent {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !deepDone || taken:
+			return nil
+		case ready:
+			taken = true
+			return []*matcher.Intent{w.intent(again.json(w.ledger.ID()))}
+		}
+		// The second call after the walk's verdict is the run's last
+		// before it waits for its writes: the intent arrives then.
+		if idle++; idle == 2 {
+			ready = true
+			arrived <- struct{}{}
+		}
+		return nil
+	}
+	var got []reconcile.Verdict
+	var beforeWrites bool
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.intent(w.paid.json(w.ledger.ID()))},
+		reconcile.Joins{Take: take, Arrived: arrived},
+		func(k int, v reconcile.Verdict) {
+			got = append(got, v)
+			switch v.IntentID {
+			case w.paid.id:
+				mu.Lock()
+				deepDone = true
+				mu.Unlock()
+			case again.id:
+				cache.mu.Lock()
+				beforeWrites = cache.puts == 0
+				cache.mu.Unlock()
+				cache.release()
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d verdicts, want 2", len(got))
+	}
+	w.wantFound(got[0], "paid", w.at)
+	w.wantFound(got[1], "paid-again", w.at)
+	if !beforeWrites {
+		t.Fatal("the intent that arrived after the walk was answered only once a page was written")
 	}
 }
 

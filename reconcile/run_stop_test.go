@@ -121,7 +121,7 @@ func TestJoiningCancelledMidWalk(t *testing.T) {
 	join, _ := joinAfter(3, w.shallow)
 	seen := map[int]int{}
 	returned := false
-	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.deep}, join, func(k int, v reconcile.Verdict) {
+	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.deep}, reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
 		if returned {
 			t.Errorf("intent %d (%s) answered after the decision returned", k, v.IntentID)
 		}

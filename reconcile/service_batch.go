@@ -18,7 +18,7 @@ import (
 // JoiningDecider is a Decider that lets intents join a running decision of
 // their ledger (Engine.DecideJoining).
 type JoiningDecider interface {
-	DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(k int, v Verdict)) error
+	DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v Verdict)) error
 }
 
 type batchReq struct {
@@ -34,6 +34,9 @@ type batchReq struct {
 type ledgerBatch struct {
 	running bool
 	pending []*batchReq
+	// arrived holds a wake for the running decision once pending gains a
+	// request (Joins.Arrived).
+	arrived chan struct{}
 }
 
 type batcher struct {
@@ -61,13 +64,18 @@ func (s *Service) decide(ctx context.Context, in *matcher.Intent) (Verdict, erro
 	}
 	lb := b.ledgers[ledger]
 	if lb == nil {
-		lb = &ledgerBatch{}
+		lb = &ledgerBatch{arrived: make(chan struct{}, 1)}
 		b.ledgers[ledger] = lb
 	}
 	lb.pending = append(lb.pending, r)
 	if !lb.running {
 		lb.running = true
 		go s.runBatches(ctx, ledger, lb)
+	} else {
+		select {
+		case lb.arrived <- struct{}{}:
+		default: // a wake is already waiting
+		}
 	}
 	b.mu.Unlock()
 	<-r.done
@@ -121,7 +129,7 @@ func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, 
 			running = append(running, more...)
 			return intents(more)
 		}
-		err = jd.DecideJoining(ctx, ledger, intents(reqs), join, answer)
+		err = jd.DecideJoining(ctx, ledger, intents(reqs), Joins{Take: join, Arrived: lb.arrived}, answer)
 	} else {
 		var vs []Verdict
 		if vs, err = s.cfg.Decider.DecideMany(ctx, intents(reqs)); err == nil {

@@ -375,7 +375,7 @@ func (d *joinDecider) DecideMany(context.Context, []*matcher.Intent) ([]reconcil
 	return nil, errors.New("joinDecider: DecideMany called; the service should join")
 }
 
-func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join func() []*matcher.Intent, done func(int, reconcile.Verdict)) error {
+func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join reconcile.Joins, done func(int, reconcile.Verdict)) error {
 	found := func(in *matcher.Intent, at uint64) reconcile.Verdict {
 		return reconcile.Verdict{IntentID: in.ID, Status: reconcile.StatusFound, Final: true,
 			Block: &reconcile.BlockRef{Index: reconcile.U64(at)}, DecidedAt: time.Now().UTC()}
@@ -395,7 +395,7 @@ func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*m
 			// The intent is on its way into the batch; it joins at the
 			// next call.
 			for {
-				more := join()
+				more := join.Take()
 				if len(more) == 0 {
 					runtime.Gosched()
 					continue

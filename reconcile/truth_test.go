@@ -466,7 +466,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		next += k
 		return more
 	}
-	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], join, func(k int, v reconcile.Verdict) {
+	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
 		if got[k] {
 			w.t.Errorf("%s: round %s: intent %d answered twice", w.cfg, round, k)
 		}
@@ -481,7 +481,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		rest := ins[next:]
 		base := next
 		next = len(ins)
-		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, nil, func(k int, v reconcile.Verdict) {
+		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, reconcile.Joins{}, func(k int, v reconcile.Verdict) {
 			got[base+k], out[base+k] = true, v
 		}); err != nil {
 			return nil, err
