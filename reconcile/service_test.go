@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -366,6 +365,7 @@ func TestServiceBatchesKeepVerdictsApart(t *testing.T) {
 // joinDecider decides the first intent only once the test lets it, after
 // every later intent of the ledger has joined and been answered.
 type joinDecider struct {
+	once    sync.Once // a failed decision's intents come back as the next batch
 	started chan struct{}
 	release chan struct{}
 	joined  chan string
@@ -380,7 +380,7 @@ func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*m
 		return reconcile.Verdict{IntentID: in.ID, Status: reconcile.StatusFound, Final: true,
 			Block: &reconcile.BlockRef{Index: reconcile.U64(at)}, DecidedAt: time.Now().UTC()}
 	}
-	close(d.started)
+	d.once.Do(func() { close(d.started) })
 	k := len(ins)
 	for {
 		select {
@@ -392,12 +392,18 @@ func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*m
 		case <-ctx.Done():
 			return ctx.Err()
 		case id := <-d.joined:
-			// The intent is on its way into the batch; it joins at the
-			// next call.
+			// The intent is on its way into the batch: the batch's wake
+			// says when it is there (a stale wake finds nothing).
 			for {
+				select {
+				case <-join.Arrived:
+				case <-time.After(time.Minute):
+					return fmt.Errorf("%s: no wake from the batch it joined", id)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 				more := join.Take()
 				if len(more) == 0 {
-					runtime.Gosched()
 					continue
 				}
 				for _, in := range more {
@@ -432,8 +438,13 @@ func TestServiceJoinsRunningDecision(t *testing.T) {
 		out := make(chan reconcile.Outcome, 1)
 		go func() { out <- svc.HandleIntent(context.Background(), intentBody(id, i+1)) }()
 		d.joined <- id
-		if o := <-out; o.Kind != reconcile.Ack {
-			t.Fatalf("%s: %+v", id, o)
+		select {
+		case o := <-out:
+			if o.Kind != reconcile.Ack {
+				t.Fatalf("%s: %+v", id, o)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%s: not answered while the decision it joined ran", id)
 		}
 		v, err := e.st.LatestVerdict(context.Background(), id)
 		if err != nil || v.Block == nil || uint64(v.Block.Index) != uint64(200+i) {
