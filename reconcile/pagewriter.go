@@ -35,13 +35,14 @@ import (
 // waits for them. In a burst the writes run at about half the walk's pace
 // and share the store's writer with the verdicts, so a bound the walk
 // meets sets the pace of every intent whose window lies deeper. A legacy
-// page of 2,000 blocks holds about 1.16 MB here, so 57 pages may wait and
-// a 100,000-block walk runs to its end ahead of its writes. In bursts of
-// 1,000 intents, 20 with each bound alternated, p99 went from 725 ms (the
-// bound of 49,152 blocks this replaced, which the walk met halfway down)
-// to 543 ms, peak RSS from 178 to 171 MiB at most. An ICP page, whose
-// blocks are kept whole, holds more a block and reaches the bound sooner.
-const maxWaitingBytes = 64 << 20
+// page of 2,000 blocks holds about 1.16 MB here, so 28 pages may wait,
+// about as many blocks as the bound of 49,152 this replaced; an ICP page,
+// whose blocks are kept whole, holds more a block and so counts for more.
+// About twice this let a 100,000-block walk run to its end ahead of its writes
+// (p99 of a burst of 1,000 intents 725 -> 543 ms, 20 bursts each,
+// alternated), but 20 bursts in one process then peaked at 206-214 MiB of
+// RSS against 199-200 MiB with this bound (195-200 with the old one).
+const maxWaitingBytes = 32 << 20
 
 type waitingPage struct {
 	// kept are what the writer and the reads need of each block, in
