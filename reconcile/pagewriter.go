@@ -89,6 +89,7 @@ func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) *waitingP
 	for i := range blocks {
 		b := &blocks[i]
 		p.kept[i] = keptBlock{index: b.Index, ts: b.TS, hash: b.Hash, raw: b.Raw}
+		p.bytes += len(b.Raw)
 		if b.TS != 0 {
 			p.timed = append(p.timed, timedBlock{b.Index, b.TS})
 		}
@@ -98,13 +99,10 @@ func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) *waitingP
 		}
 	}
 	slices.SortFunc(p.stamped, func(a, b stampedBlock) int { return cmp.Or(cmp.Compare(a.stamp, b.stamp), cmp.Compare(a.pos, b.pos)) })
-	p.bytes = cap(p.kept)*int(unsafe.Sizeof(keptBlock{})) + cap(p.timed)*int(unsafe.Sizeof(timedBlock{})) +
+	p.bytes += cap(p.kept)*int(unsafe.Sizeof(keptBlock{})) + cap(p.timed)*int(unsafe.Sizeof(timedBlock{})) +
 		cap(p.stamped)*int(unsafe.Sizeof(stampedBlock{}))
 	if p.full != nil {
 		p.bytes += cap(p.full) * int(unsafe.Sizeof(icrc3.Block{}))
-	}
-	for i := range blocks {
-		p.bytes += len(blocks[i].Raw)
 	}
 	return p
 }
@@ -126,16 +124,13 @@ func (p *waitingPage) block(pos int) (icrc3.Block, error) {
 	return b, nil
 }
 
-// forCache is the page as a cache that stores pages with their ranges
-// (the store) is given it: that reads only each block's index, ts, hash,
-// stamp and Value, which kept holds, and keeps none of it, so the blocks
-// are built in buf and their stamps in stamps, which the writer reuses
-// page after page (a fresh slice for each page was 23 MB of a burst's
-// 350 MB of allocations). Any other cache is given the page whole (full).
+// forCache builds a page without full in buf, as a cache that stores
+// pages with their ranges (the store) is given it: that reads only each
+// block's index, ts, hash, stamp and Value, which kept holds, and keeps
+// none of it, so the writer reuses buf and stamps (the blocks' stamps)
+// page after page (a fresh slice for each page was 23 MB of a burst's 350
+// MB of allocations). Any other cache is given the page whole (full).
 func (p *waitingPage) forCache(buf []icrc3.Block, stamps []uint64) ([]icrc3.Block, []uint64) {
-	if p.full != nil {
-		return p.full, stamps
-	}
 	buf, stamps = slices.Grow(buf[:0], len(p.kept))[:len(p.kept)], slices.Grow(stamps[:0], len(p.kept))
 	for i := range p.kept {
 		k := &p.kept[i]
@@ -223,10 +218,10 @@ func (w *pageWriter) write(ctx context.Context) {
 	for len(w.waiting) > 0 && w.err == nil {
 		p := w.waiting[0]
 		w.mu.Unlock()
-		var page []icrc3.Block
-		page, stamps = p.forCache(blocks, stamps)
-		if p.full == nil {
-			blocks = page
+		page := p.full
+		if page == nil {
+			blocks, stamps = p.forCache(blocks, stamps)
+			page = blocks
 		}
 		err := w.c.putPage(ctx, page, p.r)
 		clear(blocks) // the Values it points to go with their page

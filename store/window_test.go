@@ -69,10 +69,11 @@ func TestWindowBlocksFromZeroMatchesMemCache(t *testing.T) {
 	}
 }
 
-// WindowBlocks and WindowStart against a scan of every cached block, on chains whose blocks
-// without a timestamp come singly and in stretches longer than a run, with
-// pages left out: the bounds the timestamp index finds may then lie in the
-// run it points at, in a neighbouring one, or in none.
+// WindowBlocks and WindowStart against a scan of every cached block, on
+// chains whose blocks without a timestamp come singly and in stretches
+// longer than a run, with pages left out: the bounds the timestamp index
+// finds may then lie in the run it points at, in a neighbouring one, or in
+// none.
 func TestWindowBlocksMatchesAScan(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(20261201, 3))
