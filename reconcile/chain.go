@@ -251,7 +251,10 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		c.r.HiTS = topTS
 		c.top, c.topTS, c.hasTop = topIdx, topTS, true
 	}
-	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, t.Time
+	// A longer chain holds every block the shorter one did, so the time
+	// that vouched for the old top still holds for the new one (a queries
+	// tip whose last block carries no timestamp proves none of its own).
+	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, max(c.r.TipTime, t.Time)
 	return c.tip(t), read, c.save(ctx)
 }
 
