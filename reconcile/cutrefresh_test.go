@@ -153,8 +153,16 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 			if err := c.SaveRange(ctx, key, r); err != nil {
 				t.Fatal(err)
 			}
+			// Another history's block, earlier than the range's: it says
+			// nothing of where the range's windows lie.
+			if err := c.PutVerified(ctx, key, []icrc3.Block{mk(1, 60, stamp+20, 30, &b0.Hash)}); err != nil {
+				t.Fatal(err)
+			}
+			if first, last, ok, err := c.WindowBlocks(ctx, key, 0, 0, 50, 150); err != nil || !ok || first != 0 || last != 0 {
+				t.Fatalf("window [50, 150] of the range 0..0: %d..%d %v %v, want 0..0", first, last, ok, err)
+			}
 			// Blocks 1..2 of one history, put without their range.
-			a1 := mk(1, 200, stamp, 10, &b0.Hash)
+			a1 := mk(1, 200, stamp+10, 10, &b0.Hash)
 			a2 := mk(2, 300, stamp+1, 10, &a1.Hash)
 			if err := c.PutVerified(ctx, key, []icrc3.Block{a1, a2}); err != nil {
 				t.Fatal(err)
@@ -186,6 +194,9 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 				if err != nil || !ok || h != want.Hash || ts != want.TS {
 					t.Fatalf("block %d: %x %d %v %v, want %x %d", want.Index, h, ts, ok, err, want.Hash, want.TS)
 				}
+			}
+			if got, err := c.ByStamp(ctx, key, stamp+10, 0, 3); err != nil || len(got) != 0 {
+				t.Fatalf("the replaced block's stamp: %d blocks %v, want none", len(got), err)
 			}
 			if first, last, ok, err := c.WindowBlocks(ctx, key, 0, 3, 240, 360); err != nil || !ok || first != 1 || last != 2 {
 				t.Fatalf("window [240, 360]: %d..%d %v %v, want 1..2", first, last, ok, err)
