@@ -21,8 +21,9 @@ type Tip struct {
 	Index uint64 // last_block_index; meaningless when Empty
 	Hash  Hash   // last_block_hash
 	// Time is the certificate's /time (ns): certified ledger time. In
-	// queries mode it is the subnet's certified /time read by read_state,
-	// less the lag a replica answering queries may have.
+	// queries mode it is the last block's timestamp, capped by the
+	// subnet's certified /time less the lag a replica answering queries
+	// may have: a time the blocks read cover (0 when it proves none).
 	Time   uint64
 	Format string
 	Empty  bool // the ledger has no blocks

@@ -449,13 +449,21 @@ func (c *Client) tipReply(ctx context.Context, method string) ([]byte, error) {
 }
 
 // queriesLag is how far behind the certified state a replica answering
-// queries is assumed to be at most: an honest one lags by seconds.
+// queries is taken to be at least: the certified time less this bounds a
+// queries-mode tip's time from above.
 const queriesLag = 30 * time.Second
 
 // queriesTip reads the chain length and the last block with signed
-// queries. Its Time is the subnet's certified /time, read by read_state
-// before the queries, less queriesLag: the last block's ts would stand
-// still while nobody transacts, and no node can move the certified time.
+// queries. Its Time is the last block's timestamp: the replica answering
+// may lag behind the subnet by any amount, and a window may close only on
+// a time that the blocks read cover. Timestamps never decrease along the
+// chain, so every block above the tip is at least as late; a window that
+// ends before the tip's block holds no block the walk down from it misses.
+// An idle ledger's windows therefore wait for its next block. The time is
+// also capped by the subnet's certified time (read_state /time), less
+// queriesLag, which no node can move: a node's invented timestamp closes
+// no window before that. An empty chain, or a last block without a
+// timestamp, proves no time (0).
 func (c *Client) queriesTip(ctx context.Context, f icrc3.Features) (icrc3.Tip, error) {
 	now, err := c.CertifiedTime(ctx)
 	if err != nil {
@@ -492,7 +500,7 @@ func (c *Client) queriesTip(ctx context.Context, f icrc3.Features) (icrc3.Tip, e
 			Msg: fmt.Sprintf("chain length %d is below the %d already seen", n, c.known.Load())}
 	}
 	if n == 0 {
-		return icrc3.Tip{Empty: true, Time: now, Format: icrc3.TipFormatQueries}, nil
+		return icrc3.Tip{Empty: true, Format: icrc3.TipFormatQueries}, nil
 	}
 	c.observeLength(n)
 	var last *icrc3.Block
@@ -503,7 +511,7 @@ func (c *Client) queriesTip(ctx context.Context, f icrc3.Features) (icrc3.Tip, e
 	if err != nil {
 		return icrc3.Tip{}, err
 	}
-	return icrc3.Tip{Index: last.Index, Hash: last.Hash, Time: now, Format: icrc3.TipFormatQueries}, nil
+	return icrc3.Tip{Index: last.Index, Hash: last.Hash, Time: min(last.TS, now), Format: icrc3.TipFormatQueries}, nil
 }
 
 // Concurrency is the configured bound on requests in flight (0: each

@@ -2,6 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -38,6 +41,11 @@ type windowStartCache interface {
 	WindowStart(ctx context.Context, ledger string, lo, hi, from uint64) (first uint64, ok bool, err error)
 }
 
+// ErrBlockConflict: a BlockCache refused verified blocks that contradict a
+// block it holds inside the recorded verified range. The cached chain is
+// then not the ledger's history any more: the chain is rebuilt.
+var ErrBlockConflict = errors.New("verified block contradicts the cached chain")
+
 // Empty reports whether no block of the range has been read.
 func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
 
@@ -47,6 +55,10 @@ func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
 // implements it on SQLite; MemCache in memory.
 type BlockCache interface {
 	// PutVerified stores blocks that were verified against a certified tip.
+	// Only the recorded range (SaveRange) holds facts: a block held inside
+	// it with another hash or ts than one of blocks is ErrBlockConflict and
+	// nothing is stored; one held outside it (put by a refresh that was cut
+	// before it recorded the range) gives way to the block verified now.
 	PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error
 	// ByStamp returns stored blocks in [lo, hi] whose tx.ts (the caller's
 	// created_at_time) equals stamp: the only blocks that can match, or
@@ -70,7 +82,9 @@ type BlockCache interface {
 
 // MemCache is a BlockCache in memory, for tests, benchmarks and the demo.
 // It keeps only what matching needs: blocks that carry a created_at_time
-// (without their Value) and every block's timestamp.
+// (without their Value) and every block's timestamp. It stores what the
+// store stores: a block inside the recorded range is immutable, one outside
+// it gives way to another verified block at its index (see PutVerified).
 type MemCache struct {
 	mu      sync.Mutex
 	ledgers map[string]*memLedger
@@ -78,6 +92,7 @@ type MemCache struct {
 
 type memLedger struct {
 	byStamp map[uint64][]icrc3.Block
+	stamp   map[uint64]uint64 // index → created_at_time, of the blocks in byStamp
 	ts      map[uint64]uint64 // index → ts, for WindowBlocks
 	hash    map[uint64]icrc3.Hash
 	rng     VerifiedRange
@@ -90,25 +105,66 @@ func NewMemCache() *MemCache { return &MemCache{ledgers: map[string]*memLedger{}
 func (m *MemCache) ledger(id string) *memLedger {
 	l := m.ledgers[id]
 	if l == nil {
-		l = &memLedger{byStamp: map[uint64][]icrc3.Block{}, ts: map[uint64]uint64{}, hash: map[uint64]icrc3.Hash{}}
+		l = &memLedger{byStamp: map[uint64][]icrc3.Block{}, stamp: map[uint64]uint64{}, ts: map[uint64]uint64{}, hash: map[uint64]icrc3.Hash{}}
 		m.ledgers[id] = l
 	}
 	return l
 }
 
+// fact reports whether a block held at index is verified history: it lies
+// inside the recorded range, or no range was recorded (nothing says it is
+// not). A block outside the range is one that a refresh put above the
+// range and did not get to record (it was cut): if the ledger's history
+// changed since, another history's block.
+func (l *memLedger) fact(index uint64) bool {
+	return !l.hasRng || !l.rng.Empty() && index >= l.rng.Lo && index <= l.rng.Hi
+}
+
+// drop forgets the block held at index.
+func (l *memLedger) drop(index uint64) {
+	if st, ok := l.stamp[index]; ok {
+		l.byStamp[st] = slices.DeleteFunc(l.byStamp[st], func(b icrc3.Block) bool { return b.Index == index })
+		if len(l.byStamp[st]) == 0 {
+			delete(l.byStamp, st)
+		}
+		delete(l.stamp, index)
+	}
+	delete(l.ts, index)
+	delete(l.hash, index)
+}
+
+// PutVerified stores blocks verified against a certified tip. A block
+// already held inside the recorded range, or repeated in blocks, with
+// another hash or timestamp is ErrBlockConflict, and then nothing is
+// stored; one held outside the range is replaced.
 func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.Block) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.ledger(ledger)
+	seen := make(map[uint64]int, len(blocks))
+	for i := range blocks {
+		b := &blocks[i]
+		if j, dup := seen[b.Index]; dup && (blocks[j].Hash != b.Hash || blocks[j].TS != b.TS) {
+			return fmt.Errorf("reconcile: cache %s: block %d twice, hashes %s and %s: %w", ledger, b.Index, blocks[j].Hash, b.Hash, ErrBlockConflict)
+		}
+		seen[b.Index] = i
+		if h, held := l.hash[b.Index]; held && l.fact(b.Index) && (h != b.Hash || l.ts[b.Index] != b.TS) {
+			return fmt.Errorf("reconcile: cache %s: block %d held with hash %s, now %s: %w", ledger, b.Index, h, b.Hash, ErrBlockConflict)
+		}
+	}
 	for i := range blocks {
 		b := blocks[i]
-		if _, dup := l.ts[b.Index]; dup {
-			continue
+		if _, held := l.hash[b.Index]; held {
+			if l.fact(b.Index) || l.hash[b.Index] == b.Hash && l.ts[b.Index] == b.TS {
+				continue
+			}
+			l.drop(b.Index)
 		}
 		l.ts[b.Index], l.hash[b.Index] = b.TS, b.Hash
 		if b.CreatedAt != nil {
 			b.Raw = nil
 			l.byStamp[*b.CreatedAt] = append(l.byStamp[*b.CreatedAt], b)
+			l.stamp[b.Index] = *b.CreatedAt
 		}
 	}
 	return nil

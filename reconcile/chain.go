@@ -190,6 +190,12 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	var read, topTS, topIdx uint64
 	prevTS := ^uint64(0) // ts of the block above the page being checked
+	// floorBroken: the walk proved another history at the range's top.
+	// Pages above the range are stored before the range is recorded, so a
+	// cut walk leaves blocks above it that no range vouches for: the cache
+	// gives those way to the blocks verified now (BlockCache.PutVerified).
+	// One it holds inside its recorded range that differs from a verified
+	// block proves another history as well.
 	floorBroken := false
 	err = c.hist.BlocksDesc(ctx, c.r.Hi+1, t.Index+1, func(page []icrc3.Block) error {
 		if err := v.PushPage(page); err != nil {
@@ -206,6 +212,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			return err
 		}
 		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
+			floorBroken = errors.Is(err, ErrBlockConflict)
 			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
 		}
 		read += uint64(len(page))
@@ -244,7 +251,10 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 		c.r.HiTS = topTS
 		c.top, c.topTS, c.hasTop = topIdx, topTS, true
 	}
-	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, t.Time
+	// A longer chain holds every block the shorter one did, so the time
+	// that vouched for the old top still holds for the new one (a queries
+	// tip whose last block carries no timestamp proves none of its own).
+	c.r.Hi, c.r.HiHash, c.r.TipTime = t.Index, t.Hash, max(c.r.TipTime, t.Time)
 	return c.tip(t), read, c.save(ctx)
 }
 

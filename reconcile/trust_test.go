@@ -1,9 +1,10 @@
 package reconcile_test
 
 import (
-	"github.com/reconciled/reconciled/icrc3"
 	"testing"
+	"time"
 
+	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -85,10 +86,13 @@ func TestMintingAccountUncertainIsUnreadable(t *testing.T) {
 	}
 }
 
-// TestQueriesModeIdleLedgerCloses: a ledger read `verify: queries` closes
-// windows on the subnet's certified time (read_state /time), not on its
-// last block's timestamp, which stands still while nobody transacts.
-func TestQueriesModeIdleLedgerCloses(t *testing.T) {
+// TestQueriesModeIdleLedgerWaitsForABlock: a ledger read `verify: queries`
+// closes windows only on a time the blocks read cover (the last block's
+// timestamp, capped by the subnet's certified time less a replica's lag):
+// a replica answering queries may lag by any amount, so the certified time
+// alone proves nothing of its blocks. An idle ledger's windows stay open
+// until a later block appears.
+func TestQueriesModeIdleLedgerWaitsForABlock(t *testing.T) {
 	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{Uncertified: true}, verify: icrc3.VerifyQueries})
 	alice, bob := principalN(1), principalN(2)
 	e.fund(acct(alice, nil), 1_000_000)
@@ -103,9 +107,13 @@ func TestQueriesModeIdleLedgerCloses(t *testing.T) {
 		t.Fatalf("window open: got %s %+v, want not_yet", v.Status, v.Reason)
 	}
 	e.closeWindow()
+	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+		t.Fatalf("idle ledger after the window: got %s %+v, want not_yet until a later block", v.Status, v.Evidence)
+	}
+	e.fund(acct(principalN(3), nil), 1)
 	v := e.decide(e.intent(unpaid.json(e.ledger.ID())))
 	if v.Status != reconcile.StatusAbsent || v.Evidence == nil || v.Evidence.Verified != "queries" {
-		t.Fatalf("idle ledger after the window: got %s %+v %+v, want absent on queries evidence", v.Status, v.Reason, v.Evidence)
+		t.Fatalf("a block after the window: got %s %+v %+v, want absent on queries evidence", v.Status, v.Reason, v.Evidence)
 	}
 	if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("paid: got %s, want found at %d", v.Status, idx)
@@ -128,5 +136,37 @@ func TestMintingAccountConfiguredAgainstCertified(t *testing.T) {
 	v := e.decide(e.intent(ti.json(e.ledger.ID())))
 	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_CONFLICT" {
 		t.Fatalf("minting= against the certified account: got %s %+v, want unreadable E_MINTING_CONFLICT", v.Status, v.Reason)
+	}
+}
+
+// TestQueriesModeLaggingReplicaNeverAbsent: in `verify: queries` the blocks
+// come from whichever replica answers. One that lags behind the subnet's
+// certified time by more than a few seconds hides a payment executed
+// shortly before its window's end: the window may close only on a time the
+// blocks read cover, so the verdict waits (not_yet) and is found once the
+// replica catches up.
+func TestQueriesModeLaggingReplicaNeverAbsent(t *testing.T) {
+	e := newEnv(t, envOpt{ledger: ledgertest.LedgerConfig{Uncertified: true}, verify: icrc3.VerifyQueries})
+	alice, bob := principalN(1), principalN(2)
+	e.fund(acct(alice, nil), 1_000_000)
+	paid := transferIntent{id: "paid", caller: alice, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+	in := e.intent(paid.json(e.ledger.ID()))
+	// Executed late, inside the ledger's window for its stamp.
+	e.srv.Advance(24*time.Hour - time.Minute)
+	idx, err := e.ledger.Transfer(alice, paid.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Certified time passes the window's end by more than a lagging
+	// replica is allowed; the replica answering queries has not seen the
+	// payment.
+	e.srv.Advance(4 * time.Minute)
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{LagBlocks: 1})
+	if v := e.decide(in); v.Status == reconcile.StatusAbsent || v.Final {
+		t.Fatalf("payment hidden by a lagging replica: got %s final=%v %+v, want a verdict that is not final", v.Status, v.Final, v.Evidence)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
+	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+		t.Fatalf("replica caught up: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 }

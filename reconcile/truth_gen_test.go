@@ -145,7 +145,8 @@ type worldCfg struct {
 	lieMint   string
 	certFails bool
 	// verify: queries worlds certify no tip; their windows close on the
-	// subnet's certified time.
+	// last block read, capped by the subnet's certified time, and a
+	// replica answering queries lags behind closed windows once.
 	verify icrc3.VerifyMode
 	// history replaces the closed phase's fault with a new history under
 	// the same canister id: "reinstall" (the same replica and clock) or
@@ -184,7 +185,7 @@ func (c worldCfg) adversaries() []string {
 		out = append(out, "history:"+c.history+":"+cache)
 	}
 	if c.verify == icrc3.VerifyQueries {
-		out = append(out, "verify:queries")
+		out = append(out, "verify:queries", "verify:queries:lagging")
 	}
 	if c.badExpiry > 0 {
 		out = append(out, "intent:bad_expiry")

@@ -73,7 +73,7 @@ func TestTruth(t *testing.T) {
 	}
 	// Every adversary must have acted on verdicts (the world index assigns
 	// them round-robin, see newWorldCfg).
-	advs := []string{"verify:queries", "intent:bad_expiry", "config:narrow_window",
+	advs := []string{"verify:queries", "verify:queries:lagging", "intent:bad_expiry", "config:narrow_window",
 		"history:reinstall:memory", "history:restart:memory", "history:reinstall:sqlite", "history:restart:sqlite"}
 	for f := faultKind(0); f < nFaults; f++ {
 		advs = append(advs, "fault:"+f.String())
@@ -556,6 +556,9 @@ func (w *world) run(n int) {
 	w.closeBatch(0)
 	w.retry(0, outTooOld)
 	w.round("batch0-closed", w.eng, nil, false, nil)
+	if w.cfg.verify == icrc3.VerifyQueries {
+		w.lagQueries(0)
+	}
 	var last *reconcile.Engine
 	if w.cfg.history != "" {
 		w.changeHistory(g)
@@ -856,13 +859,58 @@ func (w *world) closeBatch(b int) {
 	}
 	target := end + 1 + w.r.Uint64N(uint64(time.Minute))
 	if w.cfg.verify == icrc3.VerifyQueries {
-		// Queries mode closes on certified time less the lag a replica
-		// answering queries may have (icrc3's queriesLag).
+		// Queries mode closes on the last block read, and no later than
+		// certified time less the lag a replica answering queries may
+		// have (icrc3's queriesLag).
 		target += uint64(30 * time.Second)
 	}
 	if now := w.srv.Now(); target > now {
 		w.srv.Advance(time.Duration(target - now))
 	}
+	if w.cfg.verify == icrc3.VerifyQueries {
+		// A block past the windows' end, which no intent can match (it
+		// carries no created_at_time): an idle ledger closes no window.
+		w.mintTo(icrc3.Account{Owner: principal.Principal{Raw: []byte{0xcc, 0x02}}}, 1)
+	}
+}
+
+// lagQueries decides a sample with a cold engine while the replica
+// answering a queries-mode ledger's queries lags behind an execution of
+// batch b, whose windows the certified time has closed, then every intent
+// once it caught up. Only the blocks are that replica's word; the time
+// comes from the subnet: a window must not close on a time the blocks read
+// do not cover.
+func (w *world) lagQueries(b int) {
+	execs := w.l.Executions()
+	cands := w.batchExecs(execs, b)
+	if len(cands) == 0 {
+		return
+	}
+	f := &activeFault{kind: faultLag, target: cands[w.r.IntN(len(cands))]}
+	f.visible = f.target
+	eng := w.newEngine()
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{LagBlocks: w.l.Len() - f.visible})
+	w.round("lag-queries", eng, f, false, w.sample(faultSample))
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	w.round("lag-queries-lifted", eng, nil, false, nil)
+}
+
+// batchExecs are the indexes of the stamped executions of batch b's calls,
+// ascending.
+func (w *world) batchExecs(execs []ledgertest.Execution, b int) []uint64 {
+	var out []uint64
+	for _, e := range execs {
+		if !stamped(e) {
+			continue
+		}
+		for _, s := range w.scens {
+			if s.batch == b && e.Method == s.sent.method && execStamp(e) == s.sent.stamp() && bytes.Equal(e.Caller.Raw, s.sent.caller.Raw) {
+				out = append(out, e.Index)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // activeFault is the fault on the ledger while a round was decided.
@@ -955,20 +1003,11 @@ func (w *world) lagTarget(execs []ledgertest.Execution, lagBatch int, def uint64
 	if lagBatch < 0 {
 		return def
 	}
-	first := ^uint64(0)
-	for _, s := range w.scens {
-		if s.batch != lagBatch {
-			continue
-		}
-		for _, e := range execs {
-			if e.Method == s.sent.method && stamped(e) && execStamp(e) == s.sent.stamp() && bytes.Equal(e.Caller.Raw, s.sent.caller.Raw) {
-				first = min(first, e.Index)
-			}
-		}
-	}
-	if first == ^uint64(0) {
+	ex := w.batchExecs(execs, lagBatch)
+	if len(ex) == 0 {
 		return w.l.Len()
 	}
+	first := ex[0]
 	// Between the first execution of the batch and the tip.
 	return first + w.r.Uint64N(w.l.Len()-first)
 }
@@ -1045,6 +1084,8 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 	switch {
 	case f != nil && f.kind == faultNarrow:
 		advs = append(advs, "config:narrow_window")
+	case f != nil && name == "lag-queries":
+		advs = append(advs, "verify:queries:lagging")
 	case f != nil:
 		advs = append(advs, "fault:"+f.kind.String())
 	case strings.HasPrefix(name, "history-"):

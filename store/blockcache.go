@@ -187,7 +187,7 @@ func (s *Store) WindowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 // probe. The scans below run only when blocks without a timestamp push a
 // bound into a neighbouring run.
 func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error) {
-	startRun, found, err := s.firstRun(ctx, ledger, int64(from))
+	startRun, found, err := s.firstRun(ctx, ledger, int64(from), hi)
 	if err != nil || !found {
 		return 0, 0, false, err
 	}
@@ -195,7 +195,7 @@ func (s *Store) windowBlocks(ctx context.Context, ledger string, lo, hi, from, t
 	var pastRun run
 	past := false
 	if to < math.MaxInt64 {
-		if pastRun, past, err = s.firstRun(ctx, ledger, int64(to)+1); err != nil {
+		if pastRun, past, err = s.firstRun(ctx, ledger, int64(to)+1, hi); err != nil {
 			return 0, 0, false, err
 		}
 		if past {
@@ -247,7 +247,7 @@ func (s *Store) WindowStart(ctx context.Context, ledger string, lo, hi, from uin
 		return 0, false, nil
 	}
 	hi = min(hi, math.MaxInt64)
-	startRun, found, err := s.firstRun(ctx, ledger, int64(from))
+	startRun, found, err := s.firstRun(ctx, ledger, int64(from), hi)
 	if err == nil && found && max(startRun.lo, lo) <= hi {
 		first, ok, err = s.scanFrom(ctx, ledger, startRun, max(startRun.lo, lo), hi, from)
 	}
@@ -257,12 +257,15 @@ func (s *Store) WindowStart(ctx context.Context, ledger string, lo, hi, from uin
 	return first, ok, nil
 }
 
-// firstRun is the lowest run of the history whose highest timestamp
-// reaches ts, without its Values.
-func (s *Store) firstRun(ctx context.Context, ledger string, ts int64) (run, bool, error) {
+// firstRun is the lowest run of the history at or below index hi whose
+// highest timestamp reaches ts, without its Values. Runs above hi are not
+// asked about: blocks above the verified range (a refresh cut before it
+// recorded them) may be another history's, whose timestamps say nothing
+// of the range's.
+func (s *Store) firstRun(ctx context.Context, ledger string, ts int64, hi uint64) (run, bool, error) {
 	var rows []runRow
 	if err := s.r.SelectContext(ctx, &rows, `SELECT `+runMeta+` FROM block_runs INDEXED BY block_runs_by_ts
-		WHERE `+ofHistory+` AND ts_hi >= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts); err != nil || len(rows) == 0 {
+		WHERE `+ofHistory+` AND ts_hi >= ? AND lo <= ? ORDER BY ts_hi, lo LIMIT 1`, ledger, ts, int64(hi)); err != nil || len(rows) == 0 {
 		return run{}, false, err
 	}
 	r, err := openRun(rows[0], false)

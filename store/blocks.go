@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -132,7 +133,7 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 	if err != nil {
 		return fmt.Errorf("store: %s: history id: %w", what, err)
 	}
-	fresh, err := uncached(ctx, t, canister, blocks)
+	fresh, err := uncached(ctx, t, hid, canister, blocks)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
@@ -145,8 +146,11 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 // uncached returns blocks in index order, without those already cached
 // and without repeats. Verified history is immutable: a block whose index
 // is cached, or repeated in the batch, with another hash or ts is
-// ErrBlockConflict.
-func uncached(ctx context.Context, t *Tx, canister string, blocks []CachedBlock) ([]CachedBlock, error) {
+// ErrBlockConflict. Only the recorded verified range holds facts, though:
+// a cached run outside it (a refresh stores blocks above the range before
+// it records the range, and may be cut in between) that the batch
+// overlaps is dropped, and the batch stored in its place (dropStrays).
+func uncached(ctx context.Context, t *Tx, hid int64, canister string, blocks []CachedBlock) ([]CachedBlock, error) {
 	bs := slices.Clone(blocks)
 	slices.SortStableFunc(bs, func(a, b CachedBlock) int { return cmp.Compare(a.Index, b.Index) })
 	conflict := func(b *CachedBlock, hash []byte, ts uint64) error {
@@ -173,6 +177,9 @@ func uncached(ctx context.Context, t *Tx, canister string, blocks []CachedBlock)
 	if err != nil || len(runs) == 0 {
 		return out, err
 	}
+	if runs, err = dropStrays(ctx, t, hid, canister, runs); err != nil || len(runs) == 0 {
+		return out, err
+	}
 	kept := out[:0]
 	for i := range out {
 		b := &out[i]
@@ -186,6 +193,51 @@ func uncached(ctx context.Context, t *Tx, canister string, blocks []CachedBlock)
 		k := int(b.Index - runs[0].lo)
 		if err := conflict(b, runs[0].hashAt(k), runs[0].ts(k)); err != nil {
 			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// dropStrays deletes those of runs (cached runs a batch overlaps) that lie
+// outside the history's recorded verified range, with their stamp rows,
+// and returns the others. A refresh walks down from a new tip and records
+// the range only once it has reached the range: cut in between, it leaves
+// verified blocks above the range that no range vouches for, and if the
+// ledger's history then changed, the next refresh verifies other blocks at
+// those indices before it can see the change at the range's top. Without a
+// recorded range (PutBlocks alone) every cached block is kept. A run
+// partly inside the range is kept: a walk's runs lie within its pages,
+// and a stray run a walk overlaps is dropped before the range can grow
+// over it.
+func dropStrays(ctx context.Context, t *Tx, hid int64, canister string, runs []run) ([]run, error) {
+	var rng struct {
+		Lo int64 `db:"lo"`
+		Hi int64 `db:"hi"`
+	}
+	err := t.GetContext(ctx, &rng, `SELECT lo, hi FROM ranges WHERE history = ?`, canister)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runs, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recorded range: %w", err)
+	}
+	kept := runs[:0:0]
+	for _, r := range runs {
+		if rng.Lo <= rng.Hi && int64(r.hi()) >= rng.Lo && int64(r.lo) <= rng.Hi {
+			kept = append(kept, r)
+			continue
+		}
+		for k := range r.n {
+			if rec := r.rec(k); rec[recFlag] == flagStamp {
+				st := binary.LittleEndian.Uint64(rec[recStamp:])
+				if _, err := t.ExecContext(ctx, `DELETE FROM block_stamps WHERE history_id = ? AND stamp = ? AND idx = ?`,
+					hid, int64(st), int64(r.lo)+int64(k)); err != nil {
+					return nil, fmt.Errorf("drop stamp of block %d above the range: %w", r.lo+uint64(k), err)
+				}
+			}
+		}
+		if _, err := t.ExecContext(ctx, `DELETE FROM block_runs WHERE history_id = ? AND lo = ?`, hid, int64(r.lo)); err != nil {
+			return nil, fmt.Errorf("drop run %d..%d outside the range %d..%d: %w", r.lo, r.hi(), rng.Lo, rng.Hi, err)
 		}
 	}
 	return kept, nil

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -36,10 +38,11 @@ var (
 	ErrSeqConflict = errors.New("store: different verdict at an existing seq")
 	// ErrSeqGap: a verdict whose seq is not the next one.
 	ErrSeqGap = errors.New("store: verdict seq is not the next one")
-	// ErrBlockConflict: a block index already cached with another hash or
-	// timestamp, or a tip that contradicts the cache. Cached blocks are
-	// verified history, so this means a verification bug upstream.
-	ErrBlockConflict = errors.New("store: block contradicts verified cache")
+	// ErrBlockConflict: a block index cached inside the recorded verified
+	// range (or, without a range, at all) with another hash or timestamp,
+	// or a tip that contradicts the cache. It is reconcile's
+	// ErrBlockConflict: the engine takes it for a history change.
+	ErrBlockConflict = fmt.Errorf("store: %w", reconcile.ErrBlockConflict)
 	// ErrSchemaTooNew: the database was migrated by a newer version of the
 	// daemon; running older code against it could misread it.
 	ErrSchemaTooNew = errors.New("store: database schema is newer than this program")
