@@ -3,6 +3,7 @@ package icrc1
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/aviate-labs/agent-go/candid"
 
@@ -31,9 +32,12 @@ func UnmarshalReply(raw []byte, out any) (err error) {
 
 // MintingAccount reads the ledger's icrc1_minting_account: as a replicated
 // call whose reply certificate conn verifies (certified), else as a signed
-// query, whose answer is one node's word (certified false). A ledger that
-// does not serve the method has none; the caller treats that cautiously.
-// Both ledger families serve it: the ICP ledger is an ICRC-1 ledger too.
+// query, whose answer is one node's word (certified false). Only the
+// certified state settles the answer, its absence included: a ledger
+// whose certified reject says it does not serve the method has none (the
+// caller treats that cautiously), while a call's non-replicated rejection,
+// a query's reject or a lost call settle nothing. Both ledger families
+// serve it: the ICP ledger is an ICRC-1 ledger too.
 func MintingAccount(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Account, certified bool, err error) {
 	const method = "icrc1_minting_account"
 	raw, err := conn.Call(ctx, method, NoArgs)
@@ -41,7 +45,7 @@ func MintingAccount(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Account
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, false, fmt.Errorf("icrc3: detect %s: %w", method, err)
-	case err != nil && icagent.MethodMissing(err):
+	case err != nil && icagent.Certified(err) && icagent.MethodMissing(err):
 		// No minting account is the cautious reading: the engine never
 		// lets a mint or burn with the intent's stamp end absent.
 		return nil, true, nil
@@ -65,4 +69,51 @@ func MintingAccount(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Account
 		return nil, false, &icrc3.Error{Kind: icrc3.KindDecode, Canister: conn.Ledger(), Method: method, Err: err}
 	}
 	return &a, certified, nil
+}
+
+// Minting is a ledger's minting account as the daemon knows it: kept
+// once certified, and until then read again on every Get, by one read at
+// a time whose result concurrent callers share. No lock is held while
+// the read is in flight. The zero value is ready for use.
+type Minting struct {
+	mu      sync.Mutex
+	settled *mintAnswer
+	read    icagent.Shared[mintAnswer]
+}
+
+type mintAnswer struct {
+	acc       *icrc3.Account
+	certified bool
+}
+
+// Get returns the certified minting account, or reads it through conn
+// (MintingAccount), waiting as long as ctx allows. An uncertain answer
+// (certified false) serves this call only.
+func (m *Minting) Get(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Account, certified bool, err error) {
+	m.mu.Lock()
+	s := m.settled
+	m.mu.Unlock()
+	if s != nil {
+		return s.acc, true, nil
+	}
+	a, err := m.read.Do(ctx, func(ctx context.Context) (mintAnswer, error) {
+		acc, certified, err := MintingAccount(ctx, conn)
+		if err != nil {
+			return mintAnswer{}, err
+		}
+		a := mintAnswer{acc: acc, certified: certified}
+		if certified {
+			m.mu.Lock()
+			m.settled = &a
+			m.mu.Unlock()
+		}
+		return a, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			err = icagent.Classify(err, conn.Ledger(), "icrc1_minting_account")
+		}
+		return nil, false, err
+	}
+	return a.acc, a.certified, nil
 }
