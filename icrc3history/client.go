@@ -83,8 +83,9 @@ type Client struct {
 	// settle is kept under the locks.
 	featMu sync.Mutex
 	// feat is the ledger's endpoints once detected (the minting fields
-	// unset); detecting is the detection in flight.
+	// unset), at featAt; detecting is the detection in flight.
 	feat      *icrc3.Features
+	featAt    time.Time
 	detecting icagent.Shared[icrc3.Features]
 	// tipProbe is detection's tip reply, served to the first Tip call made
 	// soon after (a tip is as good as the moment it was certified).
@@ -212,22 +213,28 @@ func (c *Client) Detect(ctx context.Context) (icrc3.Features, error) {
 	return f, nil
 }
 
+// redetectEvery bounds how long features that name no tip endpoint serve
+// before the ledger is asked again: that a method is missing is one
+// node's reject, and taken for good it would leave a certified ledger
+// unreadable (E_UNCERTIFIED) for the life of the process.
+const redetectEvery = time.Minute
+
 // features is the ledger's endpoints, detected on first use: what the
 // client's own reads need. Concurrent first uses share one detection, and
-// each waits for it only as long as its own ctx allows.
+// each waits for it only as long as its own ctx allows. Features with a
+// tip endpoint are kept; others are detected again after redetectEvery.
 func (c *Client) features(ctx context.Context) (icrc3.Features, error) {
 	c.featMu.Lock()
-	if c.feat != nil {
-		f := *c.feat
+	if f := c.feat; f != nil && (f.ICRC3Tip || f.LegacyTip || c.now().Sub(c.featAt) < redetectEvery) {
 		c.featMu.Unlock()
-		return f, nil
+		return *f, nil
 	}
 	c.featMu.Unlock()
 	f, err := c.detecting.Do(ctx, func(ctx context.Context) (icrc3.Features, error) {
 		f, err := c.detect(ctx)
 		if err == nil {
 			c.featMu.Lock()
-			c.feat = &f
+			c.feat, c.featAt = &f, c.now()
 			c.featMu.Unlock()
 		}
 		return f, err

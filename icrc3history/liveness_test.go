@@ -85,3 +85,25 @@ func TestMintingNonReplicatedRejectIsNotCertified(t *testing.T) {
 		t.Fatalf("the subnet answers again: %+v %v, want the certified minting account", f, err)
 	}
 }
+
+// TestTipEndpointDeniedOnceIsAskedAgain: while features are first
+// detected, one node says the ledger serves no tip certificate method.
+// That is one node's word, not a settled fact: the tip is unreadable
+// (E_UNCERTIFIED) then, and is read once the node answers again, after
+// the bounded re-detection interval.
+func TestTipEndpointDeniedOnceIsAskedAgain(t *testing.T) {
+	e := newEnv(t, ledgertest.LedgerConfig{DisableLegacy: true}, 10)
+	c := e.client(t, icrc3history.ClientConfig{Now: e.ledgerClock()})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{RejectMethod: "icrc3_get_tip_certificate"})
+	if _, err := c.Tip(ctx); !icrc3.IsKind(err, icrc3.KindUncertified) {
+		t.Fatalf("tip endpoint denied: %v, want E_UNCERTIFIED", err)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
+	e.srv.Advance(5 * time.Minute)
+	tip, err := c.Tip(ctx)
+	if err != nil || tip.Len() != 10 {
+		t.Fatalf("tip endpoint served again: %+v %v, want the certified tip of 10 blocks", tip, err)
+	}
+}
