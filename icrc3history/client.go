@@ -63,6 +63,10 @@ type ClientConfig struct {
 	// Now is the clock certificates' ages are measured against (default
 	// time.Now).
 	Now func() time.Time
+	// MintingWait bounds how long Detect waits for the certified
+	// icrc1_minting_account call before it serves the node's answer as
+	// uncertain (default icrc1.DefaultMintingWait); the call goes on.
+	MintingWait time.Duration
 }
 
 // Client reads and verifies one ledger's block history, from the ledger and
@@ -136,6 +140,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		page:   cfg.PageSize,
 		now:    conn.Now,
 	}
+	c.mint.Wait = cfg.MintingWait
 	c.conc = min(c.conc, MaxConcurrency)
 	switch c.verify {
 	case "":
@@ -184,8 +189,9 @@ func (c *Client) observeLength(n uint64) {
 // reads its minting account alongside. Probes run with signed-query
 // verification on. A ledger with no block endpoint is an E_UNSUPPORTED
 // error. While the minting account is only one node's word, every Detect
-// asks the subnet again. Tip and page reads wait for the endpoints only,
-// never for the minting account's replicated call.
+// asks the subnet again, and waits for its answer at most MintingWait.
+// Tip and page reads wait for the endpoints only, never for the minting
+// account's replicated call.
 func (c *Client) Detect(ctx context.Context) (icrc3.Features, error) {
 	// Read beside the probes, so that a cold client pays one probe's round
 	// trips, not the sum. Which account mints decides whether a transfer

@@ -19,10 +19,11 @@ func (e *env) ledgerClock() func() time.Time {
 // answered 202 and lost before induction. Tip and page reads of the ledger
 // proceed meanwhile; once the certified time passes the call's ingress
 // expiry it can never execute, so the read ends with the node's word (not
-// certified), and a later Detect asks the subnet again.
+// certified), and a later Detect asks the subnet again. (Detect here waits
+// for the call as long as it runs.)
 func TestLostMintingCallHoldsNoRead(t *testing.T) {
 	e := newEnv(t, ledgertest.LedgerConfig{}, 50)
-	c := e.client(t, icrc3history.ClientConfig{Now: e.ledgerClock()})
+	c := e.client(t, icrc3history.ClientConfig{Now: e.ledgerClock(), MintingWait: time.Hour})
 	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{DropCalls: true})
 	type result struct {
 		f   icrc3.Features
@@ -63,6 +64,27 @@ func TestLostMintingCallHoldsNoRead(t *testing.T) {
 	f, err := c.Detect(ctx)
 	if err != nil || !f.MintingCertified || f.MintingAccount == nil || !f.MintingAccount.Equal(e.ledger.MintingAccount()) {
 		t.Fatalf("calls delivered again: %+v %v, want the certified minting account", f, err)
+	}
+}
+
+// TestLostMintingCallDelaysDetectByTheWaitOnly: while the certified call
+// is lost, Detect waits for it only MintingWait and then serves the
+// node's answer as uncertain; the next Detect does not start another call
+// while that one is in flight.
+func TestLostMintingCallDelaysDetectByTheWaitOnly(t *testing.T) {
+	e := newEnv(t, ledgertest.LedgerConfig{}, 10)
+	c := e.client(t, icrc3history.ClientConfig{Now: e.ledgerClock(), MintingWait: 50 * time.Millisecond})
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{DropCalls: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		f, err := c.Detect(ctx)
+		if err != nil || f.MintingCertified || f.MintingAccount == nil || !f.MintingAccount.Equal(e.ledger.MintingAccount()) {
+			t.Fatalf("Detect %d while the call is lost: %+v %v, want the node's minting account, uncertain", i, f, err)
+		}
+	}
+	if n := c.Stats().Queries["ledger:call:icrc1_minting_account"]; n != 1 {
+		t.Fatalf("%d minting calls in flight at once, want 1", n)
 	}
 }
 
