@@ -35,9 +35,9 @@ func newLedgerConn(t *testing.T, cfg icagent.Config) (*ledgertest.Server, *ledge
 	return srv, l, c
 }
 
-func wantExpired(t *testing.T, err error) {
+func wantExpired(t *testing.T, err error, why string) {
 	t.Helper()
-	if !icrc3.IsKind(err, icrc3.KindTransport) || !strings.Contains(err.Error(), "expired unexecuted") || icagent.Certified(err) {
+	if !icrc3.IsKind(err, icrc3.KindTransport) || !strings.Contains(err.Error(), why) || icagent.Certified(err) {
 		t.Fatalf("lost call: %v, want a transient E_TRANSPORT expiry", err)
 	}
 }
@@ -62,7 +62,7 @@ func TestCallLostEndsByItsExpiry(t *testing.T) {
 		if d := time.Since(start); d < expiry {
 			t.Fatalf("gave up after %v, before the call's expiry %v", d, expiry)
 		}
-		wantExpired(t, err)
+		wantExpired(t, err, "given up: no certified status by its ingress expiry")
 	case <-time.After(20 * time.Second):
 		t.Fatal("a lost call was still polled 20 s after its expiry")
 	}
@@ -81,7 +81,7 @@ func TestCallLostEndsWhenCertifiedTimePassesExpiry(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("lost call polled until the caller gave up: %v", err)
 	}
-	wantExpired(t, err)
+	wantExpired(t, err, "expired unexecuted")
 }
 
 // TestCallRejectCertifiedOnlyFromState: a reject read from the certified

@@ -61,7 +61,7 @@ func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, err
 	raw, err := c.agent.Client().Call(sendCtx, c.ledger, data)
 	cancelSend()
 	if err != nil {
-		return nil, c.callFailed(ctx, err, method, rid, expiry)
+		return nil, Classify(err, c.ledger, method)
 	}
 	path := []hashtree.Label{hashtree.Label("request_status"), rid[:]}
 	// 202: accepted, not yet executed; its status is polled by read_state.
@@ -82,7 +82,8 @@ func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, err
 			return reply, err
 		}
 		if t, err := certifiedTime(cert); st == statusAbsent && err == nil && t > uint64(expiry.UnixNano()) {
-			return nil, expiredCall(c.ledger, method, rid, "the subnet's certified time passed its ingress expiry")
+			return nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method,
+				Msg: fmt.Sprintf("call %x expired unexecuted: the subnet's certified time passed its ingress expiry with no status for it", rid[:])}
 		}
 		raw = nil
 		select {
@@ -93,21 +94,15 @@ func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, err
 	}
 }
 
-// callFailed classifies a call's failure; past the call's own deadline
-// (and not the caller's) it is the call's expiry.
+// callFailed classifies a failure while a call's status is polled; past
+// the call's own deadline (and not the caller's) the call is given up:
+// transient, as every failure of a call whose outcome was not read.
 func (c *Conn) callFailed(ctx context.Context, err error, method string, rid agent.RequestID, expiry time.Time) error {
 	if ctx.Err() == nil && !time.Now().Before(expiry) && errors.Is(err, context.DeadlineExceeded) {
-		return expiredCall(c.ledger, method, rid, "no certified status by its ingress expiry and the allowed clock skew")
+		return &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method,
+			Msg: fmt.Sprintf("call %x given up: no certified status by its ingress expiry and the allowed clock skew (%s)", rid[:], c.skew)}
 	}
 	return Classify(err, c.ledger, method)
-}
-
-// expiredCall is the transient error of a call the certified state never
-// showed by its expiry: it did not execute and never will, so the caller
-// may ask again with a new call.
-func expiredCall(canister principal.Principal, method string, rid agent.RequestID, why string) error {
-	return &icrc3.Error{Kind: icrc3.KindTransport, Canister: canister, Method: method,
-		Msg: fmt.Sprintf("call %x expired unexecuted: %s", rid[:], why)}
 }
 
 // certifiedError marks an error read from the subnet's certified state: a
