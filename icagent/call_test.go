@@ -48,7 +48,7 @@ func wantExpired(t *testing.T, err error, why string) {
 // never show the subnet's time past the expiry (they are an hour stale),
 // so only the local deadline ends it.
 func TestCallLostEndsByItsExpiry(t *testing.T) {
-	const expiry, skew = 300 * time.Millisecond, 200 * time.Millisecond
+	const expiry, skew = time.Second, 200 * time.Millisecond
 	srv, l, c := newLedgerConn(t, icagent.Config{IngressExpiry: expiry, ClockSkew: skew})
 	srv.SetFaults(l.ID(), ledgertest.Faults{DropCalls: true, StaleTime: time.Hour})
 	done := make(chan error, 1)
