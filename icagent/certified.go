@@ -3,6 +3,7 @@ package icagent
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,12 +23,22 @@ import (
 // built, sent and verified here: BLS signature under the root key, the
 // delegation and its canister range, then the tree.
 
-// envelopeExpiry is the ingress expiry of the envelopes sent here; the IC
-// accepts at most 5 minutes ahead.
-const envelopeExpiry = 4 * time.Minute
+// defaultIngressExpiry is the ingress expiry of the envelopes sent here;
+// the IC accepts at most 5 minutes ahead.
+const defaultIngressExpiry = 4 * time.Minute
 
-// Call runs method as a replicated call and returns its reply,
-// verified against the subnet's certificate.
+// pollEvery is how often a call's status is read while it is not known.
+const pollEvery = 50 * time.Millisecond
+
+// Call runs method as a replicated call and returns its reply, verified
+// against the subnet's certificate. It ends by the call's ingress expiry:
+// once a certificate shows the subnet's time past the expiry with no
+// status for the request, the IC can never execute it, and the call
+// fails with a transient error (KindTransport); without such a
+// certificate it gives up ClockSkew after the expiry by the local clock.
+// Every HTTP request it sends ends by its own envelope's expiry. A reject
+// it returns is certified (Certified) only when read from the certified
+// state.
 func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, Classify(err, c.ledger, method)
@@ -39,39 +50,74 @@ func (c *Conn) Call(ctx context.Context, method string, arg []byte) ([]byte, err
 		return nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method, Msg: "nonce", Err: err}
 	}
 	req := agent.Request{Type: agent.RequestTypeCall, CanisterID: c.ledger, MethodName: method, Arguments: arg, Nonce: nonce}
-	rid, data, err := c.envelope(&req, method)
+	rid, data, expiry, err := c.envelope(&req, method)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.agent.Client().Call(ctx, c.ledger, data)
+	// Past expiry plus the skew nothing can come of the call.
+	callCtx, cancel := context.WithDeadline(ctx, expiry.Add(c.skew))
+	defer cancel()
+	sendCtx, cancelSend := context.WithDeadline(callCtx, expiry)
+	raw, err := c.agent.Client().Call(sendCtx, c.ledger, data)
+	cancelSend()
 	if err != nil {
 		return nil, Classify(err, c.ledger, method)
 	}
 	path := []hashtree.Label{hashtree.Label("request_status"), rid[:]}
 	// 202: accepted, not yet executed; its status is polled by read_state.
-	poll := time.NewTicker(50 * time.Millisecond)
+	poll := time.NewTicker(pollEvery)
 	defer poll.Stop()
 	for {
 		if raw == nil {
-			if raw, err = c.readStateCertificate(ctx, method, [][]hashtree.Label{path}); err != nil {
-				return nil, err
+			if raw, err = c.readStateCertificate(callCtx, method, [][]hashtree.Label{path}); err != nil {
+				return nil, c.callFailed(ctx, err, method, rid, expiry)
 			}
 		}
 		cert, err := c.verifiedCertificate(raw, method)
 		if err != nil {
 			return nil, err
 		}
-		reply, done, err := requestReply(cert, path, c.ledger, method)
-		if done || err != nil {
+		reply, st, err := requestReply(cert, path, c.ledger, method)
+		if st == statusDone || err != nil {
 			return reply, err
+		}
+		if t, err := certifiedTime(cert); st == statusAbsent && err == nil && t > uint64(expiry.UnixNano()) {
+			return nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method,
+				Msg: fmt.Sprintf("call %x expired unexecuted: the subnet's certified time passed its ingress expiry with no status for it", rid[:])}
 		}
 		raw = nil
 		select {
-		case <-ctx.Done():
-			return nil, Classify(ctx.Err(), c.ledger, method)
+		case <-callCtx.Done():
+			return nil, c.callFailed(ctx, callCtx.Err(), method, rid, expiry)
 		case <-poll.C:
 		}
 	}
+}
+
+// callFailed classifies a failure while a call's status is polled; past
+// the call's own deadline (and not the caller's) the call is given up:
+// transient, as every failure of a call whose outcome was not read.
+func (c *Conn) callFailed(ctx context.Context, err error, method string, rid agent.RequestID, expiry time.Time) error {
+	if ctx.Err() == nil && !time.Now().Before(expiry) && errors.Is(err, context.DeadlineExceeded) {
+		return &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method,
+			Msg: fmt.Sprintf("call %x given up: no certified status by its ingress expiry and the allowed clock skew (%s)", rid[:], c.skew)}
+	}
+	return Classify(err, c.ledger, method)
+}
+
+// certifiedError marks an error read from the subnet's certified state: a
+// replicated call's reject under /request_status. A reject of a query, or
+// a call's 200 non_replicated_rejection, is one node's word and is not one.
+type certifiedError struct{ e *icrc3.Error }
+
+func (c *certifiedError) Error() string { return c.e.Error() }
+func (c *certifiedError) Unwrap() error { return c.e }
+
+// Certified reports whether err is a reject the subnet certified: only
+// such an answer may settle a fact for good.
+func Certified(err error) bool {
+	var c *certifiedError
+	return errors.As(err, &c)
 }
 
 // CertifiedTime reads the subnet's certified /time with read_state: a
@@ -100,14 +146,17 @@ func (c *Conn) CertifiedTime(ctx context.Context) (uint64, error) {
 }
 
 // readStateCertificate sends a read_state of paths and returns the
-// certificate of its reply, unverified.
+// certificate of its reply, unverified. The request ends by its
+// envelope's expiry: the IC refuses it afterwards.
 func (c *Conn) readStateCertificate(ctx context.Context, method string, paths [][]hashtree.Label) ([]byte, error) {
 	c.enter(c.ledger, "read_state")
 	defer c.leave()
-	_, data, err := c.envelope(&agent.Request{Type: agent.RequestTypeReadState, Paths: paths}, method)
+	_, data, expiry, err := c.envelope(&agent.Request{Type: agent.RequestTypeReadState, Paths: paths}, method)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithDeadline(ctx, expiry)
+	defer cancel()
 	body, err := c.agent.Client().ReadState(ctx, c.ledger, data)
 	if err != nil {
 		return nil, Classify(err, c.ledger, method)
@@ -121,15 +170,17 @@ func (c *Conn) readStateCertificate(ctx context.Context, method string, paths []
 	return resp.Certificate, nil
 }
 
-// envelope completes req as an anonymous request expiring soon and encodes
-// it; the anonymous sender signs nothing.
-func (c *Conn) envelope(req *agent.Request, method string) (agent.RequestID, []byte, error) {
-	req.Sender, req.IngressExpiry = principal.AnonymousID, uint64(time.Now().Add(envelopeExpiry).UnixNano())
+// envelope completes req as an anonymous request expiring IngressExpiry
+// from now by the local clock (the IC checks it against its own) and
+// encodes it; the anonymous sender signs nothing.
+func (c *Conn) envelope(req *agent.Request, method string) (agent.RequestID, []byte, time.Time, error) {
+	expiry := time.Now().Add(c.expiry)
+	req.Sender, req.IngressExpiry = principal.AnonymousID, uint64(expiry.UnixNano())
 	data, err := cbor.Marshal(agent.Envelope{Content: *req})
 	if err != nil {
-		return agent.RequestID{}, nil, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
+		return agent.RequestID{}, nil, time.Time{}, &icrc3.Error{Kind: icrc3.KindTransport, Canister: c.ledger, Method: method, Msg: "encode envelope", Err: err}
 	}
-	return agent.NewRequestID(*req), data, nil
+	return agent.NewRequestID(*req), data, expiry, nil
 }
 
 // verifiedCertificate parses a certificate strictly and verifies it for the
@@ -157,34 +208,45 @@ func verifyCertificate(cert *certification.Certificate, canister principal.Princ
 	return certification.VerifyCertificate(*cert, canister, rootKey)
 }
 
-// requestReply reads a request's outcome from a verified certificate; done
-// is false while the request is still received or processing.
-func requestReply(cert *certification.Certificate, path []hashtree.Label, canister principal.Principal, method string) ([]byte, bool, error) {
-	look := func(l string) ([]byte, bool) {
-		v, err := cert.Tree.Lookup(append(path[:len(path):len(path)], hashtree.Label(l))...)
-		return v, err == nil
+// A request's state in a certificate, as far as Call needs it.
+type requestState int
+
+const (
+	statusAbsent  requestState = iota // the certificate proves no status for it
+	statusPending                     // received or processing, or not provably absent
+	statusDone                        // replied or rejected (or its reply dropped)
+)
+
+// requestReply reads a request's outcome from a verified certificate.
+func requestReply(cert *certification.Certificate, path []hashtree.Label, canister principal.Principal, method string) ([]byte, requestState, error) {
+	look := func(l string) ([]byte, error) {
+		return cert.Tree.Lookup(append(path[:len(path):len(path)], hashtree.Label(l))...)
 	}
-	status, ok := look("status")
-	if !ok {
+	status, err := look("status")
+	if err != nil {
 		// Not in the certified state yet (or no longer): poll again.
-		return nil, false, nil
+		var le hashtree.LookupError
+		if errors.As(err, &le) && le.Type == hashtree.LookupResultAbsent {
+			return nil, statusAbsent, nil
+		}
+		return nil, statusPending, nil
 	}
 	switch string(status) {
 	case "replied":
-		reply, ok := look("reply")
-		if !ok {
-			return nil, true, &icrc3.Error{Kind: icrc3.KindCertificate, Canister: canister, Method: method, Msg: "replied status without a reply"}
+		reply, err := look("reply")
+		if err != nil {
+			return nil, statusDone, &icrc3.Error{Kind: icrc3.KindCertificate, Canister: canister, Method: method, Msg: "replied status without a reply"}
 		}
-		return reply, true, nil
+		return reply, statusDone, nil
 	case "rejected":
 		code, _ := look("reject_code")
 		msg, _ := look("reject_message")
 		ec, _ := look("error_code")
 		n, _ := decodeULEB64(code)
 		e := &icrc3.Error{Kind: icrc3.KindReject, Code: fmt.Sprint(n), ICErrorCode: string(ec), Canister: canister, Method: method, Msg: string(msg)}
-		return nil, true, withUnknownCanister(e)
+		return nil, statusDone, &certifiedError{withUnknownCanister(e)}
 	case "done":
-		return nil, true, &icrc3.Error{Kind: icrc3.KindTransport, Canister: canister, Method: method, Msg: "the request's reply is no longer held"}
+		return nil, statusDone, &icrc3.Error{Kind: icrc3.KindTransport, Canister: canister, Method: method, Msg: "the request's reply is no longer held"}
 	}
-	return nil, false, nil
+	return nil, statusPending, nil
 }

@@ -26,6 +26,16 @@ type Config struct {
 	// Now is the clock certificates' ages are measured against (default
 	// time.Now).
 	Now func() time.Time
+	// IngressExpiry is how far ahead the envelopes of replicated calls and
+	// read_state requests expire (default 4 min; the IC accepts at most
+	// 5). A call is polled until then: it cannot execute later.
+	IngressExpiry time.Duration
+	// ClockSkew is how far the IC's clock may lag the local one (default
+	// 1 min, the IC's own permitted drift): a call whose status the
+	// certified state never showed is given up that long after its
+	// expiry by the local clock, when no certificate has shown the expiry
+	// passed in the IC's time.
+	ClockSkew time.Duration
 }
 
 // Conn sends one ledger's queries and calls (and those to the archives it
@@ -38,6 +48,8 @@ type Conn struct {
 	rootKey []byte
 	maxAge  time.Duration
 	now     func() time.Time
+	expiry  time.Duration
+	skew    time.Duration
 
 	statMu   sync.Mutex
 	stats    Stats
@@ -52,7 +64,14 @@ func New(cfg Config) (*Conn, error) {
 	if len(cfg.Ledger.Raw) == 0 {
 		return nil, fmt.Errorf("icagent: new conn: no ledger id")
 	}
-	c := &Conn{agent: cfg.Agent, ledger: cfg.Ledger, rootKey: cfg.RootKey, maxAge: cfg.MaxCertAge, now: cfg.Now}
+	c := &Conn{agent: cfg.Agent, ledger: cfg.Ledger, rootKey: cfg.RootKey, maxAge: cfg.MaxCertAge, now: cfg.Now,
+		expiry: cfg.IngressExpiry, skew: cfg.ClockSkew}
+	if c.expiry <= 0 {
+		c.expiry = defaultIngressExpiry
+	}
+	if c.skew <= 0 {
+		c.skew = time.Minute
+	}
 	if c.rootKey == nil {
 		c.rootKey = cfg.Agent.GetRootKey()
 	}
@@ -135,7 +154,10 @@ func (c *Conn) CountBlocks(n int) {
 }
 
 // Query sends one raw query to canister. verify turns agent-go's signed-query
-// verification on (an extra read_state and BLS check per signature).
+// verification on (an extra read_state and BLS check per signature). The
+// query and its read_states end by the envelope's ingress expiry: agent-go
+// bounds them by the agent's IngressExpiry, the expiry it writes into the
+// envelope, and the daemon's HTTP client bounds each request further.
 func (c *Conn) Query(ctx context.Context, canister principal.Principal, method string, arg []byte, verify bool) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, Classify(err, canister, method)

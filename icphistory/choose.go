@@ -3,25 +3,43 @@ package icphistory
 import (
 	"context"
 	"sync"
+	"time"
 
+	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 )
 
 // Family is a ledger's history read by whichever family the ledger turns
 // out to be: the ICP ledger (it answers query_encoded_blocks) or an ICRC-3
-// ledger. The choice is made on first use, by the ledger's endpoints, never
-// by its id, and kept once a signed reply made it. A node that lies about
-// the endpoint cannot make a history wrong: an ICRC ledger read as ICP has
-// a certified_data no protobuf block hashes to, and an ICP ledger read as
-// ICRC-3 serves no ICRC-3 history (E_UNSUPPORTED).
+// ledger. The choice is made by the ledger's endpoints, never by its id,
+// and is kept only on positive evidence: ICP once query_encoded_blocks
+// answered with a reply that decodes, ICRC once a certified ICRC-3 tip
+// verified (a tree with a last_block_index, which no ICP ledger's
+// certified_data, a raw block hash, can be). A reject (a ledger stopped
+// for an upgrade, one node's word that the method is missing) decides
+// for the read at hand only, as ICRC, and the ledger is asked again at
+// most once per reprobeEvery; a failed probe decides nothing. A node that
+// lies about the endpoint cannot make a history wrong: an ICRC ledger read
+// as ICP has a certified_data no protobuf block hashes to, and an ICP
+// ledger read as ICRC-3 serves no ICRC-3 history (E_UNSUPPORTED).
 type Family struct {
 	c *icrc3history.Client
 
 	mu  sync.Mutex
-	icp *History // nil until chosen, or when the ledger is not the ICP ledger
-	set bool
+	icp *History // the ICP ledger, once known
+	// icrc: an ICRC ledger, once known.
+	icrc bool
+	// notICPAt is when a probe last saw query_encoded_blocks rejected.
+	notICPAt time.Time
+	probing  icagent.Shared[bool]
 }
+
+// reprobeEvery bounds how often a ledger whose family is not settled is
+// asked again whether it is the ICP ledger: a healthy ICRC ledger that
+// certifies no tip pays one verified query per interval, not per read,
+// and an ICP ledger that was stopped is read as such within it.
+const reprobeEvery = time.Minute
 
 // historySource is what both families serve (reconcile.History).
 type historySource interface {
@@ -41,20 +59,42 @@ func (f *Family) Client() *icrc3history.Client { return f.c }
 
 func (f *Family) source(ctx context.Context) (historySource, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.set {
+	switch {
+	case f.icp != nil:
+		defer f.mu.Unlock()
+		return f.icp, nil
+	case f.icrc, !f.notICPAt.IsZero() && f.c.Conn.Now().Sub(f.notICPAt) < reprobeEvery:
+		f.mu.Unlock()
+		return f.c, nil
+	}
+	f.mu.Unlock()
+	// The probe runs with no lock held; concurrent first reads share it.
+	_, err := f.probing.Do(ctx, func(ctx context.Context) (bool, error) {
 		ok, raw, err := probeICP(ctx, f.c.Conn)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if ok {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch {
+		case ok && f.icp == nil:
 			f.icp = New(f.c.Conn, f.c.Concurrency())
 			// The probe's reply is the tip's query, verified: the first
 			// tip need not ask again.
 			f.icp.probed, f.icp.tipProbe, f.icp.tipProbeAt = true, raw, f.c.Conn.Now()
+		case !ok:
+			f.notICPAt = f.c.Conn.Now()
 		}
-		f.set = true
+		return ok, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			err = icagent.Classify(err, f.c.Ledger(), "query_encoded_blocks")
+		}
+		return nil, err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.icp != nil {
 		return f.icp, nil
 	}
@@ -73,7 +113,14 @@ func (f *Family) Tip(ctx context.Context) (icrc3.Tip, error) {
 	if err != nil {
 		return icrc3.Tip{}, err
 	}
-	return s.Tip(ctx)
+	t, err := s.Tip(ctx)
+	if err == nil && s == historySource(f.c) && !t.Empty && (t.Format == icrc3.TipFormatLEB128 || t.Format == icrc3.TipFormatLegacy) {
+		// A certified ICRC-3 tip: the ledger is an ICRC ledger for good.
+		f.mu.Lock()
+		f.icrc = true
+		f.mu.Unlock()
+	}
+	return t, err
 }
 
 func (f *Family) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {

@@ -473,3 +473,38 @@ func TestFamilyProbeServesTheFirstTip(t *testing.T) {
 		t.Fatalf("a second tip cost %d queries, want 1 (read afresh)", n)
 	}
 }
+
+// TestICPMintAfterNonReplicatedMintingReject: one node answers the
+// icrc1_minting_account call (and query) of the ICP ledger saying the
+// method does not exist. No certificate backs it: the mint intent is not
+// final while the minting account is unknown, and is found once the
+// subnet answers.
+func TestICPMintAfterNonReplicatedMintingReject(t *testing.T) {
+	w := newWorld(t)
+	minting := w.l.MintingAccount()
+	mint := w.transfer(minting.Owner, icrc3.Account{Owner: carol}, 77_000, nil)
+	e := w.engine()
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{RejectMethod: "icrc1_minting_account"})
+	if v := decide(t, e, mint.intent); v.Final {
+		t.Fatalf("minting account only denied by one node: final %s %+v", v.Status, v.Reason)
+	}
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	w.wantFound(e, mint, icrc3.BlockMint)
+}
+
+// TestICPLedgerStoppedAtFirstProbeIsReadLater: the ledger rejects
+// query_encoded_blocks once (stopped for an upgrade) when its family is
+// first asked. The reject settles nothing: the intent is unreadable, not
+// final, and is found once the ledger serves the method again.
+func TestICPLedgerStoppedAtFirstProbeIsReadLater(t *testing.T) {
+	w := newWorld(t)
+	s := w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, nil)
+	e := w.engine()
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{RejectMethod: "query_encoded_blocks", RejectAs: "stopped"})
+	if v := decide(t, e, s.intent); v.Final || v.Status != reconcile.StatusUnreadable {
+		t.Fatalf("ledger stopped: %s final=%v %+v, want unreadable, not final", v.Status, v.Final, v.Reason)
+	}
+	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
+	w.srv.Advance(5 * time.Minute)
+	w.wantFound(e, s, icrc3.BlockTransfer)
+}

@@ -25,10 +25,12 @@ type History struct {
 	ledger principal.Principal
 	conc   int
 
-	mu   sync.Mutex
-	feat *icrc3.Features
-	// probed: query_encoded_blocks was seen answering (by Choose), so
-	// Detect need not ask again.
+	// mint is the minting account, kept once certified.
+	mint icrc1.Minting
+
+	mu sync.Mutex
+	// probed: query_encoded_blocks was seen answering with a reply that
+	// decodes, so Detect need not ask again.
 	probed bool
 	// tipProbe is that answer, a query_encoded_blocks(0, 0) reply: the
 	// first Tip within a second uses it instead of asking again.
@@ -65,15 +67,15 @@ func (h *History) Forget() {
 }
 
 // Detect checks that the ledger serves query_encoded_blocks (the ICP
-// ledger's history endpoint) and reads its minting account.
+// ledger's history endpoint) and reads its minting account; only a
+// certified minting account is kept. No lock is held across a request.
 func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.feat != nil && h.feat.MintingCertified {
-		return *h.feat, nil
-	}
-	if h.feat == nil && !h.probed {
-		if _, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true); err != nil {
+	probed := h.probed
+	h.mu.Unlock()
+	if !probed {
+		raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
+		if err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
 				return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindUnsupported, Canister: h.ledger,
@@ -81,17 +83,24 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 			}
 			return icrc3.Features{}, err
 		}
+		if _, err := icrc3.DecodeEncodedBlocks(raw); err != nil {
+			return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
+		}
+		h.mu.Lock()
+		h.probed = true
+		h.mu.Unlock()
 	}
-	m, certified, err := icrc1.MintingAccount(ctx, h.c)
+	m, certified, err := h.mint.Get(ctx, h.c)
 	if err != nil {
 		return icrc3.Features{}, err
 	}
-	h.feat = &icrc3.Features{MintingAccount: m, MintingCertified: certified, PageSize: Page}
-	return *h.feat, nil
+	return icrc3.Features{MintingAccount: m, MintingCertified: certified, PageSize: Page}, nil
 }
 
-// IsICP reports whether the ledger answers query_encoded_blocks: the ICP
-// ledger's own endpoint, which ICRC-3 ledgers do not serve.
+// IsICP reports whether the ledger answers query_encoded_blocks with a
+// reply that decodes: the ICP ledger's own endpoint, which ICRC-3 ledgers
+// do not serve. A reject is false; a reply that does not decode is an
+// error (one node's garbage proves nothing either way).
 func IsICP(ctx context.Context, c *icagent.Conn) (bool, error) {
 	ok, _, err := probeICP(ctx, c)
 	return ok, err
@@ -104,6 +113,9 @@ func probeICP(ctx context.Context, c *icagent.Conn) (bool, []byte, error) {
 	var e *icrc3.Error
 	switch {
 	case err == nil:
+		if _, err := icrc3.DecodeEncodedBlocks(raw); err != nil {
+			return false, nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.Ledger(), Method: "query_encoded_blocks", Err: err}
+		}
 		return true, raw, nil
 	case errors.As(err, &e) && e.Kind == icrc3.KindReject:
 		return false, nil, nil

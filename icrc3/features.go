@@ -41,9 +41,9 @@ type Features struct {
 	// MintingAccount from icrc1_minting_account (nil when none or not served).
 	MintingAccount *Account
 	// MintingCertified: MintingAccount is the reply of a replicated call
-	// whose certificate was verified (or the ledger does not serve the
-	// method). When false it is one node's query reply, and Detect asks
-	// the subnet again on every call.
+	// whose certificate was verified (or a certified reject says the
+	// ledger does not serve the method). When false it is one node's word,
+	// and Detect asks the subnet again on every call.
 	MintingCertified bool
 	// Endpoint is the block endpoint family the client reads, and PageSize
 	// its page.

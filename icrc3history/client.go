@@ -63,6 +63,10 @@ type ClientConfig struct {
 	// Now is the clock certificates' ages are measured against (default
 	// time.Now).
 	Now func() time.Time
+	// MintingWait bounds how long Detect waits for the certified
+	// icrc1_minting_account call before it serves the node's answer as
+	// uncertain (default icrc1.DefaultMintingWait); the call goes on.
+	MintingWait time.Duration
 }
 
 // Client reads and verifies one ledger's block history, from the ledger and
@@ -78,12 +82,22 @@ type Client struct {
 	page   uint64
 	now    func() time.Time
 
+	// No lock is held across a network call: detection and the minting
+	// account are read by one Shared read at a time, and only what they
+	// settle is kept under the locks.
 	featMu sync.Mutex
-	feat   *icrc3.Features
+	// feat is the ledger's endpoints once detected (the minting fields
+	// unset), at featAt; detecting is the detection in flight.
+	feat      *icrc3.Features
+	featAt    time.Time
+	detecting icagent.Shared[icrc3.Features]
 	// tipProbe is detection's tip reply, served to the first Tip call made
 	// soon after (a tip is as good as the moment it was certified).
 	tipProbe   []byte
 	tipProbeAt time.Time
+
+	// mint is the minting account, kept once certified.
+	mint icrc1.Minting
 
 	// known is the highest chain length any reply or tip has shown. A later
 	// reply claiming fewer blocks comes from a lagging replica; it never
@@ -126,6 +140,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		page:   cfg.PageSize,
 		now:    conn.Now,
 	}
+	c.mint.Wait = cfg.MintingWait
 	c.conc = min(c.conc, MaxConcurrency)
 	switch c.verify {
 	case "":
@@ -170,38 +185,79 @@ func (c *Client) observeLength(n uint64) {
 	}
 }
 
-// Detect probes the ledger's endpoints once and caches the answer. Probes
-// run with signed-query verification on. A ledger with no block endpoint
-// is an E_UNSUPPORTED error. While the minting account is only one node's
-// word, every Detect asks the subnet again.
+// Detect probes the ledger's endpoints once and caches the answer, and
+// reads its minting account alongside. Probes run with signed-query
+// verification on. A ledger with no block endpoint is an E_UNSUPPORTED
+// error. While the minting account is only one node's word, every Detect
+// asks the subnet again, and waits for its answer at most MintingWait.
+// Tip and page reads wait for the endpoints only, never for the minting
+// account's replicated call.
 func (c *Client) Detect(ctx context.Context) (icrc3.Features, error) {
-	return c.features(ctx, true)
-}
-
-// features is Detect for the client's own reads: with retry false a
-// cached answer is returned as it is, so one decision (which calls Detect
-// once, then reads a tip and pages) asks the subnet for an uncertain
-// minting account once, not once per read.
-func (c *Client) features(ctx context.Context, retry bool) (icrc3.Features, error) {
-	c.featMu.Lock()
-	defer c.featMu.Unlock()
-	if c.feat != nil {
-		if retry && !c.feat.MintingCertified {
-			// Only a node's word so far: ask the subnet again.
-			f := *c.feat
-			if err := c.readMinting(ctx, &f); err != nil {
-				return icrc3.Features{}, err
-			}
-			c.feat = &f
-		}
-		return *c.feat, nil
+	// Read beside the probes, so that a cold client pays one probe's round
+	// trips, not the sum. Which account mints decides whether a transfer
+	// must appear as xfer, mint or burn, so one node's query reply must
+	// not decide it: only a certified answer is kept.
+	type minted struct {
+		acc       *icrc3.Account
+		certified bool
+		err       error
 	}
-	f, err := c.detect(ctx)
+	mc := make(chan minted, 1)
+	go func() {
+		acc, certified, err := c.mint.Get(ctx, c.Conn)
+		mc <- minted{acc, certified, err}
+	}()
+	f, err := c.features(ctx)
 	if err != nil {
 		return icrc3.Features{}, err
 	}
-	c.feat = &f
+	m := <-mc
+	if m.err != nil {
+		return icrc3.Features{}, m.err
+	}
+	f.MintingAccount, f.MintingCertified = m.acc, m.certified
 	return f, nil
+}
+
+// redetectEvery bounds how long features that name no tip endpoint serve
+// before the ledger is asked again: that a method is missing is one
+// node's reject, and taken for good it would leave a certified ledger
+// unreadable (E_UNCERTIFIED) for the life of the process.
+const redetectEvery = time.Minute
+
+// features is the ledger's endpoints, detected on first use: what the
+// client's own reads need. Concurrent first uses share one detection, and
+// each waits for it only as long as its own ctx allows. Features with a
+// tip endpoint are kept; others are detected again after redetectEvery.
+func (c *Client) features(ctx context.Context) (icrc3.Features, error) {
+	c.featMu.Lock()
+	if f := c.feat; f != nil && (f.ICRC3Tip || f.LegacyTip || c.now().Sub(c.featAt) < redetectEvery) {
+		c.featMu.Unlock()
+		return *f, nil
+	}
+	c.featMu.Unlock()
+	f, err := c.detecting.Do(ctx, func(ctx context.Context) (icrc3.Features, error) {
+		f, err := c.detect(ctx)
+		if err == nil {
+			c.featMu.Lock()
+			c.feat, c.featAt = &f, c.now()
+			c.featMu.Unlock()
+		}
+		return f, err
+	})
+	if err != nil {
+		return icrc3.Features{}, c.waitErr(ctx, err, "detect")
+	}
+	return f, nil
+}
+
+// waitErr is a shared read's error, or the caller's own ctx ending while
+// it waited, classified as every error of the client is.
+func (c *Client) waitErr(ctx context.Context, err error, method string) error {
+	if ctx.Err() != nil && err == ctx.Err() {
+		return icagent.Classify(err, c.ledger, method)
+	}
+	return err
 }
 
 // probeResult is one detection probe's reply; ok is false when the ledger
@@ -212,7 +268,7 @@ type probeResult struct {
 	err error
 }
 
-// detect runs the probes (featMu held). Each is a verified query, two
+// detect runs the probes, no lock held. Each is a verified query, two
 // round trips with its read_state: only those that can change what the
 // client reads are made, and every probe whose need is known up front
 // runs at once, so a cold client pays one probe's round trips, not the
@@ -246,10 +302,7 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 		}()
 	}
 	var legacy, icrc3b, tip, types probeResult
-	var mint icrc3.Features
-	var mintErr error
 	run(func() { tip = probe("icrc3_get_tip_certificate", icrc1.NoArgs) })
-	run(func() { mintErr = c.readMinting(ctx, &mint) })
 	if c.want != icrc3.EndpointICRC3 {
 		run(func() { legacy = probe("get_blocks", encodeLegacyGetBlocksArgs(0, 0)) })
 	} else {
@@ -305,7 +358,9 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 		f.LegacyTip = tip.ok
 	}
 	if tip.ok {
+		c.featMu.Lock()
 		c.tipProbe, c.tipProbeAt = tip.raw, c.now()
+		c.featMu.Unlock()
 	}
 	if types.err != nil {
 		return icrc3.Features{}, types.err
@@ -323,10 +378,6 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 			f.BlockTypes = append(f.BlockTypes, t.BlockType)
 		}
 	}
-	if mintErr != nil {
-		return icrc3.Features{}, mintErr
-	}
-	f.MintingAccount, f.MintingCertified = mint.MintingAccount, mint.MintingCertified
 	switch {
 	case c.want == icrc3.EndpointICRC3 && f.ICRC3Blocks, c.want == icrc3.EndpointAuto && f.ICRC3Blocks && !f.LegacyBlocks:
 		f.Endpoint, f.PageSize = icrc3.EndpointICRC3, icrc3.PageICRC3
@@ -352,24 +403,10 @@ func (c *Client) detect(ctx context.Context) (icrc3.Features, error) {
 	return f, nil
 }
 
-// readMinting reads icrc1_minting_account as a replicated call whose
-// certificate is verified here: which account mints decides whether a
-// transfer must appear as xfer, mint or burn, so one node's query reply
-// must not decide it. When the call fails, the signed query's answer is
-// kept as uncertain (f.MintingCertified false).
-func (c *Client) readMinting(ctx context.Context, f *icrc3.Features) error {
-	acc, certified, err := icrc1.MintingAccount(ctx, c.Conn)
-	if err != nil {
-		return err
-	}
-	f.MintingAccount, f.MintingCertified = acc, certified
-	return nil
-}
-
 // Tip reads and verifies the ledger's certified tip. In queries mode a
 // ledger without a tip certificate gets a tip read by signed queries.
 func (c *Client) Tip(ctx context.Context) (icrc3.Tip, error) {
-	f, err := c.features(ctx, false)
+	f, err := c.features(ctx)
 	if err != nil {
 		return icrc3.Tip{}, err
 	}

@@ -57,7 +57,7 @@ func (c *Client) blocks(ctx context.Context, start, end uint64, desc bool, floor
 	if start >= end {
 		return nil
 	}
-	f, err := c.features(ctx, false)
+	f, err := c.features(ctx)
 	if err != nil {
 		return err
 	}

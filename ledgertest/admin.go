@@ -131,6 +131,11 @@ func validateFaults(f Faults) error {
 	default:
 		return fmt.Errorf("garbage must be one of truncated, cbor, candid; got %q", f.Garbage)
 	}
+	switch f.RejectAs {
+	case "", "missing", "stopped":
+	default:
+		return fmt.Errorf("reject_as must be missing or stopped, got %q", f.RejectAs)
+	}
 	if f.QueryReject > 5 {
 		return fmt.Errorf("query_reject must be a reject code 1..5, got %d", f.QueryReject)
 	}

@@ -70,8 +70,20 @@ type Faults struct {
 	// LoseReplies: update calls execute and commit, then the client gets an
 	// HTTP 503 instead of the reply (the block exists; the caller cannot know).
 	LoseReplies bool `json:"lose_replies,omitempty"`
+	// DropCalls: update calls are answered 202 and then lost before
+	// induction: never executed, and request_status never shows them.
+	// Once the certified /time passes a call's ingress expiry it can never
+	// execute; until then a client cannot tell it from one in progress.
+	DropCalls bool `json:"drop_calls,omitempty"`
 	// QueryReject: queries are rejected with this code (1..5) instead of running.
 	QueryReject uint64 `json:"query_reject,omitempty"`
+	// RejectMethod: one node rejects this method without running it: its
+	// queries with a signed reject, its calls with a 200
+	// non_replicated_rejection, which no certificate backs. RejectAs says
+	// why: "missing" (the default: no such method, IC0536) or "stopped"
+	// (the canister is stopped, IC0508).
+	RejectMethod string `json:"reject_method,omitempty"`
+	RejectAs     string `json:"reject_as,omitempty"`
 	// HTTPStatus: every request concerning the canister gets this status (e.g. 500).
 	HTTPStatus int `json:"http_status,omitempty"`
 	// Garbage: query replies are valid HTTP with a body that is not the

@@ -112,6 +112,39 @@ func TestFaultsSeenByAgent(t *testing.T) {
 			t.Fatalf("request_status of a lost reply = %q, %v; want absent", status, err)
 		}
 	})
+	t.Run("drop calls", func(t *testing.T) {
+		f := setup(t, Faults{DropCalls: true})
+		before := f.echo.updateCount()
+		r := agent.Request{Type: agent.RequestTypeCall, Sender: f.id.Sender(), CanisterID: f.echo.ID(), MethodName: "set", Arguments: []byte("lost"), IngressExpiry: uint64(time.Now().Add(time.Minute).UnixNano()), Nonce: []byte{2}}
+		body, rid := envelope(t, r, f.id.PublicKey(), sign(f.id))
+		resp, b := post(t, f.s.URL()+"/api/v4/canister/"+f.echo.ID().Encode()+"/call", body)
+		if resp.StatusCode != http.StatusAccepted || len(b) != 0 {
+			t.Fatalf("dropped call: %d %q, want 202 and no body", resp.StatusCode, b)
+		}
+		if f.echo.updateCount() != before {
+			t.Fatal("a dropped call executed")
+		}
+		// Never recorded: request_status stays absent, also once the fault is off.
+		f.s.SetFaults(f.echo.ID(), Faults{})
+		status, _, err := f.agent.RequestStatus(f.echo.ID(), rid)
+		if err != nil || status != nil {
+			t.Fatalf("request_status of a dropped call = %q, %v; want absent", status, err)
+		}
+	})
+	t.Run("reject method", func(t *testing.T) {
+		f := setup(t, Faults{RejectMethod: "echo"})
+		_, err := f.agent.QueryRaw(f.echo.ID(), "echo", nil)
+		wantErr(t, err, "(3)", "injected", "IC0536")
+		_, err = f.agent.CallRaw(f.echo.ID(), "echo", []byte{})
+		wantErr(t, err, "(3)", "injected", "IC0536")
+		// Other methods run.
+		if _, err := f.agent.QueryRaw(f.echo.ID(), "whoami", nil); err != nil {
+			t.Fatal(err)
+		}
+		f.s.SetFaults(f.echo.ID(), Faults{RejectMethod: "echo", RejectAs: "stopped"})
+		_, err = f.agent.QueryRaw(f.echo.ID(), "echo", nil)
+		wantErr(t, err, "(5)", "stopped", "IC0508")
+	})
 	t.Run("query reject", func(t *testing.T) {
 		f := setup(t, Faults{QueryReject: RejectSysTransient})
 		_, err := f.agent.QueryRaw(f.echo.ID(), "echo", nil)

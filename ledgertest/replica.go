@@ -237,6 +237,8 @@ func (s *Server) query(w http.ResponseWriter, ecid principal.Principal, req *req
 	switch {
 	case f.QueryReject != 0:
 		rej = normalizeReject(&Reject{Code: f.QueryReject, Message: fmt.Sprintf("query to %s rejected (injected fault)", ecid)})
+	case f.RejectMethod != "" && f.RejectMethod == req.method:
+		rej = methodReject(ecid, req.method, f.RejectAs)
 	case h == nil:
 		rej = canisterNotFound(ecid)
 	default:
@@ -347,11 +349,35 @@ func (s *Server) pruneStatusesLocked(wallNow uint64) {
 	}
 }
 
+// methodReject is the RejectMethod fault's reject of method.
+func methodReject(ecid principal.Principal, method, as string) *Reject {
+	if as == "stopped" {
+		return &Reject{Code: RejectCanisterError, Message: fmt.Sprintf("Canister %s is stopped (injected fault)", ecid), ErrorCode: "IC0508"}
+	}
+	r := noMethod(method)
+	r.Message += " (injected fault)"
+	return r
+}
+
 func (s *Server) call(w http.ResponseWriter, hr *http.Request, ecid principal.Principal, req *request, f Faults, ep endpoint) {
 	sync := ep != epCallAsync
 	h := s.canister(ecid)
-	if h == nil {
-		rej := canisterNotFound(ecid)
+	if f.DropCalls {
+		// Accepted by one node and lost before any block held it: no
+		// status is recorded, nothing runs.
+		if delay(hr, f) {
+			w.WriteHeader(http.StatusAccepted)
+		}
+		return
+	}
+	var rej *Reject
+	switch {
+	case h == nil:
+		rej = canisterNotFound(ecid)
+	case f.RejectMethod != "" && f.RejectMethod == req.method:
+		rej = methodReject(ecid, req.method, f.RejectAs)
+	}
+	if rej != nil {
 		if !delay(hr, f) {
 			return
 		}

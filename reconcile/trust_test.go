@@ -170,3 +170,29 @@ func TestQueriesModeLaggingReplicaNeverAbsent(t *testing.T) {
 		t.Fatalf("replica caught up: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 }
+
+// TestMintingAccountNonReplicatedRejectIsNotFinal: one node answers the
+// icrc1_minting_account call with a 200 non_replicated_rejection (and the
+// query with a signed reject) saying the method does not exist. No
+// certificate backs it, so it settles nothing: the mint intent is not
+// final while the account is unknown, and is found once the subnet
+// answers, in the same process.
+func TestMintingAccountNonReplicatedRejectIsNotFinal(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	minter, bob := e.ledger.MintingAccount().Owner, principalN(2)
+	mint := transferIntent{id: "mint", caller: minter, to: acct(bob, nil), amount: 5, stamp: e.srv.Now()}
+	idx, err := e.ledger.Transfer(minter, mint.arg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{RejectMethod: "icrc1_minting_account"})
+	e.closeWindow()
+	in := e.intent(mint.json(e.ledger.ID()))
+	if v := e.decide(in); v.Final {
+		t.Fatalf("minting account denied by one node: final %s %+v", v.Status, v.Reason)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
+	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+		t.Fatalf("the subnet answers again: got %s %+v, want found at %d", v.Status, v.Reason, idx)
+	}
+}
