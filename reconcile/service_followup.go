@@ -160,6 +160,17 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
+	if seq > 0 {
+		// The stream must hold seq before v: when the verdict before v
+		// may still be only in the outbox, every stored one goes in order.
+		pending, err := s.cfg.Store.UnpublishedBefore(ctx, w.IntentID, v.Seq)
+		if err != nil {
+			return err // v's outbox entry stays for the next round
+		}
+		if pending {
+			return s.publishStored(ctx, log, w.IntentID, hdr)
+		}
+	}
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, ErrHistory) {
 		// Another instance published this seq first: its verdict stands.
 		return s.yieldToStream(ctx, log, w.IntentID)
@@ -172,10 +183,10 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	return nil
 }
 
-// publishOutbox makes the stream hold the latest stored verdict of every
-// intent in the outbox, then clears its entries. One that fails stays for
-// the next call; only a failure to read the outbox (or the end of ctx) is
-// returned. n is the number of intents the outbox held.
+// publishOutbox makes the stream hold every stored verdict of every
+// intent in the outbox, in seq order, then clears its entries. One that
+// fails stays for the next call; only a failure to read the outbox (or the
+// end of ctx) is returned. n is the number of intents the outbox held.
 func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 	ids, err := s.cfg.Store.Unpublished(ctx)
 	if err != nil {
@@ -186,37 +197,31 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 			return len(ids), ctx.Err()
 		}
 		log := s.log.With(zap.String("intent_id", id))
-		v, err := s.republish(ctx, log, id)
-		switch {
-		case err == nil:
-			s.markPublished(ctx, log, v)
-		case ctx.Err() == nil:
+		if err := s.republish(ctx, log, id); err != nil && ctx.Err() == nil {
 			log.Warn("re-publish failed; will retry", zap.Error(err))
 		}
 	}
 	return len(ids), nil
 }
 
-// republish makes the stream hold the intent's latest stored verdict and
-// returns that verdict. When the stream holds later seqs, or another
-// decision at that seq (decided elsewhere while this one waited in the
-// outbox), the stream's history is taken instead.
-func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) (Verdict, error) {
+// republish makes the stream hold the intent's stored verdicts
+// (publishStored). A stream that holds another body for the id is the
+// fleet's answer: the store takes it (yieldToStream).
+func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) error {
 	unlock := s.locks.lock(id)
 	defer unlock()
-	latest, err := s.cfg.Store.LatestVerdict(ctx, id)
-	if err != nil {
-		return Verdict{}, err
-	}
 	rec, err := s.cfg.Store.Intent(ctx, id)
 	if err != nil {
-		return latest, err
+		return err
 	}
-	behind, err := s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
-	if behind || errors.Is(err, ErrHistory) {
-		err = s.yieldToStream(ctx, log, id)
+	last, err := s.cfg.Sink.LastVerdict(ctx, id)
+	if err != nil {
+		return err
 	}
-	return latest, err
+	if holdsOtherBody(last, rec) {
+		return s.yieldToStream(ctx, log, id)
+	}
+	return s.publishStoredOver(ctx, log, id, IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have
@@ -239,8 +244,8 @@ func reasonCode(v Verdict) string {
 }
 
 // parsedIntents keeps the parsed intents of the watch list between
-// follow-up rounds: a stored body never changes (another body under the
-// same id is refused), and reading and parsing every watched body again
+// follow-up rounds: a stored body changes only when the store takes the
+// stream's body in its place (drop), and reading and parsing every watched body again
 // each round is most of a round's cost when thousands are open.
 type parsedIntents struct {
 	mu sync.Mutex
@@ -277,6 +282,13 @@ func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedInt
 	p.m[id] = pi
 	p.mu.Unlock()
 	return pi, nil
+}
+
+// drop forgets id's parsed body: the store holds another one now.
+func (p *parsedIntents) drop(id string) {
+	p.mu.Lock()
+	delete(p.m, id)
+	p.mu.Unlock()
 }
 
 // keep drops the intents no longer watched, bounding the cache by the
