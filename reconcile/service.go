@@ -79,6 +79,7 @@ type Service struct {
 	locks  keyedMutex
 	batch  batcher
 	parsed parsedIntents
+	rounds ledgerRounds
 }
 
 // NewService checks cfg and applies defaults.

@@ -16,16 +16,19 @@ import (
 
 // RunFollowUp re-decides watched intents every interval until ctx ends, and
 // whenever Trigger is called. The first round runs at once: a restart
-// resumes every watch the store holds.
+// resumes every watch the store holds. Each ledger's rounds run on their
+// own (see FollowUp); a ledger whose round has run for more than
+// lateRounds intervals is logged as late at each tick.
 func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigger <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := s.FollowUp(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.startRound(ctx, interval); err != nil && ctx.Err() == nil {
 			s.log.Warn("follow-up round failed", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():
+			s.rounds.wait()
 			return
 		case <-t.C:
 		case <-trigger:
@@ -33,14 +36,38 @@ func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigg
 	}
 }
 
-// FollowUp runs one round: for each ledger this instance owns (see
-// ServiceConfig.Owns) with due watched intents, one
-// DecideMany (one certified tip for all of them). A new verdict is stored
-// and published only when the status, or an unreadable verdict's reason
-// code, changes; a final one ends the watch. Ledgers are followed up
-// concurrently, so a slow ledger does not hold up the others. It returns an
-// error when the watch list cannot be read or ctx ends.
+// lateRounds is how many intervals a ledger's round may run before each
+// tick logs it as late.
+const lateRounds = 3
+
+// FollowUp runs one round and waits for it: for each ledger this instance
+// owns (see ServiceConfig.Owns) with due watched intents, one DecideMany
+// (one certified tip for all of them). A new verdict is stored and
+// published only when the status, or an unreadable verdict's reason code,
+// changes; a final one ends the watch. Each ledger's round runs on a
+// goroutine of its own, and at most one round of a ledger runs at a time:
+// a ledger whose reads hang delays only its own intents. A ledger whose
+// previous round still runs is followed up again as soon as it ends. It
+// returns an error when the watch list cannot be read or ctx ends.
 func (s *Service) FollowUp(ctx context.Context) error {
+	done, err := s.startRound(ctx, 0)
+	for _, c := range done {
+		select {
+		case <-c:
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// startRound publishes the outbox, reads the watch list and asks each
+// owned ledger with due watches for a round; it returns a channel per
+// ledger closed when that round has run. With interval > 0 it logs the
+// ledgers whose running round is late first.
+func (s *Service) startRound(ctx context.Context, interval time.Duration) ([]<-chan struct{}, error) {
 	s.m.round()
 	if _, err := s.publishOutbox(ctx); err != nil && ctx.Err() == nil {
 		// The entries stay; deciding the watches need not wait for them.
@@ -48,37 +75,152 @@ func (s *Service) FollowUp(ctx context.Context) error {
 	}
 	ws, err := s.cfg.Store.Watches(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.parsed.keep(ws)
 	now := s.cfg.Now()
 	byLedger := map[string][]Watch{}
+	followed := map[string]bool{}
 	for _, w := range ws {
 		// Every store watches every open intent of the fleet; only the
 		// holder of a ledger's lease follows its intents up.
 		if s.cfg.Owns != nil && !s.cfg.Owns(w.Canister) {
 			continue
 		}
+		followed[w.Canister] = true
 		if !w.NextCheck.After(now) {
 			byLedger[w.Canister] = append(byLedger[w.Canister], w)
 		}
 	}
+	if interval > 0 {
+		s.rounds.warnLate(s.log, now, lateRounds*interval, interval)
+	}
+	s.rounds.settle(s, followed, byLedger, now)
 	ledgers := make([]string, 0, len(byLedger))
 	for l := range byLedger {
 		ledgers = append(ledgers, l)
 	}
 	sort.Strings(ledgers)
-	var wg sync.WaitGroup
+	done := make([]<-chan struct{}, 0, len(ledgers))
 	for _, l := range ledgers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.followLedger(ctx, l, byLedger[l])
-		}()
+		done = append(done, s.rounds.request(ctx, s, l, byLedger[l]))
 	}
-	wg.Wait()
-	return ctx.Err()
+	return done, nil
 }
+
+// ledgerRounds keeps, per ledger, whether a follow-up round runs and the
+// round asked for while it runs.
+type ledgerRounds struct {
+	mu sync.Mutex
+	m  map[string]*ledgerRound
+	wg sync.WaitGroup
+}
+
+type ledgerRound struct {
+	running bool
+	started time.Time // of the running round, by ServiceConfig.Now
+	warned  time.Time // the last late warning
+	// The next round, asked for while one runs: the newest due watches,
+	// the context of the request, and the channels of every request it
+	// answers.
+	next    []Watch
+	nextCtx context.Context
+	waiters []chan struct{}
+}
+
+// request asks for a round of ledger over ws. It starts one unless one
+// runs; then the newest ws is followed up as soon as that one ends. The
+// channel is closed once a round over ws (or newer watches) has run.
+func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, ws []Watch) <-chan struct{} {
+	c := make(chan struct{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*ledgerRound{}
+	}
+	lr := r.m[ledger]
+	if lr == nil {
+		lr = &ledgerRound{}
+		r.m[ledger] = lr
+	}
+	if lr.running {
+		lr.next, lr.nextCtx = ws, ctx
+		lr.waiters = append(lr.waiters, c)
+		return c
+	}
+	lr.running, lr.started = true, s.cfg.Now()
+	r.wg.Add(1)
+	go r.run(ctx, s, ledger, lr, ws, []chan struct{}{c})
+	return c
+}
+
+// run follows the ledger up, round after round, while rounds are asked for.
+func (r *ledgerRounds) run(ctx context.Context, s *Service, ledger string, lr *ledgerRound, ws []Watch, waiters []chan struct{}) {
+	defer r.wg.Done()
+	for {
+		s.followLedger(ctx, ledger, ws)
+		now := s.cfg.Now()
+		s.m.followUpDone(ledger, now)
+		r.mu.Lock()
+		for _, c := range waiters {
+			close(c)
+		}
+		if lr.next == nil {
+			lr.running = false
+			r.mu.Unlock()
+			return
+		}
+		ctx, ws, waiters = lr.nextCtx, lr.next, lr.waiters
+		lr.next, lr.nextCtx, lr.waiters = nil, nil, nil
+		lr.started = now
+		r.mu.Unlock()
+	}
+}
+
+// warnLate logs each ledger whose running round started more than late
+// ago, at most once every interval.
+func (r *ledgerRounds) warnLate(log *zap.Logger, now time.Time, late, every time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for l, lr := range r.m {
+		if !lr.running || now.Sub(lr.started) <= late || now.Sub(lr.warned) < every {
+			continue
+		}
+		lr.warned = now
+		log.Warn("follow-up round of a ledger is late", zap.String("canister_id", l),
+			zap.Time("started", lr.started), zap.Duration("running", now.Sub(lr.started)))
+	}
+}
+
+// settle records a completed round for the followed ledgers with nothing
+// due and no round running (there was nothing to do), and for the ledgers
+// known here that no longer have open intents but are still owned; it
+// forgets the ledgers this instance no longer follows up.
+func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[string][]Watch, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*ledgerRound{}
+	}
+	for l := range followed {
+		if lr := r.m[l]; lr == nil {
+			r.m[l] = &ledgerRound{}
+		}
+	}
+	for l, lr := range r.m {
+		switch {
+		case lr.running || len(due[l]) > 0:
+		case followed[l] || s.cfg.Owns == nil || s.cfg.Owns(l):
+			s.m.followUpDone(l, now)
+		default:
+			s.m.followUpGone(l)
+			delete(r.m, l)
+		}
+	}
+}
+
+// wait waits for every running round to end.
+func (r *ledgerRounds) wait() { r.wg.Wait() }
 
 func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	log := s.log.With(zap.String("canister_id", ledger))
