@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
@@ -297,5 +299,132 @@ func TestServiceImportOfAnotherBodyTakesTheStreams(t *testing.T) {
 	}
 	if got := a.sink.seqs(id); len(got) != 1 {
 		t.Fatalf("stream seqs %v", got)
+	}
+}
+
+// jsSink is a queue.Sink on an embedded JetStream server of the test's,
+// whose publishes can be made to fail or to run a hook first.
+type jsSink struct {
+	queue.Sink
+	mu     sync.Mutex
+	fail   error
+	before func()
+}
+
+func (s *jsSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+	s.mu.Lock()
+	fail, f := s.fail, s.before
+	s.before = nil
+	s.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
+	if f != nil {
+		f()
+	}
+	return s.Sink.PublishVerdict(ctx, v, in)
+}
+
+func jetStream(t *testing.T) *queue.Conn {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(t.TempDir(), "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	c, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The conflict race and the outage across two rounds on the real verdict
+// stream: its refusal of B's seq 1, the intent headers its verdicts carry,
+// and its per-subject history.
+func TestServiceStreamConvergesOnJetStream(t *testing.T) {
+	ctx := context.Background()
+	c := jetStream(t)
+	dec := &scriptDecider{script: map[string]func() reconcile.Verdict{}, calls: map[string]int{}}
+	clock := time.Unix(1_800_000_000, 0)
+	newSvc := func(st *store.Store, sink reconcile.Sink) *reconcile.Service {
+		svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: store.ServiceStore{S: st}, Sink: sink,
+			Now: func() time.Time { return clock }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	ast, bst := openStore(t), openStore(t)
+	a := newSvc(ast, queue.Sink{C: c, Origin: "a"})
+	bs := &jsSink{Sink: queue.Sink{C: c, Origin: "b"}}
+	b := newSvc(bst, bs)
+
+	const id = "js-race"
+	body1, body2 := intentBody(id, 1), intentBody(id, 2)
+	in1, _ := matcher.ParseIntent(body1)
+	dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	bs.before = func() {
+		if o := a.HandleIntent(ctx, body1); o.Kind != reconcile.Ack {
+			t.Errorf("A: %+v", o)
+		}
+	}
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Ack {
+		t.Fatalf("B: %+v", o)
+	}
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want the stream's body 1", rec.CanonicalHash, err)
+	}
+	if ws, _ := bst.Watches(ctx); len(ws) != 1 {
+		t.Fatalf("B watches %+v", ws)
+	}
+
+	// B's NATS is down for two rounds: seq 2 and 3 of body 1 wait in its
+	// outbox; then they reach the stream in order.
+	bs.mu.Lock()
+	bs.fail = errors.New("nats down")
+	bs.mu.Unlock()
+	dec.set(id, reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	if err := b.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Hour)
+	dec.set(id, reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	if err := b.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bs.mu.Lock()
+	bs.fail = nil
+	bs.mu.Unlock()
+	if err := b.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := c.VerdictHistory(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, sv := range hist {
+		seqs = append(seqs, sv.Verdict.Seq)
+		if sv.Intent == nil || sv.Intent.Hash != in1.Hash() {
+			t.Fatalf("stream verdict %d carries %+v, want body 1", sv.Verdict.Seq, sv.Intent)
+		}
+	}
+	if len(seqs) != 3 || seqs[1] != 2 || seqs[2] != 3 {
+		t.Fatalf("stream seqs %v, want [1 2 3]", seqs)
+	}
+	// A, following the stream, holds all three.
+	for _, sv := range hist {
+		if err := a.ImportVerdict(ctx, sv.Verdict, sv.Intent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if vs, _ := ast.Verdicts(ctx, id); len(vs) != 3 || !vs[2].Final {
+		t.Fatalf("A holds seqs %v, want [1 2 3] ending final", seqsOf(vs))
 	}
 }
