@@ -168,58 +168,95 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 // admit stores the intent and settles it: a new one is decided (or, when
 // invalid, answered with its invalid verdict); a known one is answered from
 // the store without scanning.
+//
+// The intent's lock serialises its store and stream writes in this
+// instance, but it is not held across the decision, which reads the ledger
+// for as long as its calls' deadlines allow: the verdict follower imports
+// the fleet's verdicts one at a time and must not wait behind it. The
+// state is read again under the lock once the verdict is decided; if a
+// verdict was stored meanwhile (imported, or decided by another delivery),
+// the decision is dropped and the stored one answers.
 func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
+	log := s.log.With(zap.String("intent_id", rec.ID))
+	var d *firstDecision
+	for {
+		o, decide := s.admitLocked(ctx, log, rec, d)
+		if !decide {
+			return o
+		}
+		v, w, err := s.firstVerdict(ctx, rec, in, invalid)
+		if err != nil {
+			return s.retry(ctx, log, "decide", err)
+		}
+		d = &firstDecision{v: v, w: w}
+	}
+}
+
+// firstDecision is a first verdict decided without the intent's lock, with
+// the watch entry it needs.
+type firstDecision struct {
+	v Verdict
+	w *Watch
+}
+
+// admitLocked is admit under the intent's lock. It reports decide when the
+// intent needs its first verdict and d holds none; admit then decides it
+// without the lock and calls again.
+func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRecord, d *firstDecision) (o Outcome, decide bool) {
 	unlock := s.locks.lock(rec.ID)
 	defer unlock()
-	log := s.log.With(zap.String("intent_id", rec.ID))
 
 	// A store that does not know the intent may lag the fleet (a new
 	// instance, a follower behind): what the stream already holds is
 	// taken first, so this instance neither decides a seq the fleet has
 	// decided nor stores a body other than the one the fleet answered.
 	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.ID); errors.Is(err, ErrNotFound) {
+		if d != nil {
+			// Decided since the stream was read without a verdict: a
+			// verdict the fleet published meanwhile makes the stream
+			// refuse this one, which then yields to it (publishDecided).
+			return s.admitNew(ctx, log, rec, *d), false
+		}
 		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
 		if err != nil {
-			return s.retry(ctx, log, "read the stream's verdict", err)
+			return s.retry(ctx, log, "read the stream's verdict", err), false
 		}
 		if last == nil {
-			// Neither the store nor the stream holds a verdict, and every
-			// writer of this id in this instance holds its lock: the intent
+			// Neither the store nor the stream holds a verdict: the intent
 			// is decided, then stored with its verdict in one transaction.
-			return s.admitNew(ctx, log, rec, in, invalid)
+			return Outcome{}, true
 		}
 		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
-			return s.retry(ctx, log, "import the stream's verdicts", err)
+			return s.retry(ctx, log, "import the stream's verdicts", err), false
 		}
 	} else if err != nil {
-		return s.retry(ctx, log, "read latest verdict", err)
+		return s.retry(ctx, log, "read latest verdict", err), false
 	}
 
 	res, err := s.cfg.Store.PutIntent(ctx, rec)
 	if err != nil {
-		return s.retry(ctx, log, "store intent", err)
+		return s.retry(ctx, log, "store intent", err), false
 	}
 	if res == PutConflict {
-		return s.admitConflict(ctx, log, rec)
+		return s.admitConflict(ctx, log, rec), false
 	}
 	_, err = s.cfg.Store.LatestVerdict(ctx, rec.ID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// New, or stored by an instance that stopped before deciding.
 	case err != nil:
-		return s.retry(ctx, log, "read latest verdict", err)
+		return s.retry(ctx, log, "read latest verdict", err), false
 	default:
-		return s.admitKnown(ctx, log, rec, res)
+		return s.admitKnown(ctx, log, rec, res), false
+	}
+	if d == nil {
+		return Outcome{}, true
 	}
 
-	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
-	if err != nil {
-		return s.retry(ctx, log, "decide", err)
+	if err := s.cfg.Store.AppendDecided(ctx, d.v, d.w); err != nil {
+		return s.storeFailed(ctx, log, err), false
 	}
-	if err := s.cfg.Store.AppendDecided(ctx, v, w); err != nil {
-		return s.storeFailed(ctx, log, err)
-	}
-	return s.publishDecided(ctx, log, rec, v)
+	return s.publishDecided(ctx, log, rec, d.v), false
 }
 
 // admitKnown answers an intent the store holds with verdicts, without
@@ -286,17 +323,14 @@ func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec Intent
 // admitNew settles an intent that neither the store nor the stream knows:
 // it is decided first, and the intent, its verdict and the verdict's outbox
 // row are then stored in one transaction (shared with the rest of a burst).
-func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
-	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
-	if err != nil {
-		return s.retry(ctx, log, "decide", err)
-	}
-	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, w)
+func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, d firstDecision) Outcome {
+	v := d.v
+	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, d.w)
 	if err != nil {
 		return s.storeFailed(ctx, log, err)
 	}
 	if res == PutConflict {
-		return s.refuseStoredConflict(ctx, log, rec)
+		return s.admitConflict(ctx, log, rec)
 	}
 	return s.publishDecided(ctx, log, rec, v)
 }

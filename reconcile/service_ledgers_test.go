@@ -177,3 +177,67 @@ func TestServiceFollowUpLedgerDoesNotWaitForAnother(t *testing.T) {
 		t.Fatalf("live ledger's last round at %v, want %v", ts, want)
 	}
 }
+
+// The verdict follower imports the fleet's verdicts one at a time: a
+// verdict of an intent this instance is deciding must not wait for that
+// decision, which may read a slow ledger for minutes.
+func TestServiceImportDoesNotWaitForADecision(t *testing.T) {
+	e := newSvcEnv(t)
+	dec := &hangingDecider{scriptDecider: e.dec, ledger: hungLedger, armed: true, hung: make(chan struct{}),
+		release: make(chan struct{}), decided: make(chan string, 16)}
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+		Now: func() time.Time { return e.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := intentOn("slow-1", hungLedger)
+	in, err := matcher.ParseIntent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dec.set("slow-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	handled := make(chan reconcile.Outcome, 1)
+	go func() { handled <- svc.HandleIntent(ctx, body) }()
+	<-dec.hung
+	released := false
+	defer func() {
+		if !released {
+			close(dec.release)
+			<-handled
+		}
+	}()
+
+	// Another instance decided it meanwhile; its verdict reaches the
+	// stream and this instance's follower.
+	fleet := reconcile.Verdict{IntentID: "slow-1", Seq: 1, Status: reconcile.StatusFound, Final: true,
+		Block: &reconcile.BlockRef{Index: 4}, DecidedAt: time.Now().UTC()}
+	hdr := reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	if err := e.sink.PublishVerdict(ctx, fleet, hdr); err != nil {
+		t.Fatal(err)
+	}
+	imported := make(chan error, 1)
+	go func() { imported <- svc.ImportVerdict(ctx, fleet, &hdr) }()
+	select {
+	case err := <-imported:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the import waited for the intent's decision")
+	}
+	released = true
+	close(dec.release)
+	if o := <-handled; o.Kind != reconcile.Ack {
+		t.Fatalf("%+v", o)
+	}
+	if vs, _ := e.st.Verdicts(ctx, "slow-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+		t.Fatalf("stored %+v, want the fleet's found", vs)
+	}
+	if got := e.sink.seqs("slow-1"); len(got) != 1 {
+		t.Fatalf("stream seqs %v", got)
+	}
+	if es := e.outbox(); len(es) != 0 {
+		t.Fatalf("outbox %+v", es)
+	}
+}
