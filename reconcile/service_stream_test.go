@@ -428,3 +428,38 @@ func TestServiceStreamConvergesOnJetStream(t *testing.T) {
 		t.Fatalf("A holds seqs %v, want [1 2 3] ending final", seqsOf(vs))
 	}
 }
+
+// A stream that skips a seq (an older release) after which this store
+// decided that seq itself: the stream can never take it, so the store
+// drops it for the stream's later verdicts instead of keeping a verdict
+// no other store has.
+func TestServiceDropsAVerdictTheStreamSkipped(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	e.dec.set("sk-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	if o := e.handle(intentBody("sk-1", 1)); o.Kind != reconcile.Ack {
+		t.Fatalf("%+v", o)
+	}
+	e.sink.fail = errors.New("nats down")
+	e.dec.set("sk-1", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.sink.mu.Lock()
+	e.sink.fail = nil
+	e.sink.verdicts["sk-1"] = append(e.sink.verdicts["sk-1"], reconcile.Verdict{IntentID: "sk-1", Seq: 3,
+		Status: reconcile.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
+	e.sink.mu.Unlock()
+	if err := e.svc.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := e.st.Verdicts(ctx, "sk-1"); len(vs) != 2 || vs[1].Seq != 3 || !vs[1].Final {
+		t.Fatalf("stored seqs %v, want the stream's [1 3]", seqsOf(vs))
+	}
+	if got := e.outbox(); len(got) != 0 {
+		t.Fatalf("outbox %+v", got)
+	}
+	if ws, _ := e.st.Watches(ctx); len(ws) != 0 {
+		t.Fatalf("watches %+v", ws)
+	}
+}

@@ -33,8 +33,8 @@ func SameDecision(a, b Verdict) bool {
 // stream's verdicts are of another body than the stored intent, the
 // stream's body and verdicts replace the stored ones (takeStreamBody).
 // Otherwise, at the first seq where the stream holds another decision
-// than the store, the store's verdicts from there on (decided here, not
-// yet published) are discarded; the stream's verdicts are imported after
+// than the store, or none while holding later seqs, the store's verdicts
+// from there on (decided here, not yet published) are discarded; the stream's verdicts are imported after
 // what remains, and the outbox rows the stream now covers are cleared.
 // Verdicts decided here after the stream's last stay for publishing. The
 // caller holds the intent's lock.
@@ -57,12 +57,23 @@ func (s *Service) yieldToStream(ctx context.Context, log *zap.Logger, id string)
 	for _, sv := range hist {
 		onStream[sv.Verdict.Seq] = sv.Verdict
 	}
+	streamLast := hist[len(hist)-1].Verdict.Seq
 	for _, lv := range local {
 		sv, ok := onStream[lv.Seq]
-		if !ok || SameDecision(sv, lv) {
+		if ok && SameDecision(sv, lv) || !ok && lv.Seq > streamLast {
+			// The fleet's, or decided here after the stream's last: it
+			// stays, for publishing.
 			continue
 		}
-		if err := s.cfg.Store.DiscardUnpublished(ctx, id, lv.Seq); err != nil {
+		// Another decision at this seq, or a seq the stream skipped and,
+		// holding later ones, can never take.
+		err := s.cfg.Store.DiscardUnpublished(ctx, id, lv.Seq)
+		if errors.Is(err, ErrInvalidRecord) && !ok {
+			// Not decided here: a verdict the stream held once and no
+			// longer does (its age limit). It stays.
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		s.m.imported("yielded")
