@@ -20,6 +20,7 @@ import (
 // own (see FollowUp); a ledger whose round has run for more than
 // lateRounds intervals is logged as late at each tick.
 func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigger <-chan struct{}) {
+	s.rounds.setLate(lateRounds * interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -114,6 +115,8 @@ type ledgerRounds struct {
 	mu sync.Mutex
 	m  map[string]*ledgerRound
 	wg sync.WaitGroup
+	// late is how long a round may run before it is late (0: not told).
+	late time.Duration
 }
 
 type ledgerRound struct {
@@ -217,6 +220,32 @@ func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[stri
 			delete(r.m, l)
 		}
 	}
+}
+
+// LateFollowUps lists, sorted, the ledgers whose running follow-up round
+// has run for more than lateRounds intervals of RunFollowUp: their open
+// intents are not being followed up. Empty before RunFollowUp starts.
+func (s *Service) LateFollowUps() []string {
+	return s.rounds.lateLedgers(s.cfg.Now())
+}
+
+func (r *ledgerRounds) setLate(d time.Duration) {
+	r.mu.Lock()
+	r.late = d
+	r.mu.Unlock()
+}
+
+func (r *ledgerRounds) lateLedgers(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for l, lr := range r.m {
+		if r.late > 0 && lr.running && now.Sub(lr.started) > r.late {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // wait waits for every running round to end.

@@ -168,6 +168,9 @@ func TestServiceFollowUpLedgerDoesNotWaitForAnother(t *testing.T) {
 	if logs.FilterMessage("follow-up round of a ledger is late").FilterField(zap.String("canister_id", hungLedger)).Len() == 0 {
 		t.Fatalf("no late warning for the hung ledger; logs %+v", logs.All())
 	}
+	if late := svc.LateFollowUps(); len(late) != 1 || late[0] != hungLedger {
+		t.Fatalf("late follow-ups %v, want the hung ledger", late)
+	}
 	if ts := m.Gauge(reconcile.MetricFollowUpLastRound, hungLedger); ts != 0 {
 		t.Fatalf("the hung ledger completed a round at %v", ts)
 	}
