@@ -313,9 +313,16 @@ func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec Intent
 		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
 			return s.retry(ctx, log, "take the stream's intent", err)
 		}
+		if stored, err = s.cfg.Store.Intent(ctx, rec.ID); err != nil {
+			return s.retry(ctx, log, "read the stored intent", err)
+		}
 	}
 	if holdsOtherBody(last, rec) {
 		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+	}
+	if stored.Hash != rec.Hash {
+		// The stream's verdicts carry no body to take.
+		return s.refuseStoredConflict(ctx, log, rec)
 	}
 	return s.admitKnown(ctx, log, rec, PutExisting)
 }

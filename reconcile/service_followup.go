@@ -324,6 +324,14 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 		}
 		return nil // not_yet again: nothing new to say
 	}
+	// The decision is of the body read before it; the store may have
+	// taken the stream's body in its place since (takeStreamBody).
+	if rec, err := s.cfg.Store.Intent(ctx, w.IntentID); err != nil {
+		return err
+	} else if rec.Hash != hdr.Hash {
+		log.Info("follow-up decision dropped: the stored intent is another body now")
+		return nil
+	}
 	v.Seq = seq + 1
 	v.IntentHash = hex.EncodeToString(hdr.Hash[:])
 	if err := s.cfg.Store.AppendDecided(ctx, v, &next); err != nil {

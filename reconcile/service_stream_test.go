@@ -463,3 +463,52 @@ func TestServiceDropsAVerdictTheStreamSkipped(t *testing.T) {
 		t.Fatalf("watches %+v", ws)
 	}
 }
+
+// A follow-up decision of body 2 whose store takes the stream's body 1
+// while it is decided is dropped: it must never be recorded, or published,
+// as a verdict of body 1.
+func TestServiceFollowUpDropsADecisionOfAReplacedBody(t *testing.T) {
+	a := newSvcEnv(t)
+	ctx := context.Background()
+	const id = "stale-1"
+	body1, body2 := intentBody(id, 1), intentBody(id, 2)
+	in1, _ := matcher.ParseIntent(body1)
+	in2, _ := matcher.ParseIntent(body2)
+	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	if o := a.handle(body1); o.Kind != reconcile.Ack {
+		t.Fatalf("A: %+v", o)
+	}
+	bst := openStore(t)
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: a.sink,
+		Now: func() time.Time { return a.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B's store took body 2 (from a stream it followed before).
+	v2 := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	if err := b.ImportVerdict(ctx, v2, &reconcile.IntentHeader{Body: in2.Canonical(), Hash: in2.Hash()}); err != nil {
+		t.Fatal(err)
+	}
+	hist, _ := a.sink.History(ctx, id)
+	a.dec.mu.Lock()
+	a.dec.script[id] = func() reconcile.Verdict {
+		// While body 2 is decided, B's follower brings the stream's body 1.
+		if err := b.ImportVerdict(ctx, hist[0].Verdict, hist[0].Intent); err != nil {
+			t.Error(err)
+		}
+		return reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 8}}
+	}
+	a.dec.mu.Unlock()
+	if err := b.FollowUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want body 1's", rec.CanonicalHash, err)
+	}
+	if vs, _ := bst.Verdicts(ctx, id); len(vs) != 1 || vs[0].Status != reconcile.StatusNotYet {
+		t.Fatalf("B stores %+v, want only the stream's not_yet of body 1", vs)
+	}
+	if got := a.sink.seqs(id); len(got) != 1 {
+		t.Fatalf("stream seqs %v: body 2's found reached body 1's history", got)
+	}
+}
