@@ -512,3 +512,55 @@ func TestServiceFollowUpDropsADecisionOfAReplacedBody(t *testing.T) {
 		t.Fatalf("stream seqs %v: body 2's found reached body 1's history", got)
 	}
 }
+
+// As TestServiceImportOfAnotherBodyTakesTheStreams, but B learns it from
+// its outbox pass: its seq 1 of body 2 is refused, and B takes body 1.
+func TestServiceOutboxOfAnotherBodyTakesTheStreams(t *testing.T) {
+	a := newSvcEnv(t)
+	ctx := context.Background()
+	const id = "race-3"
+	body1, body2 := intentBody(id, 1), intentBody(id, 2)
+	in1, _ := matcher.ParseIntent(body1)
+	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	bst := openStore(t)
+	down := newFakeSink()
+	down.fail = errors.New("nats down")
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: down,
+		Now: func() time.Time { return a.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Nak {
+		t.Fatalf("B: %+v, want a nak (not published)", o)
+	}
+	if o := a.handle(body1); o.Kind != reconcile.Ack {
+		t.Fatalf("A: %+v", o)
+	}
+	b2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: a.sink,
+		Now: func() time.Time { return a.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want body 1's", rec.CanonicalHash, err)
+	}
+	if es, _ := bst.Outbox(ctx); len(es) != 0 {
+		t.Fatalf("B's outbox %+v", es)
+	}
+	if ws, _ := bst.Watches(ctx); len(ws) != 1 || ws[0].IntentID != id {
+		t.Fatalf("B watches %+v, want body 1", ws)
+	}
+	if got := a.sink.seqs(id); len(got) != 1 {
+		t.Fatalf("stream seqs %v", got)
+	}
+	// Body 2 delivered again to B is refused; body 1 is answered.
+	if o := b2.HandleIntent(ctx, body2); o.Kind != reconcile.Ack || len(a.sink.rejects) != 1 {
+		t.Fatalf("body 2 again: %+v, rejects %v", o, a.sink.rejects)
+	}
+	if o := b2.HandleIntent(ctx, body1); o.Kind != reconcile.Ack || len(a.sink.rejects) != 1 {
+		t.Fatalf("body 1: %+v, rejects %v", o, a.sink.rejects)
+	}
+}
