@@ -18,7 +18,11 @@
 // The Service takes intents from the queue, stores them and their verdicts
 // through the Store port, publishes verdicts through the Sink port with the
 // stream's per-subject sequence as the guard against a second writer, and
-// follows up open intents of the ledgers whose lease this instance holds.
-// The ports are interfaces of this package, implemented by packages store
-// and queue.
+// follows up open intents of the ledgers whose lease this instance holds,
+// each ledger's rounds on their own so that a slow ledger delays only its
+// own intents. The verdict stream is the fleet's record: stored verdicts
+// reach it in seq order, never skipping one, and a store that holds
+// another body or other verdicts than the stream for an id takes the
+// stream's (service_yield.go). The ports are interfaces of this package,
+// implemented by packages store and queue.
 package reconcile

@@ -25,6 +25,7 @@ type Metrics struct {
 	imports      *prometheus.CounterVec
 	decisions    prometheus.Histogram
 	histories    *prometheus.CounterVec
+	lastRound    *prometheus.GaugeVec
 }
 
 // MetricKey names one sample: a metric and at most one label.
@@ -44,6 +45,7 @@ const (
 	MetricImported          = "reconciled_verdicts_imported_total"
 	MetricDecisionSeconds   = "reconciled_decision_seconds"
 	MetricHistoryChanges    = "reconciled_history_changes_total"
+	MetricFollowUpLastRound = "reconciled_followup_last_round_timestamp_seconds"
 )
 
 // MetricHelp describes each of the service's metrics.
@@ -58,7 +60,12 @@ var MetricHelp = map[string]string{
 	MetricImported:          "Verdicts read from the verdict stream into the local store, by result.",
 	MetricDecisionSeconds:   "Time from taking an intent delivery to settling it (decided, stored and published, or given back).",
 	MetricHistoryChanges:    "Certified tips that contradicted a ledger's verified chain (a new history under the same id): the cached chain was discarded and rebuilt, by reason.",
+	MetricFollowUpLastRound: "When the follow-up of each ledger whose open intents this instance follows up last completed a round (Unix seconds).",
 }
+
+// MetricGauges are the metrics of MetricHelp that are gauges; the others
+// are counters but for the histogram MetricDecisionSeconds.
+var MetricGauges = map[string]bool{MetricFollowUpLastRound: true}
 
 // DecisionBuckets spans a verdict answered from the store (milliseconds)
 // to a cold scan of a day's window on a slow ledger (minutes).
@@ -85,9 +92,11 @@ func NewMetrics() *Metrics {
 		decisions: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDecisionSeconds,
 			Help: MetricHelp[MetricDecisionSeconds], Buckets: DecisionBuckets}),
 		histories: vec(MetricHistoryChanges, "reason"),
+		lastRound: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricFollowUpLastRound,
+			Help: MetricHelp[MetricFollowUpLastRound]}, []string{"ledger"}),
 	}
 	m.reg.MustRegister(m.intents, m.outcomes, m.verdicts, m.rejects, m.redeliveries, m.unreadable,
-		m.rounds, m.imports, m.decisions, m.histories)
+		m.rounds, m.imports, m.decisions, m.histories, m.lastRound)
 	// The outcomes are few and known: exposing them at zero lets a rate()
 	// over them start from the first scrape instead of the first event.
 	for _, k := range []OutcomeKind{Ack, Nak, Term} {
@@ -179,6 +188,44 @@ func (m *Metrics) Get(name, value string) uint64 {
 		}
 	}
 	return 0
+}
+
+// Gauge returns one gauge sample: value is the label's value; 0 when the
+// sample does not exist.
+func (m *Metrics) Gauge(name, value string) float64 {
+	if m == nil {
+		return 0
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		panic("reconcile: gather service metrics: " + err.Error())
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			if lp := s.GetLabel(); len(lp) > 0 && lp[0].GetValue() == value {
+				return s.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// followUpDone records that the ledger's follow-up completed a round at t.
+func (m *Metrics) followUpDone(ledger string, t time.Time) {
+	if m != nil {
+		m.lastRound.WithLabelValues(ledger).Set(float64(t.UnixNano()) / 1e9)
+	}
+}
+
+// followUpGone drops the ledger's sample once this instance no longer
+// follows it up, so that no stale time stays exposed.
+func (m *Metrics) followUpGone(ledger string) {
+	if m != nil {
+		m.lastRound.DeleteLabelValues(ledger)
+	}
 }
 
 func (m *Metrics) received() {

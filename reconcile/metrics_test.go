@@ -24,6 +24,9 @@ func TestMetricsCount(t *testing.T) {
 	m.Redelivered()
 	m.Decided(30 * time.Millisecond)
 	m.Decided(3 * time.Second)
+	m.followUpDone("ledger-a", time.Unix(1_800_000_000, 500_000_000))
+	m.followUpDone("ledger-b", time.Unix(1, 0))
+	m.followUpGone("ledger-b")
 
 	for _, c := range []struct {
 		name, value string
@@ -80,12 +83,22 @@ func TestMetricsCount(t *testing.T) {
 	}
 	for name := range MetricHelp {
 		want := dto.MetricType_COUNTER
-		if name == MetricDecisionSeconds {
+		switch {
+		case name == MetricDecisionSeconds:
 			want = dto.MetricType_HISTOGRAM
+		case MetricGauges[name]:
+			want = dto.MetricType_GAUGE
 		}
 		if types[name] != want {
 			t.Errorf("%s: type %v, want %v", name, types[name], want)
 		}
+	}
+
+	if got := m.Gauge(MetricFollowUpLastRound, "ledger-a"); got != 1_800_000_000.5 {
+		t.Errorf("last round of ledger-a %v", got)
+	}
+	if got := m.Gauge(MetricFollowUpLastRound, "ledger-b"); got != 0 {
+		t.Errorf("ledger-b no longer followed up, still exposed at %v", got)
 	}
 
 	keys, vals := m.Snapshot()

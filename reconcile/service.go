@@ -79,6 +79,7 @@ type Service struct {
 	locks  keyedMutex
 	batch  batcher
 	parsed parsedIntents
+	rounds ledgerRounds
 }
 
 // NewService checks cfg and applies defaults.
@@ -167,99 +168,176 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 // admit stores the intent and settles it: a new one is decided (or, when
 // invalid, answered with its invalid verdict); a known one is answered from
 // the store without scanning.
+//
+// The intent's lock serialises its store and stream writes in this
+// instance, but it is not held across the decision, which reads the ledger
+// for as long as its calls' deadlines allow: the verdict follower imports
+// the fleet's verdicts one at a time and must not wait behind it. The
+// state is read again under the lock once the verdict is decided; if a
+// verdict was stored meanwhile (imported, or decided by another delivery),
+// the decision is dropped and the stored one answers.
 func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
+	log := s.log.With(zap.String("intent_id", rec.ID))
+	var d *firstDecision
+	for {
+		o, decide := s.admitLocked(ctx, log, rec, d)
+		if !decide {
+			return o
+		}
+		v, w, err := s.firstVerdict(ctx, rec, in, invalid)
+		if err != nil {
+			return s.retry(ctx, log, "decide", err)
+		}
+		d = &firstDecision{v: v, w: w}
+	}
+}
+
+// firstDecision is a first verdict decided without the intent's lock, with
+// the watch entry it needs.
+type firstDecision struct {
+	v Verdict
+	w *Watch
+}
+
+// admitLocked is admit under the intent's lock. It reports decide when the
+// intent needs its first verdict and d holds none; admit then decides it
+// without the lock and calls again.
+func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRecord, d *firstDecision) (o Outcome, decide bool) {
 	unlock := s.locks.lock(rec.ID)
 	defer unlock()
-	log := s.log.With(zap.String("intent_id", rec.ID))
 
 	// A store that does not know the intent may lag the fleet (a new
 	// instance, a follower behind): what the stream already holds is
 	// taken first, so this instance neither decides a seq the fleet has
 	// decided nor stores a body other than the one the fleet answered.
 	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.ID); errors.Is(err, ErrNotFound) {
+		if d != nil {
+			// Decided since the stream was read without a verdict: a
+			// verdict the fleet published meanwhile makes the stream
+			// refuse this one, which then yields to it (publishDecided).
+			return s.admitNew(ctx, log, rec, *d), false
+		}
 		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
 		if err != nil {
-			return s.retry(ctx, log, "read the stream's verdict", err)
+			return s.retry(ctx, log, "read the stream's verdict", err), false
 		}
 		if last == nil {
-			// Neither the store nor the stream holds a verdict, and every
-			// writer of this id in this instance holds its lock: the intent
+			// Neither the store nor the stream holds a verdict: the intent
 			// is decided, then stored with its verdict in one transaction.
-			return s.admitNew(ctx, log, rec, in, invalid)
+			return Outcome{}, true
 		}
 		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
-			return s.retry(ctx, log, "import the stream's verdicts", err)
+			return s.retry(ctx, log, "import the stream's verdicts", err), false
 		}
 	} else if err != nil {
-		return s.retry(ctx, log, "read latest verdict", err)
+		return s.retry(ctx, log, "read latest verdict", err), false
 	}
 
 	res, err := s.cfg.Store.PutIntent(ctx, rec)
 	if err != nil {
-		return s.retry(ctx, log, "store intent", err)
+		return s.retry(ctx, log, "store intent", err), false
 	}
 	if res == PutConflict {
-		return s.refuseStoredConflict(ctx, log, rec)
+		return s.admitConflict(ctx, log, rec), false
 	}
-	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
-
-	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	_, err = s.cfg.Store.LatestVerdict(ctx, rec.ID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// New, or stored by an instance that stopped before deciding.
 	case err != nil:
-		return s.retry(ctx, log, "read latest verdict", err)
+		return s.retry(ctx, log, "read latest verdict", err), false
 	default:
-		// Known: the store answers it, nothing is scanned.
-		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
-		if err != nil {
-			return s.retry(ctx, log, "read the stream's verdict", err)
-		}
-		if holdsOtherBody(last, rec) {
-			return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
-		}
-		if _, err := s.ensurePublishedOver(ctx, latest, last, hdr); errors.Is(err, ErrHistory) {
-			if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
-				return s.retry(ctx, log, "import the stream's verdicts", err)
-			}
-			return Outcome{Kind: Ack}
-		} else if err != nil {
-			return s.retry(ctx, log, "re-publish stored verdict", err)
-		}
-		s.markPublished(ctx, log, latest)
-		if !latest.Final {
-			if err := s.ensureWatched(ctx, rec); err != nil {
-				return s.retry(ctx, log, "watch", err)
-			}
-		}
-		log.Debug("known intent answered from the store", zap.String("put", fmt.Sprint(res)), zap.Uint64("seq", latest.Seq), zap.String("status", string(latest.Status)))
-		return Outcome{Kind: Ack}
+		return s.admitKnown(ctx, log, rec, res), false
+	}
+	if d == nil {
+		return Outcome{}, true
 	}
 
-	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
+	if err := s.cfg.Store.AppendDecided(ctx, d.v, d.w); err != nil {
+		return s.storeFailed(ctx, log, err), false
+	}
+	return s.publishDecided(ctx, log, rec, d.v), false
+}
+
+// admitKnown answers an intent the store holds with verdicts, without
+// scanning: the stream is made to hold every stored verdict, in seq order,
+// and an open intent is watched. A stream that holds another body for the
+// id is the fleet's answer: the store takes it, and rec is refused.
+func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec IntentRecord, res PutResult) Outcome {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
 	if err != nil {
-		return s.retry(ctx, log, "decide", err)
+		return s.retry(ctx, log, "read the stream's verdict", err)
 	}
-	if err := s.cfg.Store.AppendDecided(ctx, v, w); err != nil {
-		return s.storeFailed(ctx, log, err)
+	if holdsOtherBody(last, rec) {
+		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+			return s.retry(ctx, log, "take the stream's intent", err)
+		}
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
 	}
-	return s.publishDecided(ctx, log, rec, v)
+	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
+	if err := s.publishStoredOver(ctx, log, rec.ID, hdr, last); err != nil {
+		return s.retry(ctx, log, "re-publish stored verdict", err)
+	}
+	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	if err != nil {
+		return s.retry(ctx, log, "read latest verdict", err)
+	}
+	if !latest.Final {
+		if err := s.ensureWatched(ctx, rec); err != nil {
+			return s.retry(ctx, log, "watch", err)
+		}
+	}
+	log.Debug("known intent answered from the store", zap.String("put", fmt.Sprint(res)), zap.Uint64("seq", latest.Seq), zap.String("status", string(latest.Status)))
+	return Outcome{Kind: Ack}
+}
+
+// admitConflict answers rec when the store holds another body under its
+// id. The stream is the fleet's record: when its verdicts are of a body
+// other than the stored one (two stores each took a different body
+// first), the store takes the stream's body and verdicts; rec is then
+// answered from the store if it is that body, and refused otherwise.
+func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec IntentRecord) Outcome {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+	if err != nil {
+		return s.retry(ctx, log, "read the stream's verdict", err)
+	}
+	if last == nil || last.IntentHash == "" {
+		// The stream names no body: the stored one stands.
+		return s.refuseStoredConflict(ctx, log, rec)
+	}
+	stored, err := s.cfg.Store.Intent(ctx, rec.ID)
+	if err != nil {
+		return s.retry(ctx, log, "read the stored intent", err)
+	}
+	if last.IntentHash != hex.EncodeToString(stored.Hash[:]) {
+		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+			return s.retry(ctx, log, "take the stream's intent", err)
+		}
+		if stored, err = s.cfg.Store.Intent(ctx, rec.ID); err != nil {
+			return s.retry(ctx, log, "read the stored intent", err)
+		}
+	}
+	if holdsOtherBody(last, rec) {
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+	}
+	if stored.Hash != rec.Hash {
+		// The stream's verdicts carry no body to take.
+		return s.refuseStoredConflict(ctx, log, rec)
+	}
+	return s.admitKnown(ctx, log, rec, PutExisting)
 }
 
 // admitNew settles an intent that neither the store nor the stream knows:
 // it is decided first, and the intent, its verdict and the verdict's outbox
 // row are then stored in one transaction (shared with the rest of a burst).
-func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
-	v, w, err := s.firstVerdict(ctx, rec, in, invalid)
-	if err != nil {
-		return s.retry(ctx, log, "decide", err)
-	}
-	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, w)
+func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, d firstDecision) Outcome {
+	v := d.v
+	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, d.w)
 	if err != nil {
 		return s.storeFailed(ctx, log, err)
 	}
 	if res == PutConflict {
-		return s.refuseStoredConflict(ctx, log, rec)
+		return s.admitConflict(ctx, log, rec)
 	}
 	return s.publishDecided(ctx, log, rec, v)
 }
@@ -314,7 +392,12 @@ func (s *Service) publishDecided(ctx context.Context, log *zap.Logger, rec Inten
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil && s.streamHoldsOtherBody(ctx, rec) {
 		// Another instance, whose store took this id first for another
-		// body, decided it: the stream is the fleet's answer.
+		// body, decided it: the stream is the fleet's answer, and this
+		// store takes its body, verdicts and watch in place of rec's.
+		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+			// The outbox pass, or a redelivery, takes it later.
+			log.Warn("the stream's intent not taken; will retry", zap.Error(err))
+		}
 		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
 	} else if errors.Is(err, ErrHistory) {
 		// Another instance decided it first: its answer stands.
@@ -379,38 +462,57 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 	return Outcome{Kind: Nak, Delay: s.cfg.RetryDelay, Reason: what + ": " + err.Error()}
 }
 
-// ensurePublished makes the stream hold the stored latest verdict: if its
-// last verdict of the intent is older (or missing), the stored one is
-// re-published with its original seq. behind reports a stream that holds
-// later seqs than the store. The stream holding another decision at the
-// same seq is ErrHistory.
-func (s *Service) ensurePublished(ctx context.Context, latest Verdict, hdr IntentHeader) (behind bool, err error) {
-	last, err := s.cfg.Sink.LastVerdict(ctx, latest.IntentID)
+// publishStored makes the stream hold every stored verdict of the intent,
+// in seq order: those after the stream's last verdict are published one
+// by one, each only once the one before it is on the stream, so the
+// stream never skips a seq this store holds. When the stream holds later
+// seqs than the store, another decision at a stored seq, or another
+// body, the stream's history is taken instead (yieldToStream). Once the
+// stream holds the store's latest verdict its outbox rows are cleared.
+// The caller holds the intent's lock.
+func (s *Service) publishStored(ctx context.Context, log *zap.Logger, id string, hdr IntentHeader) error {
+	last, err := s.cfg.Sink.LastVerdict(ctx, id)
 	if err != nil {
-		return false, err
+		return err
 	}
-	return s.ensurePublishedOver(ctx, latest, last, hdr)
+	return s.publishStoredOver(ctx, log, id, hdr, last)
 }
 
-// ensurePublishedOver is ensurePublished given the stream's last verdict
-// of the intent (nil for none), for a caller that has already read it.
-func (s *Service) ensurePublishedOver(ctx context.Context, latest Verdict, last *Verdict, hdr IntentHeader) (behind bool, err error) {
-	latest = withIntentHash(latest, hdr)
-	switch {
-	case last != nil && last.Seq > latest.Seq:
-		// Newer in the stream: another instance decided it, and this
-		// instance's follower will import it.
-		return true, nil
-	case last != nil && last.Seq == latest.Seq && !SameDecision(*last, latest):
-		return false, fmt.Errorf("%w: the stream holds %s at seq %d, the store %s", ErrHistory, last.Status, last.Seq, latest.Status)
-	case last != nil && last.Seq == latest.Seq:
-		return false, nil
+// publishStoredOver is publishStored given the stream's last verdict of
+// the intent (nil for none), for a caller that has already read it.
+func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id string, hdr IntentHeader, last *Verdict) error {
+	local, err := s.cfg.Store.Verdicts(ctx, id)
+	if err != nil || len(local) == 0 {
+		return err
 	}
-	if err := s.cfg.Sink.PublishVerdict(ctx, latest, hdr); err != nil {
-		return false, err
+	top := local[len(local)-1]
+	var from uint64
+	if last != nil {
+		if last.Seq > top.Seq {
+			// Newer in the stream: another instance decided it.
+			return s.yieldToStream(ctx, log, id)
+		}
+		for _, v := range local {
+			if v.Seq == last.Seq && !SameDecision(*last, withIntentHash(v, hdr)) {
+				return s.yieldToStream(ctx, log, id)
+			}
+		}
+		from = last.Seq
 	}
-	s.log.Info("stored verdict re-published", zap.String("intent_id", latest.IntentID), zap.Uint64("seq", latest.Seq))
-	return false, nil
+	for _, v := range local {
+		if v.Seq <= from {
+			continue
+		}
+		if err := s.cfg.Sink.PublishVerdict(ctx, withIntentHash(v, hdr), hdr); errors.Is(err, ErrHistory) {
+			// Another instance published this seq meanwhile.
+			return s.yieldToStream(ctx, log, id)
+		} else if err != nil {
+			return err
+		}
+		s.log.Info("stored verdict re-published", zap.String("intent_id", id), zap.Uint64("seq", v.Seq))
+	}
+	s.markPublished(ctx, log, top)
+	return nil
 }
 
 // withIntentHash gives a verdict stored before verdicts carried intent_hash

@@ -16,16 +16,20 @@ import (
 
 // RunFollowUp re-decides watched intents every interval until ctx ends, and
 // whenever Trigger is called. The first round runs at once: a restart
-// resumes every watch the store holds.
+// resumes every watch the store holds. Each ledger's rounds run on their
+// own (see FollowUp); a ledger whose round has run for more than
+// lateRounds intervals is logged as late at each tick.
 func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigger <-chan struct{}) {
+	s.rounds.setLate(lateRounds * interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := s.FollowUp(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.startRound(ctx, interval); err != nil && ctx.Err() == nil {
 			s.log.Warn("follow-up round failed", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():
+			s.rounds.wait()
 			return
 		case <-t.C:
 		case <-trigger:
@@ -33,14 +37,38 @@ func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigg
 	}
 }
 
-// FollowUp runs one round: for each ledger this instance owns (see
-// ServiceConfig.Owns) with due watched intents, one
-// DecideMany (one certified tip for all of them). A new verdict is stored
-// and published only when the status, or an unreadable verdict's reason
-// code, changes; a final one ends the watch. Ledgers are followed up
-// concurrently, so a slow ledger does not hold up the others. It returns an
-// error when the watch list cannot be read or ctx ends.
+// lateRounds is how many intervals a ledger's round may run before each
+// tick logs it as late.
+const lateRounds = 3
+
+// FollowUp runs one round and waits for it: for each ledger this instance
+// owns (see ServiceConfig.Owns) with due watched intents, one DecideMany
+// (one certified tip for all of them). A new verdict is stored and
+// published only when the status, or an unreadable verdict's reason code,
+// changes; a final one ends the watch. Each ledger's round runs on a
+// goroutine of its own, and at most one round of a ledger runs at a time:
+// a ledger whose reads hang delays only its own intents. A ledger whose
+// previous round still runs is followed up again as soon as it ends. It
+// returns an error when the watch list cannot be read or ctx ends.
 func (s *Service) FollowUp(ctx context.Context) error {
+	done, err := s.startRound(ctx, 0)
+	for _, c := range done {
+		select {
+		case <-c:
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// startRound publishes the outbox, reads the watch list and asks each
+// owned ledger with due watches for a round; it returns a channel per
+// ledger closed when that round has run. With interval > 0 it logs the
+// ledgers whose running round is late first.
+func (s *Service) startRound(ctx context.Context, interval time.Duration) ([]<-chan struct{}, error) {
 	s.m.round()
 	if _, err := s.publishOutbox(ctx); err != nil && ctx.Err() == nil {
 		// The entries stay; deciding the watches need not wait for them.
@@ -48,37 +76,180 @@ func (s *Service) FollowUp(ctx context.Context) error {
 	}
 	ws, err := s.cfg.Store.Watches(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.parsed.keep(ws)
 	now := s.cfg.Now()
 	byLedger := map[string][]Watch{}
+	followed := map[string]bool{}
 	for _, w := range ws {
 		// Every store watches every open intent of the fleet; only the
 		// holder of a ledger's lease follows its intents up.
 		if s.cfg.Owns != nil && !s.cfg.Owns(w.Canister) {
 			continue
 		}
+		followed[w.Canister] = true
 		if !w.NextCheck.After(now) {
 			byLedger[w.Canister] = append(byLedger[w.Canister], w)
 		}
 	}
+	if interval > 0 {
+		s.rounds.warnLate(s.log, now, lateRounds*interval, interval)
+	}
+	s.rounds.settle(s, followed, byLedger, now)
 	ledgers := make([]string, 0, len(byLedger))
 	for l := range byLedger {
 		ledgers = append(ledgers, l)
 	}
 	sort.Strings(ledgers)
-	var wg sync.WaitGroup
+	done := make([]<-chan struct{}, 0, len(ledgers))
 	for _, l := range ledgers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.followLedger(ctx, l, byLedger[l])
-		}()
+		done = append(done, s.rounds.request(ctx, s, l, byLedger[l]))
 	}
-	wg.Wait()
-	return ctx.Err()
+	return done, nil
 }
+
+// ledgerRounds keeps, per ledger, whether a follow-up round runs and the
+// round asked for while it runs.
+type ledgerRounds struct {
+	mu sync.Mutex
+	m  map[string]*ledgerRound
+	wg sync.WaitGroup
+	// late is how long a round may run before it is late (0: not told).
+	late time.Duration
+}
+
+type ledgerRound struct {
+	running bool
+	started time.Time // of the running round, by ServiceConfig.Now
+	warned  time.Time // the last late warning
+	// The next round, asked for while one runs: the newest due watches,
+	// the context of the request, and the channels of every request it
+	// answers.
+	next    []Watch
+	nextCtx context.Context
+	waiters []chan struct{}
+}
+
+// request asks for a round of ledger over ws. It starts one unless one
+// runs; then the newest ws is followed up as soon as that one ends. The
+// channel is closed once a round over ws (or newer watches) has run.
+func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, ws []Watch) <-chan struct{} {
+	c := make(chan struct{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*ledgerRound{}
+	}
+	lr := r.m[ledger]
+	if lr == nil {
+		lr = &ledgerRound{}
+		r.m[ledger] = lr
+	}
+	if lr.running {
+		lr.next, lr.nextCtx = ws, ctx
+		lr.waiters = append(lr.waiters, c)
+		return c
+	}
+	lr.running, lr.started = true, s.cfg.Now()
+	r.wg.Add(1)
+	go r.run(ctx, s, ledger, lr, ws, []chan struct{}{c})
+	return c
+}
+
+// run follows the ledger up, round after round, while rounds are asked for.
+func (r *ledgerRounds) run(ctx context.Context, s *Service, ledger string, lr *ledgerRound, ws []Watch, waiters []chan struct{}) {
+	defer r.wg.Done()
+	for {
+		s.followLedger(ctx, ledger, ws)
+		now := s.cfg.Now()
+		s.m.followUpDone(ledger, now)
+		r.mu.Lock()
+		for _, c := range waiters {
+			close(c)
+		}
+		if lr.next == nil {
+			lr.running = false
+			r.mu.Unlock()
+			return
+		}
+		ctx, ws, waiters = lr.nextCtx, lr.next, lr.waiters
+		lr.next, lr.nextCtx, lr.waiters = nil, nil, nil
+		lr.started = now
+		r.mu.Unlock()
+	}
+}
+
+// warnLate logs each ledger whose running round started more than late
+// ago, at most once every interval.
+func (r *ledgerRounds) warnLate(log *zap.Logger, now time.Time, late, every time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for l, lr := range r.m {
+		if !lr.running || now.Sub(lr.started) <= late || now.Sub(lr.warned) < every {
+			continue
+		}
+		lr.warned = now
+		log.Warn("follow-up round of a ledger is late", zap.String("canister_id", l),
+			zap.Time("started", lr.started), zap.Duration("running", now.Sub(lr.started)))
+	}
+}
+
+// settle records a completed round for the followed ledgers with nothing
+// due and no round running (there was nothing to do), and for the ledgers
+// known here that no longer have open intents but are still owned; it
+// forgets the ledgers this instance no longer follows up.
+func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[string][]Watch, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*ledgerRound{}
+	}
+	for l := range followed {
+		if lr := r.m[l]; lr == nil {
+			r.m[l] = &ledgerRound{}
+		}
+	}
+	for l, lr := range r.m {
+		switch {
+		case lr.running || len(due[l]) > 0:
+		case followed[l] || s.cfg.Owns == nil || s.cfg.Owns(l):
+			s.m.followUpDone(l, now)
+		default:
+			s.m.followUpGone(l)
+			delete(r.m, l)
+		}
+	}
+}
+
+// LateFollowUps lists, sorted, the ledgers whose running follow-up round
+// has run for more than lateRounds intervals of RunFollowUp: their open
+// intents are not being followed up. Empty before RunFollowUp starts.
+func (s *Service) LateFollowUps() []string {
+	return s.rounds.lateLedgers(s.cfg.Now())
+}
+
+func (r *ledgerRounds) setLate(d time.Duration) {
+	r.mu.Lock()
+	r.late = d
+	r.mu.Unlock()
+}
+
+func (r *ledgerRounds) lateLedgers(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for l, lr := range r.m {
+		if r.late > 0 && lr.running && now.Sub(lr.started) > r.late {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// wait waits for every running round to end.
+func (r *ledgerRounds) wait() { r.wg.Wait() }
 
 func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	log := s.log.With(zap.String("canister_id", ledger))
@@ -153,6 +324,14 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 		}
 		return nil // not_yet again: nothing new to say
 	}
+	// The decision is of the body read before it; the store may have
+	// taken the stream's body in its place since (takeStreamBody).
+	if rec, err := s.cfg.Store.Intent(ctx, w.IntentID); err != nil {
+		return err
+	} else if rec.Hash != hdr.Hash {
+		log.Info("follow-up decision dropped: the stored intent is another body now")
+		return nil
+	}
 	v.Seq = seq + 1
 	v.IntentHash = hex.EncodeToString(hdr.Hash[:])
 	if err := s.cfg.Store.AppendDecided(ctx, v, &next); err != nil {
@@ -160,6 +339,17 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
+	if seq > 0 {
+		// The stream must hold seq before v: when the verdict before v
+		// may still be only in the outbox, every stored one goes in order.
+		pending, err := s.cfg.Store.UnpublishedBefore(ctx, w.IntentID, v.Seq)
+		if err != nil {
+			return err // v's outbox entry stays for the next round
+		}
+		if pending {
+			return s.publishStored(ctx, log, w.IntentID, hdr)
+		}
+	}
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, ErrHistory) {
 		// Another instance published this seq first: its verdict stands.
 		return s.yieldToStream(ctx, log, w.IntentID)
@@ -172,10 +362,10 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 	return nil
 }
 
-// publishOutbox makes the stream hold the latest stored verdict of every
-// intent in the outbox, then clears its entries. One that fails stays for
-// the next call; only a failure to read the outbox (or the end of ctx) is
-// returned. n is the number of intents the outbox held.
+// publishOutbox makes the stream hold every stored verdict of every
+// intent in the outbox, in seq order, then clears its entries. One that
+// fails stays for the next call; only a failure to read the outbox (or the
+// end of ctx) is returned. n is the number of intents the outbox held.
 func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 	ids, err := s.cfg.Store.Unpublished(ctx)
 	if err != nil {
@@ -186,37 +376,31 @@ func (s *Service) publishOutbox(ctx context.Context) (n int, err error) {
 			return len(ids), ctx.Err()
 		}
 		log := s.log.With(zap.String("intent_id", id))
-		v, err := s.republish(ctx, log, id)
-		switch {
-		case err == nil:
-			s.markPublished(ctx, log, v)
-		case ctx.Err() == nil:
+		if err := s.republish(ctx, log, id); err != nil && ctx.Err() == nil {
 			log.Warn("re-publish failed; will retry", zap.Error(err))
 		}
 	}
 	return len(ids), nil
 }
 
-// republish makes the stream hold the intent's latest stored verdict and
-// returns that verdict. When the stream holds later seqs, or another
-// decision at that seq (decided elsewhere while this one waited in the
-// outbox), the stream's history is taken instead.
-func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) (Verdict, error) {
+// republish makes the stream hold the intent's stored verdicts
+// (publishStored). A stream that holds another body for the id is the
+// fleet's answer: the store takes it (yieldToStream).
+func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) error {
 	unlock := s.locks.lock(id)
 	defer unlock()
-	latest, err := s.cfg.Store.LatestVerdict(ctx, id)
-	if err != nil {
-		return Verdict{}, err
-	}
 	rec, err := s.cfg.Store.Intent(ctx, id)
 	if err != nil {
-		return latest, err
+		return err
 	}
-	behind, err := s.ensurePublished(ctx, latest, IntentHeader{Body: rec.Body, Hash: rec.Hash})
-	if behind || errors.Is(err, ErrHistory) {
-		err = s.yieldToStream(ctx, log, id)
+	last, err := s.cfg.Sink.LastVerdict(ctx, id)
+	if err != nil {
+		return err
 	}
-	return latest, err
+	if holdsOtherBody(last, rec) {
+		return s.yieldToStream(ctx, log, id)
+	}
+	return s.publishStoredOver(ctx, log, id, IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have
@@ -239,8 +423,8 @@ func reasonCode(v Verdict) string {
 }
 
 // parsedIntents keeps the parsed intents of the watch list between
-// follow-up rounds: a stored body never changes (another body under the
-// same id is refused), and reading and parsing every watched body again
+// follow-up rounds: a stored body changes only when the store takes the
+// stream's body in its place (drop), and reading and parsing every watched body again
 // each round is most of a round's cost when thousands are open.
 type parsedIntents struct {
 	mu sync.Mutex
@@ -277,6 +461,13 @@ func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedInt
 	p.m[id] = pi
 	p.mu.Unlock()
 	return pi, nil
+}
+
+// drop forgets id's parsed body: the store holds another one now.
+func (p *parsedIntents) drop(id string) {
+	p.mu.Lock()
+	delete(p.m, id)
+	p.mu.Unlock()
 }
 
 // keep drops the intents no longer watched, bounding the cache by the

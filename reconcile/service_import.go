@@ -12,10 +12,16 @@ import (
 
 // ImportVerdict records a verdict read from the verdict stream (decided by
 // this or another instance) in the local store, with the intent carried in
-// its header; a non-final one also puts the intent on the local watch list. A verdict that contradicts the local history (a seq gap, a
-// conflict, an intent stored with another body) is logged and skipped:
-// redelivering it could never succeed. Only failures a retry can heal
-// (the store is unavailable) are returned.
+// its header; a non-final one also puts the intent on the local watch
+// list. The stream is the fleet's record and every store converges on it:
+// a stream whose verdicts are of another body than the stored intent
+// replaces the stored intent and its verdicts (takeStreamBody), and a
+// verdict after seqs the stream does not hold (a stream written by an
+// older release could skip one) is stored after the same gap, logged and
+// counted. A verdict that contradicts the local history otherwise (another
+// decision at a stored seq, a verdict after a final one) is logged and
+// skipped: redelivering it could never succeed. Only failures a retry can
+// heal (the store or the stream is unavailable) are returned.
 func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeader) error {
 	unlock := s.locks.lock(v.IntentID)
 	defer unlock()
@@ -30,16 +36,55 @@ func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 	}
 	// Most streamed verdicts are already stored (this instance decided
 	// them): a read settles it without taking the single writer.
-	if latest, err := s.cfg.Store.LatestVerdict(ctx, v.IntentID); err == nil && latest.Seq >= v.Seq {
-		if latest.Seq == v.Seq && (latest.Status != v.Status || reasonCode(latest) != reasonCode(v)) {
-			s.m.imported("skipped")
-			log.Warn("streamed verdict differs from the stored one at its seq; skipped",
-				zap.String("stored", string(latest.Status)), zap.String("streamed", string(v.Status)))
+	var have uint64
+	final := false
+	if latest, err := s.cfg.Store.LatestVerdict(ctx, v.IntentID); err == nil {
+		if latest.IntentHash != "" && v.IntentHash != "" && latest.IntentHash != v.IntentHash {
+			return s.takeFromStream(ctx, log, v.IntentID)
+		}
+		if latest.Seq >= v.Seq {
+			if latest.Seq == v.Seq && (latest.Status != v.Status || reasonCode(latest) != reasonCode(v)) {
+				s.m.imported("skipped")
+				log.Warn("streamed verdict differs from the stored one at its seq; skipped",
+					zap.String("stored", string(latest.Status)), zap.String("streamed", string(v.Status)))
+				return nil
+			}
+			s.m.imported("known")
 			return nil
 		}
-		s.m.imported("known")
-		return nil
+		have, final = latest.Seq, latest.Final
 	}
+	if !final && v.Seq > have+1 {
+		// The follower hands verdicts over in stream order: the seqs
+		// between were skipped here, or the stream never held them. Those
+		// it holds are taken first.
+		hist, err := s.cfg.Sink.History(ctx, v.IntentID)
+		if err != nil {
+			return err
+		}
+		for _, sv := range hist {
+			if sv.Verdict.Seq <= have || sv.Verdict.Seq >= v.Seq {
+				continue
+			}
+			u := sv.Verdict
+			if sv.Intent != nil {
+				u = withIntentHash(u, *sv.Intent)
+			}
+			stored, err := s.storeImported(ctx, log.With(zap.Uint64("seq", u.Seq)), u, sv.Intent, have)
+			if err != nil || !stored {
+				return err
+			}
+			have = u.Seq
+		}
+	}
+	_, err := s.storeImported(ctx, log, v, hdr, have)
+	return err
+}
+
+// storeImported stores one streamed verdict after the stored seq have,
+// across a gap when the stream holds none of the seqs between. It reports
+// whether the verdict is stored.
+func (s *Service) storeImported(ctx context.Context, log *zap.Logger, v Verdict, hdr *IntentHeader, have uint64) (bool, error) {
 	canister := ""
 	if hdr != nil && len(hdr.Body) > 0 {
 		rec := recordFromHeader(v.IntentID, *hdr)
@@ -47,13 +92,11 @@ func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 		res, err := s.cfg.Store.PutIntent(ctx, rec)
 		switch {
 		case err != nil && ctx.Err() == nil && !isPermanent(err):
-			return err
+			return false, err
 		case err != nil:
 			log.Warn("imported intent not stored", zap.Error(err))
 		case res == PutConflict:
-			s.m.imported("conflict")
-			log.Warn("verdict stream carries another body for a stored intent; verdict skipped")
-			return nil
+			return false, s.takeFromStream(ctx, log, v.IntentID)
 		}
 	}
 	// An open intent is watched by every store, so whichever instance
@@ -69,17 +112,50 @@ func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 			w = &Watch{IntentID: v.IntentID, Canister: canister, NextCheck: s.cfg.Now()}
 		}
 	}
-	err := s.cfg.Store.AppendVerdict(ctx, v, w)
+	gap := v.Seq > have+1
+	var err error
+	if gap {
+		err = s.cfg.Store.AppendAfterGap(ctx, v, w)
+	} else {
+		err = s.cfg.Store.AppendVerdict(ctx, v, w)
+	}
 	switch {
+	case err == nil && gap:
+		s.m.imported("gap")
+		log.Warn("verdict stream lacks seqs before this verdict; its verdict is taken as the fleet's",
+			zap.Uint64("stored_seq", have), zap.String("status", string(v.Status)))
+		return true, nil
 	case err == nil:
 		s.m.imported("stored")
-		return nil
+		return true, nil
 	case errors.Is(err, ErrHistory) || isPermanent(err):
 		s.m.imported("skipped")
 		log.Warn("streamed verdict contradicts the local history; skipped", zap.Error(err))
-		return nil
+		return false, nil
 	}
-	return err
+	return false, err
+}
+
+// takeFromStream takes the stream's body and verdicts of id in place of
+// the stored ones, which are of another body (takeStreamBody).
+func (s *Service) takeFromStream(ctx context.Context, log *zap.Logger, id string) error {
+	hist, err := s.cfg.Sink.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	took, err := s.takeStreamBody(ctx, log, id, hist)
+	switch {
+	case err != nil && (isPermanent(err) || errors.Is(err, ErrHistory)):
+		s.m.imported("conflict")
+		log.Error("the stream's body for a stored intent could not be stored; verdict skipped", zap.Error(err))
+		return nil
+	case err != nil:
+		return err
+	case !took:
+		s.m.imported("conflict")
+		log.Warn("verdict stream carries another body for a stored intent; verdict skipped")
+	}
+	return nil
 }
 
 // isPermanent: errors about the record itself rather than the store's

@@ -90,8 +90,22 @@ type Store interface {
 	DiscardUnpublished(ctx context.Context, id string, seq uint64) error
 	// Unpublished lists the intents with outbox entries, each once.
 	Unpublished(ctx context.Context) ([]string, error)
+	// UnpublishedBefore reports whether the outbox holds a verdict of the
+	// intent below seq (true may be stale: the stream may hold it already).
+	UnpublishedBefore(ctx context.Context, id string, seq uint64) (bool, error)
 	// LatestVerdict returns the newest stored verdict, or ErrNotFound.
 	LatestVerdict(ctx context.Context, id string) (Verdict, error)
+	// Verdicts returns the intent's stored verdicts, oldest first (empty
+	// when none).
+	Verdicts(ctx context.Context, id string) ([]Verdict, error)
+	// AppendAfterGap is AppendVerdict for a verdict of the stream that
+	// follows seqs the stream does not hold: its seq may skip them.
+	AppendAfterGap(ctx context.Context, v Verdict, w *Watch) error
+	// ReplaceIntent makes rec and vs (the stream's verdicts of it, oldest
+	// first) the intent's record in place of the stored intent, verdicts,
+	// outbox rows and watch entry, with w as its watch entry (nil: none),
+	// in one transaction.
+	ReplaceIntent(ctx context.Context, rec IntentRecord, vs []Verdict, w *Watch) error
 	// Watches lists every watched intent.
 	Watches(ctx context.Context) ([]Watch, error)
 	// Reschedule replaces an intent's watch entry.

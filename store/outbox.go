@@ -98,6 +98,22 @@ func (s *Store) MarkPublished(ctx context.Context, id string, seq uint64) error 
 	})
 }
 
+// UnpublishedBefore reports whether the outbox holds a verdict of the
+// intent below seq: one the stream may not hold yet, which must reach it
+// before seq does. A row whose mark is still queued counts (the caller
+// then finds the verdict on the stream).
+func (s *Store) UnpublishedBefore(ctx context.Context, id string, seq uint64) (bool, error) {
+	n := int64(math.MaxInt64)
+	if seq < math.MaxInt64 {
+		n = int64(seq)
+	}
+	var any bool
+	if err := s.r.GetContext(ctx, &any, `SELECT EXISTS (SELECT 1 FROM outbox WHERE intent_id = ? AND seq < ?)`, id, n); err != nil {
+		return false, fmt.Errorf("store: unpublished verdicts of %s before %d: %w", id, seq, err)
+	}
+	return any, nil
+}
+
 // OutboxEntry is a stored verdict the stream may not hold yet.
 type OutboxEntry struct {
 	IntentID string `db:"intent_id"`

@@ -119,6 +119,24 @@ func (a ServiceStore) DiscardUnpublished(ctx context.Context, id string, seq uin
 	return mapErr(a.S.DiscardUnpublished(ctx, id, seq))
 }
 
+func (a ServiceStore) UnpublishedBefore(ctx context.Context, id string, seq uint64) (bool, error) {
+	ok, err := a.S.UnpublishedBefore(ctx, id, seq)
+	return ok, mapErr(err)
+}
+
+func (a ServiceStore) Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, error) {
+	vs, err := a.S.Verdicts(ctx, id)
+	return vs, mapErr(err)
+}
+
+func (a ServiceStore) AppendAfterGap(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
+	return mapErr(a.S.AppendAfterGap(ctx, v, watchEntry(w)))
+}
+
+func (a ServiceStore) ReplaceIntent(ctx context.Context, rec reconcile.IntentRecord, vs []reconcile.Verdict, w *reconcile.Watch) error {
+	return mapErr(a.S.ReplaceIntent(ctx, intentRecord(rec), vs, watchEntry(w)))
+}
+
 func (a ServiceStore) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
 	v, err := a.S.LatestVerdict(ctx, id)
 	return v, mapErr(err)

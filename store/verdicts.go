@@ -40,6 +40,83 @@ func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w W
 	return s.appendVerdict(ctx, v, &w, false)
 }
 
+// AppendAfterGap is AppendVerdictWatch (AppendVerdict when w is nil) for a
+// verdict of the verdict stream that follows seqs the stream does not hold
+// (a stream written by an older release could skip one): its seq may be
+// beyond the next one, and the seqs between stay missing, as on the
+// stream. Every other rule is AppendVerdict's.
+func (s *Store) AppendAfterGap(ctx context.Context, v reconcile.Verdict, w *WatchEntry) error {
+	if w != nil && w.IntentID != v.IntentID {
+		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
+	}
+	if w != nil {
+		c := *w
+		w = &c
+	}
+	vw, err := s.appendVerdictWrite(v, w, false)
+	if err != nil {
+		return err
+	}
+	vw.afterGap = true
+	return s.groupTx(ctx, vw.what, vw.write)
+}
+
+// ReplaceIntent makes rec and vs (its verdicts, oldest first, as the
+// verdict stream holds them) the intent's record in place of whatever the
+// store holds under rec's id, and w its watch entry (none when w is nil
+// or the last verdict is final), in one transaction: the stored intent,
+// its verdicts, search keys, outbox rows and watch entry go. Two stores
+// can each take a different body first under one id; the one whose body
+// the stream does not hold takes the stream's. The first_seen of a stored
+// row stays, since listings page by it. Seqs the stream skips stay
+// skipped.
+func (s *Store) ReplaceIntent(ctx context.Context, rec IntentRecord, vs []reconcile.Verdict, w *WatchEntry) error {
+	put, err := s.putIntentWrite(rec)
+	if err != nil {
+		return err
+	}
+	writes := make([]*verdictWrite, len(vs))
+	for i, v := range vs {
+		if v.IntentID != rec.IntentID {
+			return fmt.Errorf("%w: intent %q with verdict for %q", ErrInvalid, rec.IntentID, v.IntentID)
+		}
+		var ww *WatchEntry
+		if i == len(vs)-1 && w != nil {
+			c := *w
+			ww = &c
+		}
+		if writes[i], err = s.appendVerdictWrite(v, ww, false); err != nil {
+			return err
+		}
+		writes[i].afterGap = true
+	}
+	what := "replace intent " + rec.IntentID
+	return s.groupTx(ctx, what, func(ctx context.Context, t *Tx) error {
+		var seen []int64
+		if err := t.SelectContext(ctx, &seen, `SELECT first_seen FROM intents WHERE intent_id = ?`, rec.IntentID); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		// Every row referring to the intent goes with it (ON DELETE CASCADE).
+		if _, err := t.ExecContext(ctx, `DELETE FROM intents WHERE intent_id = ?`, rec.IntentID); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		if _, _, err := put(ctx, t, nil); err != nil {
+			return err
+		}
+		if len(seen) == 1 {
+			if _, err := t.ExecContext(ctx, `UPDATE intents SET first_seen = ? WHERE intent_id = ?`, seen[0], rec.IntentID); err != nil {
+				return fmt.Errorf("store: %s: %w", what, err)
+			}
+		}
+		for _, vw := range writes {
+			if err := vw.write(ctx, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // toOutbox: the verdict was decided here, so the same transaction records it
 // in the outbox (see AppendDecided).
 func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry, toOutbox bool) error {
@@ -61,6 +138,8 @@ type verdictWrite struct {
 	decided  int64
 	wr       *watchRow
 	toOutbox bool
+	// afterGap accepts a seq beyond the next one (see AppendAfterGap).
+	afterGap bool
 }
 
 // appendVerdictWrite checks and encodes v (and w).
@@ -131,7 +210,7 @@ func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
 	if head.Final {
 		return fmt.Errorf("%w: %s: seq %d is final", ErrFinal, what, head.Seq)
 	}
-	if seq != head.Seq+1 {
+	if seq != head.Seq+1 && !(vw.afterGap && seq > head.Seq+1) {
 		return fmt.Errorf("%w: %s: last stored seq is %d", ErrSeqGap, what, head.Seq)
 	}
 	if _, err := t.ExecContext(ctx, `UPDATE intents SET status = ?, final = ?, latest_seq = ?, updated_at = ?

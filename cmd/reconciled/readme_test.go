@@ -341,6 +341,9 @@ func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *dae
 	code := map[string]string{}
 	for name := range reconcile.MetricHelp {
 		code[name] = "counter"
+		if reconcile.MetricGauges[name] {
+			code[name] = "gauge"
+		}
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
