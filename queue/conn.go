@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,9 +30,12 @@ type ConnConfig struct {
 	// Authentication; at most one method besides TLS client certificates.
 	User, Password string
 	Token          string
-	CredsFile      string // JWT + seed (.creds)
-	NKeySeedFile   string
-	TLS            TLSConfig
+	// TokenFile holds the token, read again at every connection attempt, so
+	// a token rotated in the file is taken up on the next reconnect.
+	TokenFile    string
+	CredsFile    string // JWT + seed (.creds)
+	NKeySeedFile string
+	TLS          TLSConfig
 
 	// Prefix is the first subject token(s); "" means DefaultPrefix.
 	Prefix string
@@ -40,6 +46,12 @@ type ConnConfig struct {
 	// (defaults 250 ms and 10 s). Reconnection never gives up: a sidecar
 	// without NATS is useless, and giving up would need a restart to heal.
 	ReconnectMin, ReconnectMax time.Duration
+	// RetryAuthErrors keeps connecting through authorization errors, which
+	// nats.go otherwise takes as final after the second in a row: a
+	// server's credentials may change before the client's (a rotated
+	// token), and a daemon must be there when they agree again. A command
+	// line tool leaves it false and fails at once on bad credentials.
+	RetryAuthErrors bool
 	// Logger receives connection events; nil discards them.
 	Logger *zap.Logger
 }
@@ -60,6 +72,11 @@ type Conn struct {
 	streams StreamsConfig
 	log     *zap.Logger
 	closed  chan struct{}
+	// closing is set by Close and Drain: a close that follows is ours.
+	closing atomic.Bool
+	// closeErr says why the connection closed when it was not ours (set
+	// before closed is closed).
+	closeErr error
 
 	mu       sync.Mutex
 	verdicts jetstream.Stream // cached for direct gets
@@ -125,8 +142,22 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			log.Info("nats reconnected", zap.String("url", where(nc)))
 			signal()
 		}),
-		nats.ClosedHandler(func(*nats.Conn) {
-			log.Info("nats connection closed")
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if c.closing.Load() {
+				log.Info("nats connection closed")
+			} else {
+				lastErr.Lock()
+				le := lastErr.err
+				lastErr.Unlock()
+				if le == nil {
+					le = nc.LastError()
+				}
+				if le == nil {
+					le = errors.New("no error reported")
+				}
+				c.closeErr = fmt.Errorf("queue: nats connection closed for good: %w", le)
+				log.Error("nats connection closed for good: it will not reconnect", zap.Error(le))
+			}
 			close(c.closed)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -160,6 +191,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			}
 			return nil, fmt.Errorf("queue: connect: connection closed: %v", le)
 		case <-ctx.Done():
+			c.closing.Store(true)
 			nc.Close()
 			lastErr.Lock()
 			le := lastErr.err
@@ -175,6 +207,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
+		c.closing.Store(true)
 		nc.Close()
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
@@ -203,6 +236,9 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.CustomReconnectDelay(reconnectDelay(minWait, maxWait)),
 	}
+	if cfg.RetryAuthErrors {
+		opts = append(opts, nats.IgnoreAuthErrorAbort())
+	}
 	if cfg.Name != "" {
 		opts = append(opts, nats.Name(cfg.Name))
 	}
@@ -218,6 +254,24 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 		auth++
 		opts = append(opts, nats.Token(cfg.Token))
 	}
+	if cfg.TokenFile != "" {
+		auth++
+		// Read once now so that a missing file fails the start, then at
+		// every connection attempt.
+		if _, err := readToken(cfg.TokenFile); err != nil {
+			return nil, err
+		}
+		file, log := cfg.TokenFile, cfg.Logger
+		opts = append(opts, nats.TokenHandler(func() string {
+			tok, err := readToken(file)
+			if err != nil && log != nil {
+				// The server refuses the empty token; the next attempt
+				// reads the file again.
+				log.Warn("nats token file unreadable", zap.Error(err))
+			}
+			return tok
+		}))
+	}
 	if cfg.CredsFile != "" {
 		auth++
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
@@ -232,7 +286,7 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 		opts = append(opts, o)
 	}
 	if auth > 1 {
-		return nil, errors.New("queue: connect: choose one of user/password, token, creds file and nkey seed file")
+		return nil, errors.New("queue: connect: choose one of user/password, token, token file, creds file and nkey seed file")
 	}
 	if cfg.TLS.enabled() {
 		if (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == "") {
@@ -247,6 +301,20 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 		opts = append(opts, nats.Secure())
 	}
 	return opts, nil
+}
+
+// readToken reads a token file; the error names the file, never its
+// content.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("queue: nats token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("queue: nats token file %s is empty", path)
+	}
+	return tok, nil
 }
 
 // reconnectDelay doubles from minWait to maxWait with ±20% jitter, so a fleet
@@ -272,9 +340,26 @@ func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 // Subjects returns the subject builder of this connection's prefix.
 func (c *Conn) Subjects() Subjects { return c.subj }
 
+// Closed is closed once the connection is closed for good: by Close or
+// Drain, or by the client giving up (Err says why).
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
+
+// Err is nil while the connection is open or after Close or Drain; once it
+// closed for any other reason, it says why. Nothing reconnects it then:
+// whoever depends on it must stop.
+func (c *Conn) Err() error {
+	select {
+	case <-c.closed:
+		return c.closeErr
+	default:
+		return nil
+	}
+}
+
 // Close closes the connection at once; unacknowledged deliveries are
 // redelivered by the server after their ack wait.
 func (c *Conn) Close() {
+	c.closing.Store(true)
 	c.nc.Close()
 	<-c.closed
 }
@@ -283,6 +368,7 @@ func (c *Conn) Close() {
 // closes. It returns when the connection is closed or ctx ends (then the
 // connection is closed at once).
 func (c *Conn) Drain(ctx context.Context) error {
+	c.closing.Store(true)
 	if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		// Drain refuses while reconnecting and closes instead.
 		<-c.closed
