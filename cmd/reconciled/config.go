@@ -131,7 +131,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", queue.MaxIntentBytes, fmt.Sprintf("largest intent accepted (at most %d, the fleet's limit; a larger one is refused with %s)", queue.MaxIntentBytes, queue.RejectTooLarge))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a ledger's follow-up lease outlives an instance that vanished without SIGTERM (the instance started last sets it for the fleet)")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
@@ -219,11 +219,20 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	}{
 		{"support-token", *tokenFile, &c.SupportToken},
 		{"nats-password", *passwordFile, &c.NATSPassword},
-		{"nats-token", *natsTokenFile, &c.NATSToken},
 	} {
 		if err := readSecretFile(sf.flag, sf.file, sf.value); err != nil {
 			return nil, bad("%v", err)
 		}
+	}
+	// The token file is read here to fail the start early, and again at
+	// every NATS connection attempt, so a token rotated in the file is
+	// taken up at the next reconnect.
+	if *natsTokenFile != "" {
+		tok := c.NATSToken
+		if err := readSecretFile("nats-token", *natsTokenFile, &tok); err != nil {
+			return nil, bad("%v", err)
+		}
+		c.NATSTokenFile = *natsTokenFile
 	}
 	if c.NATSURL != "" && c.NATSListen != "" {
 		return nil, bad("--nats-listen applies to the embedded server only; it cannot be combined with --nats-url")

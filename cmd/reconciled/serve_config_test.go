@@ -195,12 +195,14 @@ func TestServeReadsSecretsFromFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATSPassword != "s3cret" || c.NATSToken != "t0ken" {
-		t.Fatalf("password %q token %q", c.NATSPassword, c.NATSToken)
+	// The token file is read again at every connection attempt.
+	if c.NATSPassword != "s3cret" || c.NATSToken != "" || c.NATSTokenFile != tok {
+		t.Fatalf("password %q token %q token file %q", c.NATSPassword, c.NATSToken, c.NATSTokenFile)
 	}
 	for _, args := range [][]string{
 		{"--nats-password", "x", "--nats-password-file", pw},
 		{"--nats-token-file", empty},
+		{"--nats-token", "x", "--nats-token-file", tok},
 		{"--support-token-file", filepath.Join(dir, "missing")},
 	} {
 		if _, err := parseServeConfig(args, env(nil), io.Discard); err == nil || !errors.Is(err, errUsage) {
