@@ -433,10 +433,10 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 		return
 	}
 	// Stopping: return it at once so another instance takes it. Otherwise
-	// a handler bug: retried as a failure, at the longest retry delay.
+	// a handler bug: back off as for a missed ack, at most RetryMax.
 	var delay time.Duration
 	if in.pullCtx.Err() == nil {
-		delay = in.cfg.RetryMax
+		delay = min(in.cfg.ackTimeout(d.NumDelivered), in.cfg.RetryMax)
 		log.Warn("intake handler returned without settling; nak", zap.String("msg_id", d.MsgID),
 			zap.Uint64("delivered", d.NumDelivered), zap.Duration("delay", delay))
 		d.stuck.failed(d, stepUnsettled, "handler returned without settling", delay)
@@ -454,14 +454,13 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 // otherwise wait for an answer that never comes.
 func (in *Intake) refuseOversized(d *Delivery, log *zap.Logger) {
 	in.stuck.oversized.Inc()
-	reason := fmt.Sprintf("intent of %d bytes exceeds the limit of %d bytes", len(d.Data), in.cfg.MaxMsgBytes)
+	reason := fmt.Sprintf("intent of %d bytes exceeds %d", len(d.Data), in.cfg.MaxMsgBytes)
 	id := d.IntentID()
 	fields := []zap.Field{zap.String("subject", d.Subject), zap.String("msg_id", d.MsgID),
 		zap.Int("bytes", len(d.Data)), zap.Int("max_bytes", in.cfg.MaxMsgBytes)}
-	if !reconcile.ValidIntentID(id) {
-		log.Warn("intake message too large and without a readable intent id, terminated", fields...)
-	} else {
-		if err := in.conn.PublishReject(in.handlerCtx, id, RejectTooLarge, reason); err != nil {
+	if reconcile.ValidIntentID(id) {
+		msg := fmt.Sprintf("intent of %d bytes is larger than the limit of %d bytes", len(d.Data), in.cfg.MaxMsgBytes)
+		if err := in.conn.PublishReject(in.handlerCtx, id, RejectTooLarge, msg); err != nil {
 			delay := d.retryDelay(time.Second)
 			log.Warn("reject of an oversized intent not published; given back", append(fields, zap.Duration("delay", delay), zap.Error(err))...)
 			d.stuck.failed(d, "publish reject", err.Error(), delay)
@@ -470,11 +469,20 @@ func (in *Intake) refuseOversized(d *Delivery, log *zap.Logger) {
 			}
 			return
 		}
-		log.Warn("intake message too large, refused and terminated", append(fields, zap.String("intent_id", id), zap.String("code", RejectTooLarge))...)
+		fields = append(fields, zap.String("intent_id", id), zap.String("rejected", RejectTooLarge))
 	}
+	log.Warn("intake message too large, terminated", fields...)
 	if err := d.Term(reason); err != nil {
 		log.Warn("terminate oversized intent", zap.String("msg_id", d.MsgID), zap.Error(err))
 	}
+}
+
+// ackTimeout is the server's ack timeout for the n-th delivery.
+func (cfg IntakeConfig) ackTimeout(n uint64) time.Duration {
+	if len(cfg.BackOff) == 0 {
+		return cfg.AckWait
+	}
+	return cfg.BackOff[min(max(n, 1), uint64(len(cfg.BackOff)))-1]
 }
 
 // retryDelay is the delay before the next delivery of an intent given back
