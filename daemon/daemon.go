@@ -69,6 +69,9 @@ type Config struct {
 	// PurgeEvery is the shortest time between two purges of acknowledged
 	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
 	PurgeEvery time.Duration
+	// StuckAfter is the number of deliveries after which an intent given
+	// back for a failure is reported (queue.IntakeConfig.StuckAfter).
+	StuckAfter int
 }
 
 // Ledger is one ledger's operator configuration.
@@ -263,7 +266,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
 		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
-		PurgeEvery: cfg.PurgeEvery, Metrics: d.metrics.Registry(),
+		PurgeEvery: cfg.PurgeEvery, StuckAfter: cfg.StuckAfter, Metrics: d.metrics.Registry(),
 	}, handler)
 	if err != nil {
 		d.stopLoops()

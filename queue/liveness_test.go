@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -163,7 +164,10 @@ func TestOversizedIntentRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := recv(t, rejects, "reject of the oversized intent")
-	if r.IntentID != "huge" || r.Code != "E_TOO_LARGE" || !strings.Contains(r.Message, "bytes") {
+	if RejectTooLarge != matcher.CodeTooLarge {
+		t.Errorf("RejectTooLarge %q, the parser's code %q", RejectTooLarge, matcher.CodeTooLarge)
+	}
+	if r.IntentID != "huge" || r.Code != RejectTooLarge || !strings.Contains(r.Message, "limit of 32768 bytes") {
 		t.Fatalf("reject %+v", r)
 	}
 	adv := recv(t, terminated, "termination advisory")
