@@ -267,3 +267,32 @@ func TestTokenFileRefusedWhenUnreadable(t *testing.T) {
 		t.Fatal("token and token file both accepted")
 	}
 }
+
+// A daemon started with a token the server does not take (yet) keeps
+// trying, and says why it waits.
+func TestConnectSaysWhyItWaits(t *testing.T) {
+	defer func(d time.Duration) { connectWarnEvery = d }(connectWarnEvery)
+	connectWarnEvery = 20 * time.Millisecond
+	s, _ := tokenServer(t, 0, "first")
+	core, logs := observer.New(zap.WarnLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Connect(ctx, ConnConfig{URL: s.ClientURL(), Token: "wrong", RetryAuthErrors: true, Logger: zap.New(core),
+			ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
+		errc <- err
+	}()
+	eventually(t, "a warning naming the authorization violation", func() (bool, string) {
+		for _, e := range logs.FilterMessageSnippet("still trying").All() {
+			if strings.Contains(strings.ToLower(fmt.Sprint(e.ContextMap()["error"])), "authorization") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(logs.All())
+	})
+	cancel()
+	if err := recv(t, errc, "Connect's end"); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("Connect: %v", err)
+	}
+}

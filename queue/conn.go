@@ -177,9 +177,16 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	}
 	// With RetryOnFailedConnect the handlers above report the first
 	// successful connection; without a server it keeps reconnecting.
-	if !nc.IsConnected() {
+	// Until then, each connectWarnEvery says why not: the first attempts'
+	// errors (an authorization violation included) reach no handler.
+	warn := time.NewTicker(connectWarnEvery)
+	defer warn.Stop()
+	for !nc.IsConnected() {
 		select {
 		case <-up:
+		case <-warn.C:
+			log.Warn("nats not connected yet; still trying", zap.Error(nc.LastError()))
+			continue
 		case <-c.closed:
 			// The client gave up for good, e.g. on repeated authorization
 			// violations: waiting longer would hang silently.
@@ -204,6 +211,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 			}
 			return nil, fmt.Errorf("queue: connect: %w", ctx.Err())
 		}
+		break
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -214,6 +222,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	c.nc, c.js = nc, js
 	return c, nil
 }
+
+// connectWarnEvery is how often Connect logs that it is still waiting.
+var connectWarnEvery = 5 * time.Second
 
 // where names the server for logs; the redacted URL never shows a password.
 func where(nc *nats.Conn) string {
