@@ -102,6 +102,9 @@ type Options struct {
 	// BackoffBase and BackoffMax bound the follow-up backoff of unreadable
 	// intents (reconcile defaults when zero).
 	BackoffBase, BackoffMax time.Duration
+	// IntakeRetryMax caps the delay before an intent whose handling failed
+	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
+	IntakeRetryMax time.Duration
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -266,7 +269,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
 		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
-		PurgeEvery: cfg.PurgeEvery, StuckAfter: cfg.StuckAfter, Metrics: d.metrics.Registry(),
+		PurgeEvery: cfg.PurgeEvery, StuckAfter: cfg.StuckAfter, RetryMax: o.IntakeRetryMax, Metrics: d.metrics.Registry(),
 	}, handler)
 	if err != nil {
 		d.stopLoops()
