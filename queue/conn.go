@@ -179,13 +179,37 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 	// successful connection; without a server it keeps reconnecting.
 	// Until then, each connectWarnEvery says why not: the first attempts'
 	// errors (an authorization violation included) reach no handler.
+	//
+	// Credentials the server refuses before the first connection are final,
+	// even with RetryAuthErrors (which nats.go applies to every attempt, the
+	// first ones included): a process started with them fails its start,
+	// naming the refusal, and its supervisor restarts it (re-reading a token
+	// file). Only a connection that was up keeps trying through them. The
+	// refusal is read from the client's last error, checked every
+	// authCheckEvery, and final once it has lasted authRefusedFor.
 	warn := time.NewTicker(connectWarnEvery)
 	defer warn.Stop()
+	authCheck := time.NewTicker(authCheckEvery)
+	defer authCheck.Stop()
+	var refusedSince time.Time
 	for !nc.IsConnected() {
 		select {
 		case <-up:
 		case <-warn.C:
 			log.Warn("nats not connected yet; still trying", zap.Error(nc.LastError()))
+			continue
+		case now := <-authCheck.C:
+			le := nc.LastError()
+			switch {
+			case !cfg.RetryAuthErrors || !isAuthError(le):
+				refusedSince = time.Time{}
+			case refusedSince.IsZero():
+				refusedSince = now
+			case now.Sub(refusedSince) >= authRefusedFor:
+				c.closing.Store(true)
+				nc.Close()
+				return nil, fmt.Errorf("queue: connect: the server refuses the credentials: %w", le)
+			}
 			continue
 		case <-c.closed:
 			// The client gave up for good, e.g. on repeated authorization
@@ -225,6 +249,30 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 
 // connectWarnEvery is how often Connect logs that it is still waiting.
 var connectWarnEvery = 5 * time.Second
+
+// Before the first connection, an authorization refusal lasting
+// authRefusedFor (checked every authCheckEvery) fails Connect: a few
+// attempts, as nats.go's own rule of the same error twice.
+const (
+	authCheckEvery = 100 * time.Millisecond
+	authRefusedFor = time.Second
+)
+
+// isAuthError reports whether err is the server refusing the client's
+// credentials. nats.go's errors for them are not all its sentinels (the
+// server's text is kept), so the text is matched too.
+func isAuthError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) {
+		return true
+	}
+	e := strings.ToLower(err.Error())
+	return strings.Contains(e, "authorization violation") || strings.Contains(e, "authentication expired") ||
+		strings.Contains(e, "authentication revoked")
+}
 
 // where names the server for logs; the redacted URL never shows a password.
 func where(nc *nats.Conn) string {
