@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aviate-labs/agent-go"
@@ -31,6 +32,7 @@ type Config struct {
 	NATSURL, NATSListen          string
 	NATSUser, NATSPassword       string
 	NATSToken, NATSCreds, NATSNK string
+	NATSTokenFile                string // read at every connection attempt
 	NATSTLSCA, NATSTLSCert       string
 	NATSTLSKey                   string
 	SubjectPrefix                string
@@ -67,6 +69,9 @@ type Config struct {
 	// PurgeEvery is the shortest time between two purges of acknowledged
 	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
 	PurgeEvery time.Duration
+	// StuckAfter is the number of deliveries after which an intent given
+	// back for a failure is reported (queue.IntakeConfig.StuckAfter).
+	StuckAfter int
 }
 
 // Ledger is one ledger's operator configuration.
@@ -97,6 +102,9 @@ type Options struct {
 	// BackoffBase and BackoffMax bound the follow-up backoff of unreadable
 	// intents (reconcile defaults when zero).
 	BackoffBase, BackoffMax time.Duration
+	// IntakeRetryMax caps the delay before an intent whose handling failed
+	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
+	IntakeRetryMax time.Duration
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -129,6 +137,12 @@ type Daemon struct {
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
 	shutOnce sync.Once
+
+	// closing is set once the daemon closes its resources itself; failed
+	// is closed, with failure set, when it cannot go on (see Done).
+	closing atomic.Bool
+	failed  chan struct{}
+	failure error
 }
 
 // New opens the store, connects to NATS (or starts the embedded server),
@@ -150,7 +164,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second
 	}
-	dm := &Daemon{cfg: cfg, opts: o, log: log,
+	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
 		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
 	defer func() {
@@ -167,12 +181,15 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	d.origin = cfg.Instance + ":" + rand.Text()
 	cc := queue.ConnConfig{
 		URL: cfg.NATSURL, Name: "reconciled-" + cfg.Instance,
-		User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken,
+		User: cfg.NATSUser, Password: cfg.NATSPassword, Token: cfg.NATSToken, TokenFile: cfg.NATSTokenFile,
 		CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNK,
 		TLS:    queue.TLSConfig{CAFile: cfg.NATSTLSCA, CertFile: cfg.NATSTLSCert, KeyFile: cfg.NATSTLSKey},
 		Prefix: cfg.SubjectPrefix, Logger: log,
 		Streams: queue.StreamsConfig{Replicas: cfg.StreamReplicas},
 	}
+	// Credentials rotated on the server before this instance's are waited
+	// out, not taken as final.
+	cc.RetryAuthErrors = true
 	if cfg.NATSURL == "" {
 		cc.Embedded = o.Embedded
 		if cc.Embedded == nil {
@@ -187,6 +204,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if d.conn, err = queue.Connect(ctx, cc); err != nil {
 		return nil, err
 	}
+	go d.watchConn()
 	if err := d.conn.EnsureStreams(ctx); err != nil {
 		return nil, err
 	}
@@ -251,7 +269,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	d.intake, err = d.conn.ConsumeIntents(ctx, queue.IntakeConfig{
 		MaxInFlight: cfg.MaxInflight, MaxMsgBytes: cfg.MaxMessageBytes, AckWait: cfg.AckWait,
-		PurgeEvery: cfg.PurgeEvery,
+		PurgeEvery: cfg.PurgeEvery, StuckAfter: cfg.StuckAfter, RetryMax: o.IntakeRetryMax, Metrics: d.metrics.Registry(),
 	}, handler)
 	if err != nil {
 		d.stopLoops()
@@ -272,6 +290,38 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		}()
 	}
 	return d, nil
+}
+
+// watchConn ends the daemon when its NATS connection closed for good: a
+// daemon without NATS takes no intent and publishes no verdict, and no
+// probe of its own would say so for ever; its supervisor restarts it.
+func (d *Daemon) watchConn() {
+	<-d.conn.Closed()
+	if d.closing.Load() {
+		return
+	}
+	err := d.conn.Err()
+	if err == nil {
+		err = errors.New("nats connection closed")
+	}
+	d.failure = fmt.Errorf("daemon: cannot go on: %w", err)
+	d.log.Error("daemon cannot go on: its NATS connection is closed for good", zap.Error(err))
+	close(d.failed)
+}
+
+// Done is closed when the daemon cannot go on (its NATS connection closed
+// for good); Err then says why. The caller shuts it down and exits
+// non-zero, so that its supervisor restarts it. A Shutdown never closes it.
+func (d *Daemon) Done() <-chan struct{} { return d.failed }
+
+// Err is why Done was closed, nil before.
+func (d *Daemon) Err() error {
+	select {
+	case <-d.failed:
+		return d.failure
+	default:
+		return nil
+	}
 }
 
 // followVerdicts imports the fleet's verdicts into the local store. The
@@ -473,6 +523,7 @@ func (d *Daemon) stopLoops() {
 }
 
 func (d *Daemon) closeResources() {
+	d.closing.Store(true)
 	if d.conn != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := d.conn.Drain(dctx); err != nil {

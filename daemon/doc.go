@@ -3,7 +3,8 @@
 // service, the ledger client pool, the verdict follower that imports the
 // fleet's verdicts into the local store, the per-ledger follow-up leases,
 // and the HTTP surface (probes, /metrics, support API); Ready reports
-// readiness and Shutdown drains it.
+// readiness, Done a daemon that cannot go on (its NATS connection closed
+// for good: its process should exit), and Shutdown drains it.
 //
 // `reconciled serve` and `reconciled demo` only turn flags into a Config;
 // benchmarks and end-to-end tests run the very same wiring (see

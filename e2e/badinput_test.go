@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,8 +28,9 @@ type expectKind int
 
 const (
 	expectInvalid  expectKind = iota + 1 // an invalid verdict (seq 1, final) with code
-	expectTerm                           // terminated: no usable id, or over the size limit
+	expectTerm                           // terminated: no usable id
 	expectConflict                       // E_INTENT_CONFLICT on the rejects subject; nothing stored changes
+	expectRefused                        // refused by the intent stream at publish: over its size limit
 	expectOpen                           // well-formed but far-fetched: not_yet, its window open
 	expectAbsent                         // well-formed, its window closed before the ledger existed: absent
 )
@@ -99,11 +101,11 @@ func badInputs(ledger string) []badInput {
 	raw("id-gt", "", validIntent("bad->", ledger, nil), expectTerm, "")
 	raw("id-space", "", validIntent("bad id", ledger, nil), expectTerm, "")
 	raw("id-invalid-utf8", "", bytes.Replace(validIntent("bad-utf8-id-XX", ledger, nil), []byte("XX"), []byte{0xff, 0xfe}, 1), expectTerm, "")
-	// Too large: terminated by the intake before anything reads it.
+	// Too large: the intent stream refuses them at publish.
 	big := validIntent("bad-40k", ledger, set("after", strings.Repeat("x", 40<<10)))
-	raw("over-limit-40k", "bad-40k", big, expectTerm, "")
+	raw("over-limit-40k", "bad-40k", big, expectRefused, "")
 	huge := validIntent("bad-1m", ledger, set("after", strings.Repeat("y", 1000<<10)))
-	raw("one-mib", "bad-1m", huge, expectTerm, "")
+	raw("one-mib", "bad-1m", huge, expectRefused, "")
 
 	// Readable id: an invalid verdict with the precise code.
 	raw("invalid-utf8-value", "bad-utf8-value", bytes.Replace(validIntent("bad-utf8-value", ledger, set("after", "AB")), []byte(`"AB"`), []byte{'"', 0xc3, 0x28, '"'}, 1), expectInvalid, "E_BAD_JSON")
@@ -283,6 +285,13 @@ func TestBadInputTable(t *testing.T) {
 	seqs := make([]uint64, len(cases))
 	for i, c := range cases {
 		ack, err := r.tool.JetStream().Publish(r.ctx, "reconcile.intents."+ledger, c.body, jetstream.WithMsgID(fmt.Sprint("bad-msg-", i)))
+		if c.kind == expectRefused {
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.ErrorCode(10054) {
+				t.Errorf("%s: publish of %d bytes: %v, want the stream's refusal (message size exceeds maximum)", c.name, len(c.body), err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: publish: %v", c.name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled/reconcile"
@@ -20,9 +21,6 @@ type IntakeConfig struct {
 	// Durable is the consumer name shared by all instances (default
 	// "reconciled").
 	Durable string
-	// MaxDeliver bounds deliveries of one intent (default 10), so a poison
-	// intent cannot circulate forever.
-	MaxDeliver int
 	// BackOff, when set, is the ack timeout of each delivery in turn (the
 	// last repeats); it applies to missed acks only, not to Nak.
 	BackOff []time.Duration
@@ -36,10 +34,25 @@ type IntakeConfig struct {
 	// MaxAckPending bounds unacknowledged intents across all instances
 	// (0 = server default).
 	MaxAckPending int
-	// MaxMsgBytes is the largest intent body accepted (default 32 KiB, at
-	// most MaxIntentBytes); larger ones are terminated, never handed to the
-	// handler.
+	// MaxMsgBytes is the largest intent body accepted (default and at
+	// most MaxIntentBytes); a larger one is never handed to the handler: it
+	// is refused with RejectTooLarge on its rejects subject, when its id is
+	// readable, and terminated.
 	MaxMsgBytes int
+	// RetryMax caps the delay before an intent given back after a failure
+	// is delivered again (default 10 s). Deliveries are never bounded: an
+	// intent whose handling fails (the verdict stream, the store or NATS
+	// down) is retried until the failure ends, with the delay the handler
+	// asks for doubled at each delivery up to RetryMax. So once a fault
+	// ends, every intent waiting on it is retried within RetryMax.
+	RetryMax time.Duration
+	// StuckAfter is the number of deliveries after which an intent given
+	// back for a failure is reported (default 5): a warning naming the
+	// intent and the failing step, at most once a minute per intent, and
+	// the metrics MetricStuckRetries and MetricStuckIntents.
+	StuckAfter int
+	// Metrics, when set, registers the intake's metrics.
+	Metrics prometheus.Registerer
 	// PullWait is how long one pull request waits for an intent (default
 	// 1 s). Stopping can take this long: the last request is watched to
 	// its end so that an intent it brings is given back, not stranded.
@@ -51,19 +64,33 @@ type IntakeConfig struct {
 	PurgeEvery time.Duration
 }
 
-// MaxIntentBytes bounds IntakeConfig.MaxMsgBytes. Every verdict carries
-// its intent's body base64-encoded in a header (IntentHeaders), and
-// JetStream refuses messages whose headers exceed 64 KiB: 45 KiB of body
-// leave room for the encoding and the other headers.
-const MaxIntentBytes = 45 << 10
+// MaxIntentBytes is the fleet's one limit on an intent's body: publishers
+// refuse larger bodies (PublishIntent, the ask command, the TypeScript
+// client), the intent stream refuses them at publish (its max_msg_size is
+// this plus IntentHeaderAllowance), and the intake refuses, with a reject,
+// any that still arrive. Every verdict carries its intent's body
+// base64-encoded in a header (IntentHeaders), and JetStream refuses
+// messages whose headers exceed 64 KiB: 32 KiB of body encode to under
+// 44 KiB, leaving room for the other headers.
+const MaxIntentBytes = 32 << 10
+
+// IntentHeaderAllowance is the room the intent stream's max_msg_size
+// leaves for an intent's headers, which JetStream counts with the body:
+// Nats-Msg-Id (an id of up to 256 bytes, ':', a 64-digit hash) and
+// Nats-Expected-Stream take under 400 bytes.
+const IntentHeaderAllowance = 1 << 10
+
+// RejectTooLarge is the reject code of an intent over the size limit (the
+// daemon's parser uses the same code).
+const RejectTooLarge = "E_TOO_LARGE"
 
 const (
 	defaultDurable     = "reconciled"
-	defaultMaxDeliver  = 10
 	defaultAckWait     = 30 * time.Second
 	defaultMaxInFlight = 4
-	defaultMaxMsgBytes = 32 << 10
 	defaultPullWait    = time.Second
+	defaultRetryMax    = 10 * time.Second
+	defaultStuckAfter  = 5
 )
 
 func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
@@ -72,15 +99,6 @@ func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
 	}
 	if err := ValidToken(cfg.Durable); err != nil {
 		return cfg, fmt.Errorf("queue: intake durable %q: %w", cfg.Durable, err)
-	}
-	if cfg.MaxDeliver == 0 {
-		cfg.MaxDeliver = defaultMaxDeliver
-	}
-	if cfg.MaxDeliver < 1 {
-		return cfg, fmt.Errorf("queue: intake: MaxDeliver %d must be bounded (>= 1)", cfg.MaxDeliver)
-	}
-	if len(cfg.BackOff) > cfg.MaxDeliver {
-		return cfg, fmt.Errorf("queue: intake: %d back-off steps exceed MaxDeliver %d", len(cfg.BackOff), cfg.MaxDeliver)
 	}
 	for _, d := range cfg.BackOff {
 		if d <= 0 {
@@ -105,7 +123,7 @@ func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
 		return cfg, fmt.Errorf("queue: intake: MaxInFlight %d / MaxAckPending %d negative", cfg.MaxInFlight, cfg.MaxAckPending)
 	}
 	if cfg.MaxMsgBytes == 0 {
-		cfg.MaxMsgBytes = defaultMaxMsgBytes
+		cfg.MaxMsgBytes = MaxIntentBytes
 	}
 	if cfg.MaxMsgBytes < 0 || cfg.MaxMsgBytes > MaxIntentBytes {
 		return cfg, fmt.Errorf("queue: intake: MaxMsgBytes %d not in 1..%d", cfg.MaxMsgBytes, MaxIntentBytes)
@@ -115,6 +133,18 @@ func (cfg IntakeConfig) withDefaults() (IntakeConfig, error) {
 	}
 	if cfg.PullWait < 0 {
 		return cfg, fmt.Errorf("queue: intake: PullWait %s is negative", cfg.PullWait)
+	}
+	if cfg.RetryMax == 0 {
+		cfg.RetryMax = defaultRetryMax
+	}
+	if cfg.RetryMax < 0 {
+		return cfg, fmt.Errorf("queue: intake: RetryMax %s is negative", cfg.RetryMax)
+	}
+	if cfg.StuckAfter == 0 {
+		cfg.StuckAfter = defaultStuckAfter
+	}
+	if cfg.StuckAfter < 0 {
+		return cfg, fmt.Errorf("queue: intake: StuckAfter %d is negative", cfg.StuckAfter)
 	}
 	if cfg.PurgeEvery == 0 {
 		cfg.PurgeEvery = defaultPurgeEvery
@@ -142,7 +172,10 @@ func (cfg IntakeConfig) consumerConfig() jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
+		// Unbounded: a bound would end, unsettled, an intent whose
+		// handling failed for a reason of the daemon's own (the purge then
+		// deletes it); bad input is terminated or answered instead.
+		MaxDeliver:    -1,
 		BackOff:       cfg.BackOff,
 		MaxAckPending: cfg.MaxAckPending,
 	}
@@ -175,6 +208,8 @@ type Intake struct {
 	// heldWarned is when another consumer holding the purge was last
 	// warned about (purge loop only).
 	heldWarned time.Time
+	// stuck reports intents that keep being given back.
+	stuck *stuckIntents
 }
 
 // ConsumeIntents creates or updates the shared durable consumer and starts
@@ -184,6 +219,12 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	stuck := newStuckIntents(cfg)
+	if cfg.Metrics != nil {
+		if err := stuck.register(cfg.Metrics); err != nil {
+			return nil, fmt.Errorf("queue: intake metrics: %w", err)
+		}
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, IntentsStream, cfg.consumerConfig())
 	if err != nil {
@@ -198,6 +239,7 @@ func (c *Conn) ConsumeIntents(ctx context.Context, cfg IntakeConfig, handler Han
 		handlerCtx: handlerCtx, abort: abort,
 		slots: make(chan struct{}, cfg.MaxInFlight),
 		acked: make(chan struct{}, 1),
+		stuck: stuck,
 	}
 	// A first purge removes what instances before this one acknowledged
 	// and could not purge (e.g. killed right after their last ack).
@@ -373,19 +415,14 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 	d, err := newDelivery(msg, in.cfg, log)
 	if err != nil {
 		// Without metadata the message cannot be acked either; the server
-		// redelivers it up to MaxDeliver.
+		// delivers it again after its ack timeout.
 		log.Error("intake message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
 		return
 	}
 	d.onSettled = in.settled
+	d.stuck = in.stuck
 	if len(d.Data) > in.cfg.MaxMsgBytes {
-		reason := fmt.Sprintf("intent of %d bytes exceeds %d", len(d.Data), in.cfg.MaxMsgBytes)
-		log.Error("intake message too large, terminated",
-			zap.String("subject", d.Subject), zap.String("msg_id", d.MsgID),
-			zap.Int("bytes", len(d.Data)), zap.Int("max_bytes", in.cfg.MaxMsgBytes))
-		if err := d.Term(reason); err != nil {
-			log.Warn("terminate oversized intent", zap.Error(err))
-		}
+		in.refuseOversized(d, log)
 		return
 	}
 	d.stopping = func() bool { return in.pullCtx.Err() != nil }
@@ -396,15 +433,47 @@ func (in *Intake) deliver(msg jetstream.Msg, log *zap.Logger) {
 		return
 	}
 	// Stopping: return it at once so another instance takes it. Otherwise
-	// a handler bug: back off as for a missed ack, bounded by MaxDeliver.
+	// a handler bug: back off as for a missed ack, at most RetryMax.
 	var delay time.Duration
 	if in.pullCtx.Err() == nil {
-		delay = in.cfg.ackTimeout(d.NumDelivered)
+		delay = min(in.cfg.ackTimeout(d.NumDelivered), in.cfg.RetryMax)
 		log.Warn("intake handler returned without settling; nak", zap.String("msg_id", d.MsgID),
 			zap.Uint64("delivered", d.NumDelivered), zap.Duration("delay", delay))
+		d.stuck.failed(d, stepUnsettled, "handler returned without settling", delay)
 	}
 	if err := d.Nak(delay); err != nil {
 		log.Warn("nak unsettled intent", zap.String("msg_id", d.MsgID), zap.Error(err))
+	}
+}
+
+// refuseOversized answers an intent over MaxMsgBytes without handling it:
+// a reject on its id when the id is readable, then Term. The stream
+// refuses such intents at publish; this one came through a stream made
+// without that limit, or an instance with a lower one. When the reject
+// cannot be published the intent is given back: its publisher would
+// otherwise wait for an answer that never comes.
+func (in *Intake) refuseOversized(d *Delivery, log *zap.Logger) {
+	in.stuck.oversized.Inc()
+	reason := fmt.Sprintf("intent of %d bytes exceeds %d", len(d.Data), in.cfg.MaxMsgBytes)
+	id := d.IntentID()
+	fields := []zap.Field{zap.String("subject", d.Subject), zap.String("msg_id", d.MsgID),
+		zap.Int("bytes", len(d.Data)), zap.Int("max_bytes", in.cfg.MaxMsgBytes)}
+	if reconcile.ValidIntentID(id) {
+		msg := fmt.Sprintf("intent of %d bytes is larger than the limit of %d bytes", len(d.Data), in.cfg.MaxMsgBytes)
+		if err := in.conn.PublishReject(in.handlerCtx, id, RejectTooLarge, msg); err != nil {
+			delay := d.retryDelay(time.Second)
+			log.Warn("reject of an oversized intent not published; given back", append(fields, zap.Duration("delay", delay), zap.Error(err))...)
+			d.stuck.failed(d, "publish reject", err.Error(), delay)
+			if err := d.Nak(delay); err != nil {
+				log.Warn("nak oversized intent", zap.String("msg_id", d.MsgID), zap.Error(err))
+			}
+			return
+		}
+		fields = append(fields, zap.String("intent_id", id), zap.String("rejected", RejectTooLarge))
+	}
+	log.Warn("intake message too large, terminated", fields...)
+	if err := d.Term(reason); err != nil {
+		log.Warn("terminate oversized intent", zap.String("msg_id", d.MsgID), zap.Error(err))
 	}
 }
 
@@ -414,6 +483,23 @@ func (cfg IntakeConfig) ackTimeout(n uint64) time.Duration {
 		return cfg.AckWait
 	}
 	return cfg.BackOff[min(max(n, 1), uint64(len(cfg.BackOff)))-1]
+}
+
+// retryDelay is the delay before the next delivery of an intent given back
+// after a failure: base (what the handler asked for) doubled at each
+// delivery after the first, at most RetryMax. A base of zero stays zero.
+func (d *Delivery) retryDelay(base time.Duration) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	if base >= d.retryMax {
+		return d.retryMax
+	}
+	delay := base
+	for n := uint64(1); n < d.NumDelivered && delay < d.retryMax; n++ {
+		delay *= 2
+	}
+	return min(delay, d.retryMax)
 }
 
 // Delivery is one delivery of an intent message.
@@ -428,12 +514,13 @@ type Delivery struct {
 	NumDelivered uint64
 	// StreamSeq is the message's sequence in the intents stream.
 	StreamSeq uint64
-	// MaxDeliver is the consumer's delivery bound.
-	MaxDeliver int
 
-	msg   jetstream.Msg
-	every time.Duration
-	log   *zap.Logger
+	msg      jetstream.Msg
+	every    time.Duration
+	retryMax time.Duration
+	log      *zap.Logger
+	// stuck reports an intent that keeps being given back (nil: nobody).
+	stuck *stuckIntents
 	// stopping reports that the intake is stopping (nil: never).
 	stopping func() bool
 	// onSettled tells the intake that the delivery was settled (nil: no
@@ -456,9 +543,9 @@ func newDelivery(msg jetstream.Msg, cfg IntakeConfig, log *zap.Logger) (*Deliver
 		MsgID:        msg.Headers().Get(jetstream.MsgIDHeader),
 		NumDelivered: md.NumDelivered,
 		StreamSeq:    md.Sequence.Stream,
-		MaxDeliver:   cfg.MaxDeliver,
 		msg:          msg,
 		every:        cfg.heartbeatEvery(),
+		retryMax:     cfg.RetryMax,
 		log:          log,
 	}, nil
 }
@@ -472,13 +559,6 @@ func (d *Delivery) IntentID() string {
 // CanisterID is the last token of the subject.
 func (d *Delivery) CanisterID() string {
 	return d.Subject[strings.LastIndexByte(d.Subject, '.')+1:]
-}
-
-// LastAttempt reports whether the server will not deliver this message again
-// if it is not acked: the handler should settle it for good (e.g. publish an
-// unreadable verdict and Ack, or Term).
-func (d *Delivery) LastAttempt() bool {
-	return d.NumDelivered >= uint64(d.MaxDeliver)
 }
 
 func (d *Delivery) startHeartbeat() {
@@ -551,11 +631,15 @@ func (d *Delivery) settle(what string, op func() error) error {
 // confirm, so a verdict is never followed by a redelivery the caller
 // believed impossible.
 func (d *Delivery) Ack(ctx context.Context) error {
-	return d.settle("ack", func() error { return d.msg.DoubleAck(ctx) })
+	if err := d.settle("ack", func() error { return d.msg.DoubleAck(ctx) }); err != nil {
+		return err
+	}
+	d.stuck.settled(d)
+	return nil
 }
 
 // Nak asks for redelivery after delay (0: at once, possibly to another
-// instance). It counts towards MaxDeliver.
+// instance). Deliveries are not bounded: a Nak'd intent always comes back.
 func (d *Delivery) Nak(delay time.Duration) error {
 	return d.settle("nak", func() error {
 		if delay <= 0 {
@@ -566,16 +650,24 @@ func (d *Delivery) Nak(delay time.Duration) error {
 }
 
 // Term removes the intent from further delivery for good; reason appears in
-// the server's termination advisory.
+// the server's termination advisory. Only for bad input: the purge
+// removes a terminated intent like an acknowledged one.
 func (d *Delivery) Term(reason string) error {
-	return d.settle("term", func() error { return d.msg.TermWithReason(reason) })
+	if err := d.settle("term", func() error { return d.msg.TermWithReason(reason) }); err != nil {
+		return err
+	}
+	d.stuck.settled(d)
+	return nil
 }
 
 // Settle ends the delivery as the service's outcome says: Ack (waiting for
-// the server's confirmation), Term, or Nak after the outcome's delay. While
-// the intake is stopping, a Nak is immediate whatever its delay: the
-// intent goes straight to another instance (or to this one restarted)
-// instead of waiting out a delay meant for a live instance's retry.
+// the server's confirmation), Term, or Nak. A Nak is a failure to retry: its
+// delay is the outcome's, doubled at each delivery after the first, at most
+// IntakeConfig.RetryMax, and an intent given back more than StuckAfter times
+// is reported. While the intake is stopping, a Nak is immediate whatever its
+// delay: the intent goes straight to another instance (or to this one
+// restarted) instead of waiting out a delay meant for a live instance's
+// retry.
 func (d *Delivery) Settle(ctx context.Context, o reconcile.Outcome) error {
 	switch o.Kind {
 	case reconcile.Ack:
@@ -583,14 +675,11 @@ func (d *Delivery) Settle(ctx context.Context, o reconcile.Outcome) error {
 	case reconcile.Term:
 		return d.Term(o.Reason)
 	}
-	delay := o.Delay
+	delay := d.retryDelay(o.Delay)
 	if ctx.Err() != nil || (d.stopping != nil && d.stopping()) {
 		delay = 0
-	} else if d.LastAttempt() {
-		// The server will not deliver it again: say so loudly, the tool
-		// layer must re-publish it.
-		d.log.Error("intent given up after its last delivery", zap.String("msg_id", d.MsgID),
-			zap.Uint64("delivered", d.NumDelivered), zap.String("reason", o.Reason))
+	} else {
+		d.stuck.failed(d, failingStep(o.Reason), o.Reason, delay)
 	}
 	return d.Nak(delay)
 }

@@ -194,42 +194,6 @@ func TestUnsettledDeliveryIsNakedWithBackOff(t *testing.T) {
 	}
 }
 
-func TestMaxDeliverBound(t *testing.T) {
-	_, c := setup(t)
-	exhausted := advisories(t, c, "MAX_DELIVERIES", defaultDurable)
-	var mu sync.Mutex
-	var poison []uint64
-	var last []bool
-	marker := make(chan struct{}, 1)
-	consume(t, c, IntakeConfig{MaxDeliver: 3}, func(ctx context.Context, d *Delivery) {
-		if d.IntentID() == "marker" {
-			if err := d.Ack(ctx); err != nil {
-				t.Errorf("ack marker: %v", err)
-			}
-			marker <- struct{}{}
-			return
-		}
-		mu.Lock()
-		poison = append(poison, d.NumDelivered)
-		last = append(last, d.LastAttempt())
-		mu.Unlock()
-		if err := d.Nak(0); err != nil {
-			t.Errorf("nak: %v", err)
-		}
-	})
-	publishIntent(t, c, "poison", nil)
-	recv(t, exhausted, "max deliveries advisory")
-	// Anything published after exhaustion is delivered; the poison intent
-	// is not, though it was never acknowledged.
-	publishIntent(t, c, "marker", nil)
-	recv(t, marker, "marker delivery")
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(poison) != "[1 2 3]" || fmt.Sprint(last) != "[false false true]" {
-		t.Fatalf("poison deliveries %v, last-attempt flags %v", poison, last)
-	}
-}
-
 func TestOversizedIntentTerminated(t *testing.T) {
 	_, c := setup(t)
 	terminated := advisories(t, c, "MSG_TERMINATED", defaultDurable)

@@ -29,7 +29,7 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 		return false, fmt.Errorf("queue: intent id %q: %w", intentID, err)
 	}
 	if len(body) > MaxIntentBytes {
-		return false, fmt.Errorf("queue: publish intent %s: %d bytes exceed %d", intentID, len(body), MaxIntentBytes)
+		return false, fmt.Errorf("queue: publish intent %s: %d bytes are larger than the limit of %d bytes", intentID, len(body), MaxIntentBytes)
 	}
 	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, body)), jetstream.WithExpectStream(IntentsStream))
 	if err != nil {

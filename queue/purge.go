@@ -18,8 +18,8 @@ const defaultPurgeEvery = time.Second
 // PurgeResult says what one purge did.
 type PurgeResult struct {
 	// Floor is the lowest ack floor of the stream's consumers: every
-	// intent at or below it is acknowledged (or terminated, or given up
-	// after MaxDeliver) by every one of them.
+	// intent at or below it is acknowledged (or terminated as bad input)
+	// by every one of them; the intake's consumer never gives one up.
 	Floor uint64
 	// Purged counts the stream sequences removed, messages deleted one by
 	// one before included (0 when there was nothing below the floor, or the

@@ -170,18 +170,27 @@ func TestSecondConsumerFloorHoldsPurge(t *testing.T) {
 	intentSeqs(t, c, 5, 4)
 }
 
-// An intent given up after MaxDeliver, and one terminated as bad input,
-// both move the ack floor past them: neither holds the purge forever.
-func TestFloorPassesGivenUpAndTerminatedIntents(t *testing.T) {
+// An intent terminated as bad input moves the ack floor past it: it does
+// not hold the purge forever. One given back for a failure holds it, however
+// often it comes back, until it is settled.
+func TestFloorPassesTerminatedIntentsOnly(t *testing.T) {
 	_, c := setup(t)
-	exhausted := advisories(t, c, "MAX_DELIVERIES", defaultDurable)
 	terminated := advisories(t, c, "MSG_TERMINATED", defaultDurable)
 	acked := make(chan string, 4)
-	consume(t, c, IntakeConfig{MaxDeliver: 2, PurgeEvery: fastPurge}, func(ctx context.Context, d *Delivery) {
+	retried := make(chan uint64, 64)
+	release := make(chan struct{})
+	consume(t, c, IntakeConfig{PurgeEvery: fastPurge}, func(ctx context.Context, d *Delivery) {
 		var err error
 		switch d.IntentID() {
-		case "poison":
-			err = d.Nak(0)
+		case "failing":
+			select {
+			case <-release:
+				err = d.Ack(ctx)
+				acked <- d.IntentID()
+			default:
+				err = d.Nak(time.Millisecond)
+				retried <- d.NumDelivered
+			}
 		case "bad":
 			err = d.Term("bad input")
 		default:
@@ -192,12 +201,20 @@ func TestFloorPassesGivenUpAndTerminatedIntents(t *testing.T) {
 			t.Errorf("settle %s: %v", d.MsgID, err)
 		}
 	})
-	publishIntent(t, c, "poison", nil) // seq 1
-	publishIntent(t, c, "bad", nil)    // seq 2
-	recv(t, exhausted, "max deliveries advisory")
+	publishIntent(t, c, "failing", nil) // seq 1
+	publishIntent(t, c, "bad", nil)     // seq 2
 	recv(t, terminated, "termination advisory")
 	publishIntent(t, c, "good", nil) // seq 3
 	recv(t, acked, "good intent's ack")
+	for recv(t, retried, "a redelivery of the failing intent") < 12 {
+	}
+	if st := streamInfo(t, c, IntentsStream).State; st.FirstSeq != 1 {
+		t.Fatalf("the failing intent was purged: stream holds %d..%d", st.FirstSeq, st.LastSeq)
+	}
+	close(release)
+	if id := recv(t, acked, "the failing intent's ack"); id != "failing" {
+		t.Fatalf("acked %q", id)
+	}
 	intentSeqs(t, c, 4, 3)
 	if ci := consumerInfo(t, c, IntentsStream, defaultDurable); ci.AckFloor.Stream != 3 || ci.NumAckPending != 0 {
 		t.Fatalf("intake consumer: ack floor %d, ack pending %d", ci.AckFloor.Stream, ci.NumAckPending)

@@ -86,6 +86,9 @@ func (c *Conn) intentsConfig(retention jetstream.RetentionPolicy) jetstream.Stre
 		Replicas:    c.streams.Replicas,
 		Duplicates:  c.streams.IntentDuplicates,
 		Discard:     jetstream.DiscardOld,
+		// The server refuses a larger intent at publish, so its publisher
+		// learns of it at once; JetStream counts the headers too.
+		MaxMsgSize: MaxIntentBytes + IntentHeaderAllowance,
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testtool"
 	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/queue"
 )
 
 var update = flag.Bool("update", false, "rewrite test/vectors.json from the Go code")
@@ -283,4 +286,35 @@ func TestClient(t *testing.T) {
 	}
 	env := []string{"CLIENT_TEST_DAEMON_BIN=" + reconciled, "CLIENT_TEST_PAYER_BIN=" + payer}
 	run(t, ctx, pkg, env, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
+}
+
+// tsConst reads `const NAME = <expr>;` from a source file of the client,
+// where expr is a decimal number or `a << b`.
+func tsConst(t *testing.T, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^(?:export )?const ` + name + ` = (\d+)(?: << (\d+))?;`).FindSubmatch(src)
+	if m == nil {
+		t.Fatalf("%s: no `const %s = <number>;`", file, name)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	if len(m[2]) > 0 {
+		shift, _ := strconv.Atoi(string(m[2]))
+		n <<= shift
+	}
+	return n
+}
+
+// The client refuses what the fleet refuses, with the very limit of the Go
+// code, and hashes a body as the daemon's parser would.
+func TestIntentSizeLimits(t *testing.T) {
+	if got := tsConst(t, "src/intent.ts", "MAX_INTENT_BYTES"); got != queue.MaxIntentBytes {
+		t.Errorf("src/intent.ts MAX_INTENT_BYTES = %d, the fleet's limit (queue.MaxIntentBytes) is %d", got, queue.MaxIntentBytes)
+	}
+	if got := tsConst(t, "src/intent.ts", "MAX_PARSED_BYTES"); got != matcher.MaxIntentBytes {
+		t.Errorf("src/intent.ts MAX_PARSED_BYTES = %d, the daemon's parser reads up to %d (matcher.MaxIntentBytes)", got, matcher.MaxIntentBytes)
+	}
 }

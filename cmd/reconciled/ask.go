@@ -53,6 +53,11 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("%w: read intent: %v", errUsage, err)
 	}
+	if len(body) > queue.MaxIntentBytes {
+		// The fleet refuses it (the intent stream at publish): say so now
+		// rather than wait for an answer.
+		return fmt.Errorf("%w: intent of %d bytes is larger than the limit of %d bytes", errUsage, len(body), queue.MaxIntentBytes)
+	}
 	in, err := matcher.ParseIntent(body)
 	if err != nil {
 		var me *matcher.Error

@@ -66,3 +66,26 @@ func TestAskPrintsVerdictsUntilFinal(t *testing.T) {
 	}
 
 }
+
+// An intent larger than the fleet's limit is refused before anything is
+// published: the daemon would refuse it, and ask would wait for nothing.
+func TestAskRefusesOversizedIntentLocally(t *testing.T) {
+	body, err := os.ReadFile("../../testdata/intents/valid_transfer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Whitespace keeps it a valid intent, 41 KiB long.
+	body = append(bytes.TrimRight(body, "\n}"), []byte(strings.Repeat(" ", 41<<10-len(body))+"}")...)
+	if _, err := matcher.ParseIntent(body); err != nil {
+		t.Fatalf("padded intent does not parse: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "intent.json")
+	if err := os.WriteFile(f, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run([]string{"ask", "--nats-url", "nats://127.0.0.1:1", "--timeout", "2s", f}, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "larger than") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

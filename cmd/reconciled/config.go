@@ -131,7 +131,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
-	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 32<<10, fmt.Sprintf("largest intent accepted (at most %d: each verdict carries its intent in a header)", queue.MaxIntentBytes))
+	fs.IntVar(&c.StuckAfter, "stuck-after", 5, "deliveries after which an intent given back for a failure is reported (a warning naming it and the failing step, reconciled_intents_stuck); it is retried regardless")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", queue.MaxIntentBytes, fmt.Sprintf("largest intent accepted (at most %d, the fleet's limit; a larger one is refused with %s)", queue.MaxIntentBytes, queue.RejectTooLarge))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a ledger's follow-up lease outlives an instance that vanished without SIGTERM (the instance started last sets it for the fleet)")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
@@ -219,11 +220,20 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	}{
 		{"support-token", *tokenFile, &c.SupportToken},
 		{"nats-password", *passwordFile, &c.NATSPassword},
-		{"nats-token", *natsTokenFile, &c.NATSToken},
 	} {
 		if err := readSecretFile(sf.flag, sf.file, sf.value); err != nil {
 			return nil, bad("%v", err)
 		}
+	}
+	// The token file is read here to fail the start early, and again at
+	// every NATS connection attempt, so a token rotated in the file is
+	// taken up at the next reconnect.
+	if *natsTokenFile != "" {
+		tok := c.NATSToken
+		if err := readSecretFile("nats-token", *natsTokenFile, &tok); err != nil {
+			return nil, bad("%v", err)
+		}
+		c.NATSTokenFile = *natsTokenFile
 	}
 	if c.NATSURL != "" && c.NATSListen != "" {
 		return nil, bad("--nats-listen applies to the embedded server only; it cannot be combined with --nats-url")
@@ -254,6 +264,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--lease-ttl must be 1s..10m, got %s", c.LeaseTTL)
 	case c.AckWait < time.Second || c.AckWait > 10*time.Minute:
 		return nil, bad("--ack-wait must be 1s..10m, got %s", c.AckWait)
+	case c.StuckAfter < 1 || c.StuckAfter > 1000:
+		return nil, bad("--stuck-after must be 1..1000, got %d", c.StuckAfter)
 	case c.PurgeEvery < 100*time.Millisecond || c.PurgeEvery > time.Minute:
 		return nil, bad("--purge-every must be 100ms..1m, got %s", c.PurgeEvery)
 	case c.StreamReplicas < 1 || c.StreamReplicas > 5:

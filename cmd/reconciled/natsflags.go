@@ -16,10 +16,14 @@ func natsFlags(fs *flag.FlagSet, name string) func() (queue.ConnConfig, error) {
 	prefix := fs.String("subject-prefix", "reconcile", "first token of every subject")
 	creds := fs.String("nats-creds", "", "NATS credentials file")
 	token := fs.String("nats-token", "", "NATS token")
+	tokenFile := fs.String("nats-token-file", "", "file holding the NATS token")
 	return func() (queue.ConnConfig, error) {
 		if *natsURL == "" {
 			return queue.ConnConfig{}, fmt.Errorf("%w: --nats-url is required", errUsage)
 		}
-		return queue.ConnConfig{URL: *natsURL, Prefix: *prefix, CredsFile: *creds, Token: *token, Name: name}, nil
+		if *token != "" && *tokenFile != "" {
+			return queue.ConnConfig{}, fmt.Errorf("%w: give --nats-token or --nats-token-file, not both", errUsage)
+		}
+		return queue.ConnConfig{URL: *natsURL, Prefix: *prefix, CredsFile: *creds, Token: *token, TokenFile: *tokenFile, Name: name}, nil
 	}
 }

@@ -60,11 +60,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("reconciled serving", zap.String("http", d.HTTPAddr()), zap.String("instance", cfg.Instance),
 		zap.String("ic_url", cfg.ICURL), zap.Int("configured_ledgers", len(cfg.Ledgers)), zap.String("nats_listen", embeddedURL))
 
-	<-ctx.Done()
-	log.Info("stopping: draining in-flight intents", zap.Duration("grace", cfg.Grace))
+	// A daemon that cannot go on (its NATS connection closed for good)
+	// ends the process non-zero: its supervisor restarts it, where a
+	// process left running would take nothing and say nothing.
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: draining in-flight intents", zap.Duration("grace", cfg.Grace))
+	case <-d.Done():
+		failed = d.Err()
+		log.Error("stopping: the daemon cannot go on", zap.Error(failed))
+	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
 	d.Shutdown(graceCtx)
+	if failed != nil {
+		return failed
+	}
 	log.Info("stopped")
 	return nil
 }

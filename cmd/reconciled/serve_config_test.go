@@ -84,6 +84,8 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--query-timeout", "0s"}, nil, "--query-timeout must be"},
 		{nil, map[string]string{"RECONCILED_QUERY_TIMEOUT": "10m"}, "--query-timeout must be"},
 		{[]string{"--max-message-bytes", "1000000"}, nil, "--max-message-bytes"},
+		{[]string{"--max-message-bytes", "32769"}, nil, "--max-message-bytes must be 1024..32768"},
+		{[]string{"--stuck-after", "0"}, nil, "--stuck-after must be 1..1000"},
 		{[]string{"--purge-every", "10ms"}, nil, "--purge-every must be 100ms..1m"},
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, nil, "not a loopback address"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
@@ -195,12 +197,14 @@ func TestServeReadsSecretsFromFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATSPassword != "s3cret" || c.NATSToken != "t0ken" {
-		t.Fatalf("password %q token %q", c.NATSPassword, c.NATSToken)
+	// The token file is read again at every connection attempt.
+	if c.NATSPassword != "s3cret" || c.NATSToken != "" || c.NATSTokenFile != tok {
+		t.Fatalf("password %q token %q token file %q", c.NATSPassword, c.NATSToken, c.NATSTokenFile)
 	}
 	for _, args := range [][]string{
 		{"--nats-password", "x", "--nats-password-file", pw},
 		{"--nats-token-file", empty},
+		{"--nats-token", "x", "--nats-token-file", tok},
 		{"--support-token-file", filepath.Join(dir, "missing")},
 	} {
 		if _, err := parseServeConfig(args, env(nil), io.Discard); err == nil || !errors.Is(err, errUsage) {

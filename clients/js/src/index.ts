@@ -5,6 +5,7 @@ export {
   encodeIntent,
   intentFromPreview,
   intentHash,
+  MAX_INTENT_BYTES,
   ownHashes,
   validIntentId,
   type FromPreviewOptions,

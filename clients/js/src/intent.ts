@@ -79,10 +79,18 @@ const REQUIRED = new Set(["from", "to", "spender", "amount", "created_at_time"])
 const TOP_FIELDS = new Set(["intent_id", "canister_id", "method", "caller", "args", "after", "ingress_expiry", "arg_hex"]);
 const MAX_NAT64 = (1n << 64n) - 1n;
 // The daemon's bounds (matcher): the latest stamp any ledger time can reach,
-// the longest memo and the largest body it reads.
+// the longest memo and the largest body its parser reads.
 const MAX_STAMP = (1n << 63n) - 1n - 2n * 366n * 24n * 3_600_000_000_000n;
 const MAX_MEMO_BYTES = 256;
-const MAX_INTENT_BYTES = 64 << 10;
+const MAX_PARSED_BYTES = 64 << 10;
+
+/**
+ * The fleet's limit on a published intent's body, in bytes (Go's
+ * `queue.MaxIntentBytes`): the intent stream refuses a larger one at
+ * publish, the daemon refuses with `E_TOO_LARGE` any that still arrives,
+ * and `publishIntent`/`waitFinal` refuse it before publishing.
+ */
+export const MAX_INTENT_BYTES = 32 << 10;
 
 const INTENT_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
@@ -205,7 +213,7 @@ export function ownHashes(intent: Intent, body: Uint8Array = encodeIntent(intent
   const raw = bodyHash(body);
   let canonical: string | undefined;
   try {
-    canonical = body.length <= MAX_INTENT_BYTES ? intentHash(intent) : undefined;
+    canonical = body.length <= MAX_PARSED_BYTES ? intentHash(intent) : undefined;
   } catch {
     canonical = undefined;
   }

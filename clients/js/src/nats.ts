@@ -1,7 +1,7 @@
 import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JsMsg, type PubAck } from "@nats-io/jetstream";
 import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 
-import { encodeIntent, ownHashes, validIntentId, type Intent } from "./intent.js";
+import { encodeIntent, MAX_INTENT_BYTES, ownHashes, validIntentId, type Intent } from "./intent.js";
 
 /** Stream names: fixed, whatever the subject prefix (README, "NATS subjects"). */
 export const INTENTS_STREAM = "RECONCILE_INTENTS";
@@ -147,13 +147,21 @@ export interface PublishResult {
   ack: PubAck;
 }
 
+/** Throws IntentRejectedError `E_TOO_LARGE`, as the daemon would, for a body over the fleet's limit. */
+function checkSize(intent: Intent, body: Uint8Array): void {
+  if (body.length > MAX_INTENT_BYTES) {
+    throw new IntentRejectedError("E_TOO_LARGE", intent.intent_id, `intent ${intent.intent_id} is ${body.length} bytes, larger than the limit of ${MAX_INTENT_BYTES} bytes: not published`);
+  }
+}
+
 /**
  * Publishes an intent to `<prefix>.intents.<canister_id>` with
  * `Nats-Msg-Id: <intent_id>:<intent_hash>`. Re-publishing the same intent is
- * always safe.
+ * always safe. An intent over MAX_INTENT_BYTES is refused, unpublished.
  */
 export async function publishIntent(js: JetStreamClient, intent: Intent, opts?: SubjectOptions & { timeoutMs?: number }): Promise<PublishResult> {
   const body = encodeIntent(intent);
+  checkSize(intent, body);
   const msgId = `${checkId(intent.intent_id)}:${ownHashes(intent, body).primary}`;
   const ack = await js.publish(intentSubject(intent.canister_id, opts), body, {
     msgID: msgId,
@@ -283,7 +291,9 @@ export function waitFinal(js: JetStreamClient, intent: Intent, opts: WaitOptions
     checkId(id);
     rejects = rejectSubject(id, opts);
     nc = opts.nc ?? connectionOf(js);
-    own = ownHashes(intent).all;
+    const body = encodeIntent(intent);
+    if (opts.publish !== false) checkSize(intent, body);
+    own = ownHashes(intent, body).all;
   } catch (err) {
     return Promise.reject(err);
   }

@@ -4,6 +4,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
+
 import {
   bodyHash,
   canonicalIntent,
@@ -13,9 +16,13 @@ import {
   intentFromPreview,
   intentHash,
   intentMsgId,
+  IntentRejectedError,
+  MAX_INTENT_BYTES,
   ownHashes,
   parseAccount,
   parsePrincipal,
+  publishIntent,
+  waitFinal,
   type Intent,
 } from "../src/index.js";
 
@@ -160,4 +167,19 @@ test("intentFromPreview refuses what it cannot represent faithfully", () => {
   assert.equal(intentFromPreview(preview({ memo: { raw: "" } }), { caller: want.caller }).args.memo, "");
   // Amounts above 2^53 stay exact.
   assert.equal(intentFromPreview(preview({ amount: { raw: 2n ** 70n } }), { caller: want.caller }).args.amount, (2n ** 70n).toString());
+});
+
+test("an intent over the fleet's size limit is refused before it is published", async () => {
+  const v = vectors.intents[0]!;
+  const base = JSON.parse(v.body) as Intent;
+  const fits = { ...base, after: "" };
+  const room = MAX_INTENT_BYTES - encodeIntent(fits).length;
+  const atLimit = { ...base, after: "x".repeat(room) };
+  assert.equal(encodeIntent(atLimit).length, MAX_INTENT_BYTES);
+  const over = { ...base, after: "x".repeat(room + 1) };
+  // Never reaches the JetStream client: nothing is published.
+  const js = {} as JetStreamClient;
+  await assert.rejects(publishIntent(js, over), (err: unknown) => err instanceof IntentRejectedError && err.code === "E_TOO_LARGE");
+  await assert.rejects(waitFinal(js, over, { nc: {} as NatsConnection }), (err: unknown) => err instanceof IntentRejectedError && err.code === "E_TOO_LARGE");
+  await assert.rejects(publishIntent(js, atLimit), (err: unknown) => !(err instanceof IntentRejectedError));
 });
