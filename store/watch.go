@@ -105,6 +105,7 @@ func upsertWatch(ctx context.Context, t *Tx, r *watchRow) error {
 // an error.
 func (s *Store) Unwatch(ctx context.Context, id string) error {
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, id); err != nil {
+		s.noteFailed(PathState, err)
 		return fmt.Errorf("store: unwatch %s: %w", id, err)
 	}
 	return nil
@@ -185,6 +186,7 @@ func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
 			AND i.canister_id IS NOT NULL AND i.body IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM watch w WHERE w.intent_id = i.intent_id)`, s.now().UnixNano())
 	if err != nil {
+		s.noteFailed(PathState, err)
 		return 0, fmt.Errorf("store: watch open intents: %w", err)
 	}
 	n, err := res.RowsAffected()
