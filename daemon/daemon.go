@@ -67,6 +67,10 @@ type Config struct {
 	// PurgeEvery is the shortest time between two purges of acknowledged
 	// intents from the intent stream (queue.IntakeConfig.PurgeEvery).
 	PurgeEvery time.Duration
+
+	// OpenAgeAlert is the age past which a ledger's oldest open intent is
+	// logged as a warning (default 25 h: a day's window and an hour).
+	OpenAgeAlert time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -97,6 +101,8 @@ type Options struct {
 	// BackoffBase and BackoffMax bound the follow-up backoff of unreadable
 	// intents (reconcile defaults when zero).
 	BackoffBase, BackoffMax time.Duration
+	// Store adjusts the store's options (e.g. a write fault).
+	Store func(*store.Options)
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -129,6 +135,11 @@ type Daemon struct {
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
 	shutOnce sync.Once
+
+	// failed is closed once the daemon gives up (health.go).
+	failed   chan struct{}
+	failErr  error
+	failOnce sync.Once
 }
 
 // New opens the store, connects to NATS (or starts the embedded server),
@@ -150,7 +161,10 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second
 	}
-	dm := &Daemon{cfg: cfg, opts: o, log: log,
+	if cfg.OpenAgeAlert <= 0 {
+		cfg.OpenAgeAlert = defaultOpenAgeAlert
+	}
+	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
 		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
 	defer func() {
@@ -161,7 +175,11 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	if d.store, err = store.Open(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
+	var so store.Options
+	if o.Store != nil {
+		o.Store(&so)
+	}
+	if d.store, err = store.OpenWith(ctx, filepath.Join(cfg.DataDir, "reconciled.db"), so); err != nil {
 		return nil, err
 	}
 	d.origin = cfg.Instance + ":" + rand.Text()
@@ -244,6 +262,10 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		defer d.bg.Done()
 		d.reportProgress(bg, 10_000)
 	}()
+	d.bg.Go(func() { d.watchOpenAges(bg, time.Minute) })
+	if d.ownEmb != nil {
+		d.bg.Go(func() { d.superviseEmbedded(bg) })
+	}
 
 	handler := d.handle
 	if o.Intake != nil {
@@ -397,17 +419,6 @@ func (d *Daemon) FollowUpNow() {
 	case d.wake <- struct{}{}:
 	default:
 	}
-}
-
-// Ready: NATS connected and the store writable.
-func (d *Daemon) Ready(ctx context.Context) error {
-	if !d.conn.NATS().IsConnected() {
-		return errors.New("nats not connected")
-	}
-	if err := d.store.Writable(ctx); err != nil {
-		return fmt.Errorf("store not writable: %w", err)
-	}
-	return nil
 }
 
 // Config returns the configuration the daemon runs with (defaults applied).

@@ -195,3 +195,31 @@ func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
 	}
 	return int(n), nil
 }
+
+// OldestOpen is the oldest watched (open, non-final) intent of a ledger.
+type OldestOpen struct {
+	CanisterID, IntentID string
+	FirstSeen            time.Time
+}
+
+// OldestOpenByLedger returns, per ledger on the watch list, its oldest
+// watched intent by first_seen, ordered by ledger.
+func (s *Store) OldestOpenByLedger(ctx context.Context) ([]OldestOpen, error) {
+	var rows []struct {
+		CanisterID string `db:"canister_id"`
+		IntentID   string `db:"intent_id"`
+		FirstSeen  int64  `db:"first_seen"`
+	}
+	// SQLite takes the bare columns of a min() aggregate from the row
+	// holding the minimum.
+	if err := s.r.SelectContext(ctx, &rows, `SELECT w.canister_id AS canister_id, i.intent_id AS intent_id,
+		min(i.first_seen) AS first_seen FROM watch w JOIN intents i ON i.intent_id = w.intent_id
+		WHERE i.final = 0 GROUP BY w.canister_id ORDER BY w.canister_id`); err != nil {
+		return nil, fmt.Errorf("store: oldest open intents: %w", err)
+	}
+	out := make([]OldestOpen, len(rows))
+	for i, r := range rows {
+		out[i] = OldestOpen{CanisterID: r.CanisterID, IntentID: r.IntentID, FirstSeen: fromNanos(r.FirstSeen)}
+	}
+	return out, nil
+}

@@ -60,11 +60,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("reconciled serving", zap.String("http", d.HTTPAddr()), zap.String("instance", cfg.Instance),
 		zap.String("ic_url", cfg.ICURL), zap.Int("configured_ledgers", len(cfg.Ledgers)), zap.String("nats_listen", embeddedURL))
 
-	<-ctx.Done()
+	// A daemon that gave up (its embedded NATS server could not be
+	// restarted) exits non-zero, so that its supervisor restarts it.
+	select {
+	case <-ctx.Done():
+	case <-d.Failed():
+	}
 	log.Info("stopping: draining in-flight intents", zap.Duration("grace", cfg.Grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
 	d.Shutdown(graceCtx)
+	if err := d.FailedErr(); err != nil {
+		log.Error("stopped: the daemon gave up", zap.Error(err))
+		return err
+	}
 	log.Info("stopped")
 	return nil
 }
