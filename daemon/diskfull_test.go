@@ -304,7 +304,11 @@ func TestEmbeddedJetStreamOnFullDiskNotReadyThenRecovers(t *testing.T) {
 		} else {
 			acked = append(acked, id)
 		}
-		if n%10 != 0 {
+		if got := getReadyz(t, h); got.Code != http.StatusOK {
+			notReady = got
+			break
+		}
+		if n%5 != 0 {
 			continue
 		}
 		poll(3*time.Second, func() bool {

@@ -51,7 +51,7 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	}
 	if since, down := d.conn.Disconnected(); down {
 		ps = append(ps, Problem{Check: "nats", Since: since, Error: "nats disconnected"})
-	} else if err := d.conn.CheckJetStream(ctx); err != nil {
+	} else if err := d.checkJetStream(ctx); err != nil {
 		ps = append(ps, Problem{Check: "jetstream", Error: err.Error()})
 	}
 	if e := d.embedded(); e != nil {
@@ -87,6 +87,17 @@ func (d *Daemon) Ready(ctx context.Context) error {
 		return &NotReadyError{Problems: ps}
 	}
 	return nil
+}
+
+// jetStreamCheckTimeout bounds the JetStream API round trip of a
+// readiness check: a server that disabled JetStream keeps the API subject
+// and never answers, and a probe must answer within its own timeout.
+const jetStreamCheckTimeout = time.Second
+
+func (d *Daemon) checkJetStream(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, jetStreamCheckTimeout)
+	defer cancel()
+	return d.conn.CheckJetStream(ctx)
 }
 
 // embedded is the in-process server the daemon uses, its own or shared.
