@@ -253,7 +253,7 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
 	}
 	if e := c.d.ownEmb; e != nil {
-		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Status().Restarts))
+		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))
 	}
 }
 

@@ -51,7 +51,6 @@ type Embedded struct {
 	mu       sync.Mutex
 	srv      *server.Server
 	since    time.Time // JetStream seen failing since (zero: healthy)
-	lastErr  error
 	restarts uint64
 }
 
@@ -218,14 +217,18 @@ func (e *Embedded) Status() EmbeddedStatus {
 	defer e.mu.Unlock()
 	switch {
 	case err == nil:
-		e.since, e.lastErr = time.Time{}, nil
+		e.since = time.Time{}
 	case e.since.IsZero():
 		e.since = now
-		fallthrough
-	default:
-		e.lastErr = err
 	}
 	return EmbeddedStatus{Err: err, Since: e.since, Restarts: e.restarts}
+}
+
+// Restarts counts the restarts that reopened the store (cheap: no check).
+func (e *Embedded) Restarts() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restarts
 }
 
 func checkJetStream(srv *server.Server) error {
