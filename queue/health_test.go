@@ -2,6 +2,9 @@ package queue
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +115,38 @@ func TestDisconnectedSince(t *testing.T) {
 	recv(t, reconnected, "reconnect")
 	if _, down := c.Disconnected(); down {
 		t.Fatal("reported down after reconnecting")
+	}
+}
+
+// TestSuperviseGivesUpWhenTheServerCannotComeBack: a restart that cannot
+// bring a server with JetStream back (here its store path has become a
+// file) is returned, naming why, for the process to exit.
+func TestSuperviseGivesUpWhenTheServerCannotComeBack(t *testing.T) {
+	dir := t.TempDir()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: dir, ReadyTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	if err := e.Server().ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, "jetstream")
+	if err := os.Rename(store, store+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(store, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Supervise(context.Background(), SuperviseConfig{Every: 10 * time.Millisecond}) }()
+	err = recv(t, done, "Supervise to give up")
+	// The server does not start (JetStream cannot open its store).
+	if err == nil || !strings.Contains(err.Error(), "restart after queue: embedded JetStream disabled") ||
+		!strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("Supervise: %v, want it to name the failure and the failed restart", err)
+	}
+	if st := e.Status(); st.Err == nil {
+		t.Fatalf("status after a failed restart: %+v", st)
 	}
 }
