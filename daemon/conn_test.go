@@ -22,24 +22,24 @@ func TestDaemonStopsWhenNATSClosesForGood(t *testing.T) {
 	}
 	d := start()
 	defer d.Shutdown(ctx)
-	if d.Err() != nil {
-		t.Fatalf("Err %v while running", d.Err())
+	if d.FailedErr() != nil {
+		t.Fatalf("Err %v while running", d.FailedErr())
 	}
 	d.Conn().NATS().Close()
 	select {
-	case <-d.Done():
+	case <-d.Failed():
 	case <-ctx.Done():
 		t.Fatal("the daemon runs on without NATS: Done never closed")
 	}
-	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "closed for good") {
+	if err := d.FailedErr(); err == nil || !strings.Contains(err.Error(), "closed for good") {
 		t.Fatalf("Err %v", err)
 	}
 
 	d2 := start()
 	d2.Shutdown(ctx)
 	select {
-	case <-d2.Done():
-		t.Fatalf("Done closed by a Shutdown: %v", d2.Err())
+	case <-d2.Failed():
+		t.Fatalf("Failed closed by a Shutdown: %v", d2.FailedErr())
 	default:
 	}
 }

@@ -72,6 +72,10 @@ type Config struct {
 	// StuckAfter is the number of deliveries after which an intent given
 	// back for a failure is reported (queue.IntakeConfig.StuckAfter).
 	StuckAfter int
+
+	// OpenAgeAlert is the age past which a ledger's oldest open intent is
+	// logged as a warning (default 25 h: a day's window and an hour).
+	OpenAgeAlert time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -105,6 +109,8 @@ type Options struct {
 	// IntakeRetryMax caps the delay before an intent whose handling failed
 	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
 	IntakeRetryMax time.Duration
+	// Store adjusts the store's options (e.g. a write fault).
+	Store func(*store.Options)
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -139,10 +145,11 @@ type Daemon struct {
 	shutOnce sync.Once
 
 	// closing is set once the daemon closes its resources itself; failed
-	// is closed, with failure set, when it cannot go on (see Done).
-	closing atomic.Bool
-	failed  chan struct{}
-	failure error
+	// is closed, with failErr set, once the daemon gives up (Failed).
+	closing  atomic.Bool
+	failed   chan struct{}
+	failErr  error
+	failOnce sync.Once
 }
 
 // New opens the store, connects to NATS (or starts the embedded server),
@@ -164,6 +171,9 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second
 	}
+	if cfg.OpenAgeAlert <= 0 {
+		cfg.OpenAgeAlert = defaultOpenAgeAlert
+	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
 		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
@@ -175,7 +185,11 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	if d.store, err = store.Open(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
+	var so store.Options
+	if o.Store != nil {
+		o.Store(&so)
+	}
+	if d.store, err = store.OpenWith(ctx, filepath.Join(cfg.DataDir, "reconciled.db"), so); err != nil {
 		return nil, err
 	}
 	d.origin = cfg.Instance + ":" + rand.Text()
@@ -262,6 +276,10 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		defer d.bg.Done()
 		d.reportProgress(bg, 10_000)
 	}()
+	d.bg.Go(func() { d.watchOpenAges(bg, time.Minute) })
+	if d.ownEmb != nil {
+		d.bg.Go(func() { d.superviseEmbedded(bg) })
+	}
 
 	handler := d.handle
 	if o.Intake != nil {
@@ -292,8 +310,8 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	return d, nil
 }
 
-// watchConn ends the daemon when its NATS connection closed for good: a
-// daemon without NATS takes no intent and publishes no verdict, and no
+// watchConn gives the daemon up when its NATS connection closed for good:
+// a daemon without NATS takes no intent and publishes no verdict, and no
 // probe of its own would say so for ever; its supervisor restarts it.
 func (d *Daemon) watchConn() {
 	<-d.conn.Closed()
@@ -304,24 +322,7 @@ func (d *Daemon) watchConn() {
 	if err == nil {
 		err = errors.New("nats connection closed")
 	}
-	d.failure = fmt.Errorf("daemon: cannot go on: %w", err)
-	d.log.Error("daemon cannot go on: its NATS connection is closed for good", zap.Error(err))
-	close(d.failed)
-}
-
-// Done is closed when the daemon cannot go on (its NATS connection closed
-// for good); Err then says why. The caller shuts it down and exits
-// non-zero, so that its supervisor restarts it. A Shutdown never closes it.
-func (d *Daemon) Done() <-chan struct{} { return d.failed }
-
-// Err is why Done was closed, nil before.
-func (d *Daemon) Err() error {
-	select {
-	case <-d.failed:
-		return d.failure
-	default:
-		return nil
-	}
+	d.fail(fmt.Errorf("daemon: cannot go on: its NATS connection is closed for good: %w", err))
 }
 
 // followVerdicts imports the fleet's verdicts into the local store. The
@@ -447,17 +448,6 @@ func (d *Daemon) FollowUpNow() {
 	case d.wake <- struct{}{}:
 	default:
 	}
-}
-
-// Ready: NATS connected and the store writable.
-func (d *Daemon) Ready(ctx context.Context) error {
-	if !d.conn.NATS().IsConnected() {
-		return errors.New("nats not connected")
-	}
-	if err := d.store.Writable(ctx); err != nil {
-		return fmt.Errorf("store not writable: %w", err)
-	}
-	return nil
 }
 
 // Config returns the configuration the daemon runs with (defaults applied).

@@ -3,8 +3,13 @@
 // service, the ledger client pool, the verdict follower that imports the
 // fleet's verdicts into the local store, the per-ledger follow-up leases,
 // and the HTTP surface (probes, /metrics, support API); Ready reports
-// readiness, Done a daemon that cannot go on (its NATS connection closed
-// for good: its process should exit), and Shutdown drains it.
+// readiness, naming every failing check (NATS, JetStream, the embedded
+// server's JetStream store, the store's real writes), and Shutdown drains
+// it. The daemon's own embedded NATS server is supervised: a JetStream
+// store that failed is reopened by a restart once its directory takes
+// writes. A daemon that cannot go on (its NATS connection closed for good,
+// or a restart of its embedded server failed) gives up (Failed), for its
+// process to exit.
 //
 // `reconciled serve` and `reconciled demo` only turn flags into a Config;
 // benchmarks and end-to-end tests run the very same wiring (see

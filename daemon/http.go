@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,8 +23,12 @@ import (
 
 // httpDeps is what the HTTP server exposes.
 type httpDeps struct {
-	// ready returns nil when the daemon can take work.
+	// ready returns nil when the daemon can take work; a *NotReadyError
+	// lists the failing checks.
 	ready func(ctx context.Context) error
+	// alive returns nil unless the process has given up (nil: always
+	// alive).
+	alive func() error
 	// gather returns what /metrics serves. ctx is the scrape request's: it
 	// bounds the store reads some gauges make at scrape time.
 	gather func(ctx context.Context) prometheus.Gatherer
@@ -40,13 +46,23 @@ func newHTTPHandler(d httpDeps) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if d.alive != nil {
+			if err := d.alive(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": err.Error()})
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		if err := d.ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+			body := notReadyBody{Status: "not ready", Reason: err.Error()}
+			if nr, ok := errors.AsType[*NotReadyError](err); ok {
+				body.Failing = nr.Problems
+			}
+			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -74,6 +90,14 @@ func newHTTPHandler(d httpDeps) http.Handler {
 	return mux
 }
 
+// notReadyBody is /readyz's answer when not ready: reason is every
+// failing check in one line, failing lists them one by one.
+type notReadyBody struct {
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason"`
+	Failing []Problem `json:"failing,omitempty"`
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -91,6 +115,7 @@ func (d *Daemon) Handler() http.Handler {
 	meta := d.newLedgerMeta(d.log.Named("ledgermeta"))
 	return newHTTPHandler(httpDeps{
 		ready:  d.Ready,
+		alive:  d.FailedErr,
 		gather: d.gatherer,
 		support: support.NewHandler(support.Config{Store: d.store, Token: []byte(d.cfg.SupportToken),
 			Ledgers: meta.lookup, Logger: d.log.Named("support"),
@@ -150,7 +175,20 @@ var (
 		"Ledgers whose follow-up lease this instance holds (it follows up their open intents).", nil, nil)
 	descOldestOpen = prometheus.NewDesc("reconciled_oldest_open_intent_age_seconds",
 		"Age of the oldest intent without a final verdict.", nil, nil)
+	descLedgerOldestOpen = prometheus.NewDesc("reconciled_ledger_oldest_open_intent_age_seconds",
+		"Per ledger, age of the oldest watched intent without a final verdict (0: none); configured ledgers always, others up to a bound, the rest as ledger=\"other\".",
+		[]string{"ledger"}, nil)
+	descStoreWriteErrors = prometheus.NewDesc("reconciled_store_write_errors_total",
+		"Store writes that failed for a reason of storage (disk full, I/O error, read-only, lock timeout), by write path.",
+		[]string{"path"}, nil)
+	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
+		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )
+
+// maxLedgerSeries bounds the ledger label's values of the per-ledger
+// gauge: a daemon taking any ledger's intents must not grow a series per
+// ledger it is sent.
+const maxLedgerSeries = 32
 
 // daemonCollector reads, at scrape time, what the daemon keeps elsewhere:
 // the ledger clients' counters and the store's gauges.
@@ -160,7 +198,8 @@ type daemonCollector struct {
 }
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen} {
+	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen,
+		descLedgerOldestOpen, descStoreWriteErrors, descEmbeddedRestarts} {
 		ch <- d
 	}
 }
@@ -203,4 +242,46 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descOldestOpen, prometheus.GaugeValue, age)
 	}
+	if oldest, err := st.OldestOpenByLedger(c.ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(descLedgerOldestOpen, fmt.Errorf("oldest open intent per ledger: %w", err))
+	} else {
+		for l, age := range ledgerAges(c.d.cfg.Ledgers, oldest, time.Now()) {
+			ch <- prometheus.MustNewConstMetric(descLedgerOldestOpen, prometheus.GaugeValue, age, l)
+		}
+	}
+	for p, n := range st.WriteErrors() {
+		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
+	}
+	if e := c.d.ownEmb; e != nil {
+		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))
+	}
+}
+
+// ledgerAges maps the oldest open intents to the gauge's series: every
+// configured ledger (0 when none is open), then the others by age, oldest
+// first, up to maxLedgerSeries; the rest share ledger="other" with the
+// oldest age among them.
+func ledgerAges(configured map[string]Ledger, oldest []store.OldestOpen, now time.Time) map[string]float64 {
+	out := make(map[string]float64, len(configured))
+	for l := range configured {
+		out[l] = 0
+	}
+	var others []store.OldestOpen
+	for _, o := range oldest {
+		if _, ok := configured[o.CanisterID]; ok {
+			out[o.CanisterID] = now.Sub(o.FirstSeen).Seconds()
+		} else {
+			others = append(others, o)
+		}
+	}
+	slices.SortFunc(others, func(a, b store.OldestOpen) int { return a.FirstSeen.Compare(b.FirstSeen) })
+	for _, o := range others {
+		age := now.Sub(o.FirstSeen).Seconds()
+		if len(out) < maxLedgerSeries-1 {
+			out[o.CanisterID] = age
+		} else {
+			out["other"] = max(out["other"], age)
+		}
+	}
+	return out
 }

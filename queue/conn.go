@@ -82,6 +82,8 @@ type Conn struct {
 	verdicts jetstream.Stream // cached for direct gets
 
 	batches verdictBatches // first verdicts published together
+
+	health connHealth // health.go
 }
 
 // Connect dials NATS and returns once the connection is up. While the
@@ -244,6 +246,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*Conn, error) {
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
 	c.nc, c.js = nc, js
+	c.watchStatus()
 	return c, nil
 }
 
@@ -302,7 +305,9 @@ func (cfg ConnConfig) options() ([]nats.Option, error) {
 		opts = append(opts, nats.Name(cfg.Name))
 	}
 	if cfg.Embedded != nil {
-		opts = append(opts, nats.InProcessServer(cfg.Embedded.srv))
+		// The Embedded, not its server: a restarted server is reached
+		// by the client's reconnect.
+		opts = append(opts, nats.InProcessServer(cfg.Embedded))
 	}
 	auth := 0
 	if cfg.User != "" || cfg.Password != "" {

@@ -7,4 +7,9 @@
 // first-writer-wins intents, block immutability) runs serialised and cannot
 // be interleaved by another writer. Reads use a separate bounded pool of
 // query-only connections that see WAL snapshots and never block the writer.
+//
+// The store tracks the outcome of its real writes per path (WriteFailures):
+// a path fails from its first write the storage refused (disk full, I/O
+// error, …) until a later commit on it changes rows, and Writable, what
+// readiness asks, fails meanwhile whatever its own one-row probe finds.
 package store

@@ -74,15 +74,19 @@ func (s *Store) commitGroup(ctx context.Context, group []*groupReq) {
 func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark) {
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
+		s.noteFailed(PathIntents, err)
 		failGroup(group, "begin", err)
 		return true, nil
 	}
+	ticket := s.health.ticket()
 	t := &Tx{Tx: st, c: s.wst}
+	before := changes(ctx, t)
 	wrote := false
 	ms := s.takeMarks()
 	if len(ms) > 0 {
 		if err := applyMarks(ctx, t, ms); err != nil {
 			t.Rollback()
+			s.health.failed(PathIntents, ticket, err, s.now())
 			return false, ms
 		}
 		wrote = true
@@ -93,6 +97,7 @@ func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark)
 		}
 		if err := q.fn(ctx, t); err != nil {
 			t.Rollback()
+			s.health.failed(PathIntents, ticket, err, s.now())
 			return false, ms
 		}
 		wrote = true
@@ -101,12 +106,34 @@ func (s *Store) commitAll(ctx context.Context, group []*groupReq) (bool, []mark)
 		t.Rollback()
 		return true, nil
 	}
-	if err := t.Commit(); err != nil {
-		failGroup(group, "commit", err)
+	if !s.commitTracked(ctx, t, ticket, before, group) {
 		return true, nil
 	}
 	s.countCommit()
 	return true, nil
+}
+
+// commitTracked commits t, the group's transaction begun with ticket when
+// the writer had changed before rows, and records the outcome on
+// PathIntents (health.go). It reports whether t committed; if not, every
+// request not yet answered is failed.
+func (s *Store) commitTracked(ctx context.Context, t *Tx, ticket uint64, before int64, group []*groupReq) bool {
+	changed := changes(ctx, t) > before && before >= 0
+	err := s.fault(PathIntents)
+	if err != nil {
+		t.Rollback()
+	} else {
+		err = t.Commit()
+	}
+	if err != nil {
+		s.health.failed(PathIntents, ticket, err, s.now())
+		failGroup(group, "commit", err)
+		return false
+	}
+	if changed {
+		s.health.committed(PathIntents, ticket)
+	}
+	return true
 }
 
 // failGroup fails every request of the group not yet answered: step (of
@@ -137,11 +164,14 @@ func (s *Store) countCommit() { s.group.commits.Add(1) }
 func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark) {
 	st, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
+		s.noteFailed(PathIntents, err)
 		s.requeueMarks(ms)
 		failGroup(group, "begin", err)
 		return
 	}
+	ticket := s.health.ticket()
 	t := &Tx{Tx: st, c: s.wst}
+	before := changes(ctx, t)
 	wrote := false
 	// inSavepoint runs fn in a savepoint of t: a failing fn is rolled back
 	// alone. It reports false when the transaction itself broke (then t
@@ -149,10 +179,12 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 	inSavepoint := func(fn func() error) (fnErr error, ok bool) {
 		if _, err := t.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 			t.Rollback()
+			s.health.failed(PathIntents, ticket, err, s.now())
 			failGroup(group, "savepoint", err)
 			return nil, false
 		}
 		if fnErr = fn(); fnErr != nil {
+			s.health.failed(PathIntents, ticket, fnErr, s.now())
 			if _, err := t.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
 				t.Rollback()
 				failGroup(group, "roll back to savepoint", err)
@@ -163,6 +195,7 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 		}
 		if _, err := t.ExecContext(ctx, `RELEASE w`); err != nil {
 			t.Rollback()
+			s.health.failed(PathIntents, ticket, err, s.now())
 			failGroup(group, "release savepoint", err)
 			return nil, false
 		}
@@ -193,8 +226,7 @@ func (s *Store) commitIsolated(ctx context.Context, group []*groupReq, ms []mark
 		t.Rollback()
 		return
 	}
-	if err := t.Commit(); err != nil {
-		failGroup(group, "commit", err)
+	if !s.commitTracked(ctx, t, ticket, before, group) {
 		return
 	}
 	s.countCommit()

@@ -64,6 +64,9 @@ type Store struct {
 	group groupCommit // verdict writes (groupcommit.go)
 	marks markQueue   // published verdicts' outbox rows to clear (marks.go)
 
+	health     writeHealth // outcomes of the real writes (health.go)
+	writeFault func(WritePath) error
+
 	// insertRun stores a run of blocks and insertStampsFull stampRows
 	// stamp rows (blocks.go), prepared once on the writer.
 	insertRun, insertStampsFull *sqlx.Stmt
@@ -78,6 +81,11 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Now replaces the clock for first_seen/updated_at stamps (tests).
 	Now func() time.Time
+	// WriteFault, when set, is asked before each commit on the writer
+	// (and before Writable's probe): an error it returns fails that write
+	// as the disk would, and is tracked as one (tests of a failing disk
+	// where no small file system can be mounted).
+	WriteFault func(WritePath) error
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -117,7 +125,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, wst: newStmtCache(w), path: abs, now: o.Now}
+	s := &Store{w: w, wst: newStmtCache(w), path: abs, now: o.Now, writeFault: o.WriteFault}
 	s.group.q.Max = maxGroup
 	// The writer connects first: it switches the file to WAL, which the
 	// read-only connections cannot do.
@@ -238,16 +246,36 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Writable commits a one-row write, for readiness probes: it fails when the
-// writer is wedged, the disk is read-only or full, or the lock is held by
-// another process past the busy timeout.
+// Writable reports whether the store takes writes, for readiness probes.
+// It fails while any real write path is failing (WriteFailures: the
+// outcome of the daemon's own writes, not of a probe), and otherwise
+// commits a one-row write, which fails when the writer is wedged, the disk
+// is read-only or full, or the lock is held by another process past the
+// busy timeout. The probe adds a write attempt when the daemon is idle;
+// its success never clears a failing real path.
 func (s *Store) Writable(ctx context.Context) error {
+	var failing []error
+	for _, f := range s.WriteFailures() {
+		if f.Path != PathProbe {
+			failing = append(failing, f)
+		}
+	}
+	if len(failing) > 0 {
+		return fmt.Errorf("store: not writable: %w", errors.Join(failing...))
+	}
+	ticket := s.health.ticket()
+	if err := s.fault(PathProbe); err != nil {
+		s.health.failed(PathProbe, ticket, err, s.now())
+		return fmt.Errorf("store: writable probe: %w", err)
+	}
 	_, err := s.w.ExecContext(ctx,
 		`INSERT INTO probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at`,
 		s.now().UnixNano())
 	if err != nil {
+		s.health.failed(PathProbe, ticket, err, s.now())
 		return fmt.Errorf("store: writable probe: %w", err)
 	}
+	s.health.committed(PathProbe, ticket)
 	return nil
 }
 
@@ -267,7 +295,7 @@ func (s *Store) tx(ctx context.Context, what string, fn func(*Tx) error) error {
 	// Texts met in the transaction are prepared once it has given the
 	// writer's connection back.
 	defer s.wst.prepareSeen(ctx)
-	return s.runTx(ctx, s.w, what, fn)
+	return s.runTx(ctx, s.w, PathState, what, fn)
 }
 
 // cacheTx is tx for writes of the block cache only, committed with
@@ -296,22 +324,39 @@ func (s *Store) cacheTx(ctx context.Context, what string, fn func(*Tx) error) (e
 	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
 		return fmt.Errorf("store: %s: synchronous: %w", what, err)
 	}
-	return s.runTx(ctx, c, what, fn)
+	return s.runTx(ctx, c, PathBlocks, what, fn)
 }
 
+// runTx runs fn in a transaction of db and records the outcome on path
+// (health.go).
 func (s *Store) runTx(ctx context.Context, db interface {
 	BeginTxx(context.Context, *sql.TxOptions) (*sqlx.Tx, error)
-}, what string, fn func(*Tx) error) error {
-	t, err := db.BeginTxx(ctx, nil)
+}, path WritePath, what string, fn func(*Tx) error) error {
+	st, err := db.BeginTxx(ctx, nil)
 	if err != nil {
+		s.noteFailed(path, err)
 		return fmt.Errorf("store: %s: begin: %w", what, err)
 	}
-	if err := fn(&Tx{Tx: t, c: s.wst}); err != nil {
+	ticket := s.health.ticket()
+	t := &Tx{Tx: st, c: s.wst}
+	before := changes(ctx, t)
+	if err := fn(t); err != nil {
 		t.Rollback()
+		s.health.failed(path, ticket, err, s.now())
 		return err
 	}
-	if err := t.Commit(); err != nil {
+	changed := changes(ctx, t) > before && before >= 0
+	if err := s.fault(path); err != nil {
+		t.Rollback()
+		s.health.failed(path, ticket, err, s.now())
 		return fmt.Errorf("store: %s: commit: %w", what, err)
+	}
+	if err := t.Commit(); err != nil {
+		s.health.failed(path, ticket, err, s.now())
+		return fmt.Errorf("store: %s: commit: %w", what, err)
+	}
+	if changed {
+		s.health.committed(path, ticket)
 	}
 	return nil
 }

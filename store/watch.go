@@ -105,6 +105,7 @@ func upsertWatch(ctx context.Context, t *Tx, r *watchRow) error {
 // an error.
 func (s *Store) Unwatch(ctx context.Context, id string) error {
 	if _, err := s.w.ExecContext(ctx, `DELETE FROM watch WHERE intent_id = ?`, id); err != nil {
+		s.noteFailed(PathState, err)
 		return fmt.Errorf("store: unwatch %s: %w", id, err)
 	}
 	return nil
@@ -185,6 +186,7 @@ func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
 			AND i.canister_id IS NOT NULL AND i.body IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM watch w WHERE w.intent_id = i.intent_id)`, s.now().UnixNano())
 	if err != nil {
+		s.noteFailed(PathState, err)
 		return 0, fmt.Errorf("store: watch open intents: %w", err)
 	}
 	n, err := res.RowsAffected()
@@ -192,4 +194,32 @@ func (s *Store) WatchOpenIntents(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store: watch open intents: %w", err)
 	}
 	return int(n), nil
+}
+
+// OldestOpen is the oldest watched (open, non-final) intent of a ledger.
+type OldestOpen struct {
+	CanisterID, IntentID string
+	FirstSeen            time.Time
+}
+
+// OldestOpenByLedger returns, per ledger on the watch list, its oldest
+// watched intent by first_seen, ordered by ledger.
+func (s *Store) OldestOpenByLedger(ctx context.Context) ([]OldestOpen, error) {
+	var rows []struct {
+		CanisterID string `db:"canister_id"`
+		IntentID   string `db:"intent_id"`
+		FirstSeen  int64  `db:"first_seen"`
+	}
+	// SQLite takes the bare columns of a min() aggregate from the row
+	// holding the minimum.
+	if err := s.r.SelectContext(ctx, &rows, `SELECT w.canister_id AS canister_id, i.intent_id AS intent_id,
+		min(i.first_seen) AS first_seen FROM watch w JOIN intents i ON i.intent_id = w.intent_id
+		WHERE i.final = 0 GROUP BY w.canister_id ORDER BY w.canister_id`); err != nil {
+		return nil, fmt.Errorf("store: oldest open intents: %w", err)
+	}
+	out := make([]OldestOpen, len(rows))
+	for i, r := range rows {
+		out[i] = OldestOpen{CanisterID: r.CanisterID, IntentID: r.IntentID, FirstSeen: fromNanos(r.FirstSeen)}
+	}
+	return out, nil
 }

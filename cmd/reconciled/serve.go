@@ -60,22 +60,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("reconciled serving", zap.String("http", d.HTTPAddr()), zap.String("instance", cfg.Instance),
 		zap.String("ic_url", cfg.ICURL), zap.Int("configured_ledgers", len(cfg.Ledgers)), zap.String("nats_listen", embeddedURL))
 
-	// A daemon that cannot go on (its NATS connection closed for good)
-	// ends the process non-zero: its supervisor restarts it, where a
-	// process left running would take nothing and say nothing.
-	var failed error
+	// A daemon that gave up (its NATS connection closed for good, its
+	// embedded NATS server could not be restarted) ends the process
+	// non-zero: its supervisor restarts it, where a process left running
+	// would take nothing and say nothing.
 	select {
 	case <-ctx.Done():
 		log.Info("stopping: draining in-flight intents", zap.Duration("grace", cfg.Grace))
-	case <-d.Done():
-		failed = d.Err()
-		log.Error("stopping: the daemon cannot go on", zap.Error(failed))
+	case <-d.Failed():
+		log.Error("stopping: the daemon cannot go on", zap.Error(d.FailedErr()))
 	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 	defer cancel()
 	d.Shutdown(graceCtx)
-	if failed != nil {
-		return failed
+	if err := d.FailedErr(); err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil
