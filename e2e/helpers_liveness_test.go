@@ -164,6 +164,14 @@ func followLiveness(t testing.TB, ctx context.Context, js jetstream.JetStream) *
 	t.Helper()
 	f := &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconcile.Verdict{}, finalAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1)}
+	f.follow(t, ctx, js)
+	return f
+}
+
+// follow (re)starts the feed on js: stream sequences already seen are
+// skipped and first arrival times kept.
+func (f *lvFeed) follow(t testing.TB, ctx context.Context, js jetstream.JetStream) {
+	t.Helper()
 	cons, err := js.OrderedConsumer(ctx, queue.VerdictsStream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +181,6 @@ func followLiveness(t testing.TB, ctx context.Context, js jetstream.JetStream) *
 		t.Fatal(err)
 	}
 	t.Cleanup(cc.Stop)
-	return f
 }
 
 func (f *lvFeed) add(msg jetstream.Msg) {

@@ -70,6 +70,9 @@ type lvKind struct {
 	// drive runs the world through the fault and returns when every
 	// intent should have its final verdict.
 	drive func(w *lvWorld)
+	// proc, instead of drive, runs a world of processes (daemon binaries,
+	// an external nats-server) and returns its judged result.
+	proc func(t *testing.T, k *lvKind, seed int64, perLedger int) *lvResult
 }
 
 func livenessKinds() []*lvKind {
@@ -92,6 +95,8 @@ func livenessKinds() []*lvKind {
 			w.burst(func() { w.ledgerFaults(0, ledgertest.Faults{QueryReject: 2}) }, func() { w.ledgerFaults(0, ledgertest.Faults{}) })
 		}},
 		{name: "lease_flap", dur: 8 * time.Second, minInst: 2, drive: (*lvWorld).leaseFlap},
+		{name: "sigkill", dur: 15 * time.Second, minInst: 2, proc: runSIGKILL},
+		{name: "token_rotation", dur: 10 * time.Second, minInst: 2, proc: runTokenRotation},
 	}
 }
 
@@ -133,6 +138,10 @@ func TestLiveness(t *testing.T) {
 			}()
 			for wi := range worlds {
 				seed := int64(*seedFlag)*1000 + int64(ki)*10 + int64(wi)
+				if k.proc != nil {
+					res.add(k.proc(t, k, seed, perLedger))
+					continue
+				}
 				w := newLvWorld(t, k, seed, perLedger)
 				k.drive(w)
 				w.finish()
@@ -610,6 +619,7 @@ func (w *lvWorld) conflictRace() {
 // ready again after.
 func (w *lvWorld) fullDisk() {
 	sawNotReady := make([]atomic.Bool, len(w.insts))
+	var probes, readyAnswers atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	filler := filepath.Join(filepath.Dir(w.insts[0].dir), "filler")
@@ -626,8 +636,11 @@ func (w *lvWorld) fullDisk() {
 			defer tick.Stop()
 			for {
 				for i, in := range w.insts {
+					probes.Add(1)
 					if ok, _ := readyz(in.d); !ok {
 						sawNotReady[i].Store(true)
+					} else {
+						readyAnswers.Add(1)
 					}
 				}
 				select {
@@ -648,6 +661,7 @@ func (w *lvWorld) fullDisk() {
 		}
 	}
 	w.burst(arm, lift)
+	w.t.Logf("full disk: /readyz answered ready to %d of %d probes while the disk was full", readyAnswers.Load(), probes.Load())
 	for i, in := range w.insts {
 		if !sawNotReady[i].Load() {
 			w.res.notReady++
