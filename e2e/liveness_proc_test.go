@@ -56,10 +56,15 @@ func natsServerBinary(t testing.TB) string {
 // and a store dir that outlive its restarts.
 type natsProc struct {
 	t       testing.TB
+	name    string
 	port    int
 	dir     string
 	logPath string
 	token   string
+	// clusterPort and routes (every member's cluster port) make it a
+	// member of cluster "lv".
+	clusterPort int
+	routes      []int
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -68,10 +73,27 @@ type natsProc struct {
 
 func startNATSProc(t testing.TB, token string) *natsProc {
 	t.Helper()
-	n := &natsProc{t: t, port: freePorts(t, 1)[0], dir: t.TempDir(), logPath: daemonLogPath(t, "nats-server"), token: token}
+	n := &natsProc{t: t, name: "lv-nats", port: freePorts(t, 1)[0], dir: t.TempDir(), logPath: daemonLogPath(t, "nats-server"), token: token}
 	n.start()
 	t.Cleanup(n.kill)
 	return n
+}
+
+// startNATSProcCluster starts n nats-server processes as one JetStream
+// cluster on loopback.
+func startNATSProcCluster(t testing.TB, n int) []*natsProc {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	var nodes []*natsProc
+	for i := range n {
+		nodes = append(nodes, &natsProc{t: t, name: fmt.Sprintf("lv-nats-%d", i), port: ports[i], dir: t.TempDir(),
+			logPath: daemonLogPath(t, fmt.Sprintf("nats-server-%d", i)), clusterPort: ports[n+i], routes: ports[n:]})
+	}
+	for _, nd := range nodes {
+		nd.start()
+		t.Cleanup(nd.kill)
+	}
+	return nodes
 }
 
 func (n *natsProc) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -80,7 +102,17 @@ func (n *natsProc) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.po
 func (n *natsProc) start() {
 	n.t.Helper()
 	bin := natsServerBinary(n.t)
-	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-js", "-sd", n.dir, "-n", "lv-nats"}
+	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-js", "-sd", n.dir, "-n", n.name}
+	if n.clusterPort != 0 {
+		var routes []string
+		for _, r := range n.routes {
+			if r != n.clusterPort {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", r))
+			}
+		}
+		args = append(args, "--cluster_name", "lv", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", n.clusterPort),
+			"--routes", strings.Join(routes, ","))
+	}
 	if n.token != "" {
 		args = append(args, "--auth", n.token)
 	}
@@ -152,7 +184,11 @@ type lvProcWorld struct {
 	env     *ledgerEnv
 	ledgers []*ledgerEnv
 	nats    *natsProc
-	tool    *queue.Conn
+	// cluster, when set, is the servers of a cluster (nats is then nil);
+	// natsURLs names every server the daemons and the tool layer use.
+	cluster  []*natsProc
+	natsURLs string
+	tool     *queue.Conn
 	feed    *lvFeed
 	daemons []*lvProc
 	plan    []*lvIntent
@@ -171,19 +207,38 @@ type lvProc struct {
 }
 
 func newLvProcWorld(t *testing.T, name string, seed int64, n, perLedger int, token string) *lvProcWorld {
+	return newLvProcWorldOn(t, name, seed, n, perLedger, token, 0)
+}
+
+// newLvProcWorldOn is newLvProcWorld on a cluster of clusterSize servers
+// (one server when 0).
+func newLvProcWorldOn(t *testing.T, name string, seed int64, n, perLedger int, token string, clusterSize int) *lvProcWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
 	w := &lvProcWorld{t: t, ctx: ctx, rng: rand.New(rand.NewSource(seed)), res: &lvResult{kind: name, worlds: 1, instances: n}}
 	w.env = newLedgerEnv(t, seed, 4)
 	w.ledgers = []*ledgerEnv{w.env, ledgerOn(t, w.env.srv, 9, 4)}
-	w.nats = startNATSProc(t, token)
+	if clusterSize > 0 {
+		w.cluster = startNATSProcCluster(t, clusterSize)
+		var urls []string
+		for _, nd := range w.cluster {
+			urls = append(urls, nd.URL())
+		}
+		w.natsURLs = strings.Join(urls, ",")
+	} else {
+		w.nats = startNATSProc(t, token)
+		w.natsURLs = w.nats.URL()
+	}
 	w.tool = w.connectTool(token)
+	if clusterSize > 0 {
+		w.separateStreams()
+	}
 	w.feed = &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconcile.Verdict{}, finalAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1)}
 	w.feed.follow(t, ctx, w.tool.JetStream())
 	for i := range n {
-		a := daemonArgs{NATSURL: w.nats.URL(), ICURL: w.env.srv.URL(), DataDir: daemonDataDir(t, fmt.Sprintf("d%d", i)),
+		a := daemonArgs{NATSURL: w.natsURLs, ICURL: w.env.srv.URL(), DataDir: daemonDataDir(t, fmt.Sprintf("d%d", i)),
 			Instance: fmt.Sprintf("d%d", i), Poll: lvPoll, AckWait: 5 * time.Second, LeaseTTL: lvLeaseTTL}
 		d := &lvProc{args: a, token: token, log: daemonLogPath(t, a.Instance)}
 		d.p = w.startDaemon(d)
@@ -199,7 +254,7 @@ func newLvProcWorld(t *testing.T, name string, seed int64, n, perLedger int, tok
 }
 
 func (w *lvProcWorld) connectTool(token string) *queue.Conn {
-	c, err := queue.Connect(w.ctx, queue.ConnConfig{URL: w.nats.URL(), Token: token, Name: "lv-tool-layer",
+	c, err := queue.Connect(w.ctx, queue.ConnConfig{URL: w.natsURLs, Token: token, Name: "lv-tool-layer",
 		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
@@ -209,6 +264,40 @@ func (w *lvProcWorld) connectTool(token string) *queue.Conn {
 		w.t.Fatal(err)
 	}
 	return c
+}
+
+// separateStreams makes the verdict stream live on another server of the
+// cluster than the intent stream (each has one replica, placed at random
+// when created): a server that goes down then takes one of them only.
+func (w *lvProcWorld) separateStreams() {
+	js := w.tool.JetStream()
+	for try := 0; ; try++ {
+		v := streamInfo(w.t, w.ctx, js, queue.VerdictsStream)
+		in := streamInfo(w.t, w.ctx, js, queue.IntentsStream)
+		if v.Cluster != nil && in.Cluster != nil && v.Cluster.Leader != "" && v.Cluster.Leader != in.Cluster.Leader {
+			return
+		}
+		if try == 20 {
+			w.t.Fatalf("the verdict stream stays on the intent stream's server %s", in.Cluster.Leader)
+		}
+		if err := js.DeleteStream(w.ctx, queue.VerdictsStream); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := w.tool.EnsureStreams(w.ctx); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// nodeOf returns the cluster's server named name.
+func (w *lvProcWorld) nodeOf(name string) *natsProc {
+	for _, nd := range w.cluster {
+		if nd.name == name {
+			return nd
+		}
+	}
+	w.t.Fatalf("no server %q in the cluster", name)
+	return nil
 }
 
 // startDaemon starts d's process; its token is read from a file, as an
@@ -494,36 +583,37 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 // natsDownFor is how long TestLivenessNATSDownMinute keeps the server down.
 const natsDownFor = 60 * time.Second
 
-// TestLivenessNATSDownMinute is the acceptance test: the server
-// holding the verdict stream (and the intent stream: one server) is
-// killed for a minute during a burst of 200 intents settled by two daemon
-// processes. Every intent must reach its final verdict within the outage
+// TestLivenessNATSDownMinute is the acceptance test: in a
+// cluster of three nats-server processes, the server holding the verdict
+// stream (not the intent stream's) is killed for a minute during a burst
+// of 200 intents settled by two daemon processes. Every intent must reach its final verdict within the outage
 // and livenessBound, with no gap on the stream and every store equal to
 // it, while the tool layer publishes each intent once and never again.
 func TestLivenessNATSDownMinute(t *testing.T) {
-	w := newLvProcWorld(t, "nats_down_minute", int64(*seedFlag), 2, 100, "")
+	w := newLvProcWorldOn(t, "nats_down_minute", int64(*seedFlag), 2, 100, "", 3)
 	w.allowed = natsDownFor + livenessBound
+	verdictServer := w.nodeOf(streamInfo(t, w.ctx, w.tool.JetStream(), queue.VerdictsStream).Cluster.Leader)
 	w.publishAll()
 	// Mid-burst: a tenth of the verdicts are out.
 	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
 		return len(byID) >= len(w.plan)/10
 	})
-	w.nats.kill()
+	verdictServer.kill()
 	down := time.Now()
 	w.executeLate()
 	pause(natsDownFor / 2)
 	w.closeWindows()
 	pause(time.Until(down.Add(natsDownFor)))
-	w.nats.start()
+	verdictServer.start()
 	// The tool layer's consumer is set up again, as a tool layer whose
 	// server restarted would; what it had seen is kept.
 	w.feed.follow(t, w.ctx, w.tool.JetStream())
 	w.finish()
 	res := w.res
-	t.Logf("nats down %s: %d intents, %d final, lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d; worst delay %s",
+	t.Logf("verdict stream's server down %s: %d intents, %d final, lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d; worst delay %s",
 		natsDownFor, res.intents, res.finals, res.lost, res.stuck, res.late, res.wrong, res.gaps, res.storeDiffs,
 		res.worst.Round(time.Millisecond))
 	if res.failed() {
-		report(t, &lvKind{name: "nats_down_minute"}, res)
+		report(t, &lvKind{name: "nats_down_minute", item: "1"}, res)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -95,6 +96,7 @@ func livenessKinds() []*lvKind {
 			w.burst(func() { w.ledgerFaults(0, ledgertest.Faults{QueryReject: 2}) }, func() { w.ledgerFaults(0, ledgertest.Faults{}) })
 		}},
 		{name: "lease_flap", dur: 8 * time.Second, minInst: 2, drive: (*lvWorld).leaseFlap},
+		{name: "history_change", dur: 0, minInst: 1, drive: (*lvWorld).historyChange},
 		{name: "sigkill", dur: 15 * time.Second, minInst: 2, proc: runSIGKILL},
 		{name: "token_rotation", dur: 10 * time.Second, minInst: 2, proc: runTokenRotation},
 	}
@@ -207,6 +209,9 @@ type lvWorld struct {
 	// verdict; allowedFor overrides it per intent.
 	allowed    time.Duration
 	allowedFor func(p *lvIntent) time.Duration
+
+	// publishedAll: every intent has been published (once).
+	publishedAll bool
 
 	// intake, when set, sees every delivery of instance k before the
 	// daemon does; it returns false when it settled the delivery itself.
@@ -334,6 +339,10 @@ func (w *lvWorld) executeFound() {
 }
 
 func (w *lvWorld) publishAll() {
+	if w.publishedAll {
+		return
+	}
+	w.publishedAll = true
 	for _, p := range w.plan {
 		w.publish(p.Canister, p.ID, p.Body)
 		if p.Class == classFound || p.Class == classInvalid {
@@ -729,11 +738,14 @@ func fillDisk(t *testing.T, path string) {
 	}
 }
 
-// callDropped: ledger 0 answers every update call 202 and drops it, from
-// before the burst for the fault's length. The daemon's first look at
-// ledger 0 makes one (the certified minting account). Ledger 1 must be
-// followed up on its cadence meanwhile; ledger 0's intents may also wait
-// out a dropped call's envelope.
+// callDropped: ledger 0's update calls are answered 202 and dropped for
+// the fault's length. First, while its replies to update calls are lost,
+// ledger 0's intents get their first verdicts with the minting account
+// only one node's word, so every later decision of ledger 0 asks the
+// subnet again by an update call; then the drop starts. A follow-up round
+// that waits on ledger 0 must not hold up ledger 1, whose late payments
+// and closing windows need rounds meanwhile. Ledger 0's intents may also
+// wait out a dropped call's envelope.
 func (w *lvWorld) callDropped() {
 	id := w.ledgers[0].ledger.ID()
 	w.allowedFor = func(p *lvIntent) time.Duration {
@@ -742,7 +754,28 @@ func (w *lvWorld) callDropped() {
 		}
 		return w.kind.dur + livenessBound
 	}
-	w.burst(func() { w.rig.Replica.DropAcceptedCalls(id, true) }, func() { w.rig.Replica.DropAcceptedCalls(id, false) })
+	w.ledgerFaults(0, ledgertest.Faults{LoseReplies: true})
+	var first []*lvIntent
+	for _, p := range w.plan {
+		if p.ledger == 0 {
+			first = append(first, p)
+		}
+	}
+	arm := func() {
+		w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+			for _, p := range first {
+				if len(byID[p.ID]) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		w.ledgerFaults(0, ledgertest.Faults{})
+		w.rig.Replica.DropAcceptedCalls(id, true)
+	}
+	w.executeFound()
+	w.publishAll()
+	w.burst(arm, func() { w.rig.Replica.DropAcceptedCalls(id, false) })
 }
 
 // leaseFlap: an intruder keeps taking the follow-up leases of both ledgers
@@ -778,4 +811,37 @@ func (w *lvWorld) leaseFlap() {
 		wg.Wait()
 	}
 	w.burst(arm, lift)
+}
+
+// historyChange: once every intent has its first verdict, ledger 0 is
+// reinstalled under its id twice, a second apart, while the follow-up
+// rounds run every 250 ms (so a round reads a history that changes under
+// it); late payments then execute on the new history. Verdicts already
+// final stay; the rest must settle on the history now there.
+func (w *lvWorld) historyChange() {
+	w.executeFound()
+	w.publishAll()
+	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+		for _, p := range w.plan {
+			if len(byID[p.ID]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	e := w.ledgers[0]
+	for range 2 {
+		var bal []ledgertest.Balance
+		for _, c := range e.callers {
+			bal = append(bal, ledgertest.Balance{Account: icrc3.Account{Owner: c}, Amount: icrc3.NatFromUint64(1_000_000_000_000)})
+		}
+		l, err := w.rig.Replica.NewLedger(ledgertest.LedgerConfig{ID: e.ledger.ID(), InitialBalances: bal})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		e.ledger = l
+		w.pause(time.Second)
+	}
+	w.executeLate()
+	w.closeWindows()
 }
