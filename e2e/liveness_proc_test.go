@@ -189,11 +189,11 @@ type lvProcWorld struct {
 	cluster  []*natsProc
 	natsURLs string
 	tool     *queue.Conn
-	feed    *lvFeed
-	daemons []*lvProc
-	plan    []*lvIntent
-	res     *lvResult
-	allowed time.Duration
+	feed     *lvFeed
+	daemons  []*lvProc
+	plan     []*lvIntent
+	res      *lvResult
+	allowed  time.Duration
 	// published counts the tool layer's acknowledged publications.
 	published int
 }
