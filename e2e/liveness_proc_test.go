@@ -11,12 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -102,20 +103,29 @@ func (n *natsProc) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.po
 func (n *natsProc) start() {
 	n.t.Helper()
 	bin := natsServerBinary(n.t)
-	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-js", "-sd", n.dir, "-n", n.name}
+	// A configuration file: server tags (which name the server, for
+	// stream placement) exist only there. Every write is fsynced, as the
+	// daemon's embedded server does: a SIGKILL then loses nothing the
+	// server acknowledged, and what goes missing is the daemon's doing.
+	conf := fmt.Sprintf("server_name: %q\nlisten: \"127.0.0.1:%d\"\nserver_tags: [%q]\njetstream { store_dir: %q, sync_interval: always }\n",
+		n.name, n.port, "node:"+n.name, n.dir)
+	if n.token != "" {
+		conf += fmt.Sprintf("authorization { token: %q }\n", n.token)
+	}
 	if n.clusterPort != 0 {
 		var routes []string
 		for _, r := range n.routes {
 			if r != n.clusterPort {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", r))
+				routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats://127.0.0.1:%d", r)))
 			}
 		}
-		args = append(args, "--cluster_name", "lv", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", n.clusterPort),
-			"--routes", strings.Join(routes, ","))
+		conf += fmt.Sprintf("cluster { name: lv, listen: \"127.0.0.1:%d\", routes: [%s] }\n", n.clusterPort, strings.Join(routes, ", "))
 	}
-	if n.token != "" {
-		args = append(args, "--auth", n.token)
+	confPath := filepath.Join(filepath.Dir(n.logPath), n.name+".conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		n.t.Fatal(err)
 	}
+	args := []string{"-c", confPath}
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		n.t.Fatal(err)
@@ -260,32 +270,67 @@ func (w *lvProcWorld) connectTool(token string) *queue.Conn {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(c.Close)
-	if err := c.EnsureStreams(w.ctx); err != nil {
-		w.t.Fatal(err)
-	}
+	w.ensureStreams(c)
 	return c
 }
 
-// separateStreams makes the verdict stream live on another server of the
-// cluster than the intent stream (each has one replica, placed at random
-// when created): a server that goes down then takes one of them only.
-func (w *lvProcWorld) separateStreams() {
-	js := w.tool.JetStream()
-	for try := 0; ; try++ {
-		v := streamInfo(w.t, w.ctx, js, queue.VerdictsStream)
-		in := streamInfo(w.t, w.ctx, js, queue.IntentsStream)
-		if v.Cluster != nil && in.Cluster != nil && v.Cluster.Leader != "" && v.Cluster.Leader != in.Cluster.Leader {
+// ensureStreams creates the streams, each attempt bounded: a cluster that
+// has not yet elected its meta leader leaves a request unanswered.
+func (w *lvProcWorld) ensureStreams(c *queue.Conn) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+		err := c.EnsureStreams(ctx)
+		cancel()
+		if err == nil {
 			return
 		}
-		if try == 20 {
-			w.t.Fatalf("the verdict stream stays on the intent stream's server %s", in.Cluster.Leader)
+		if time.Now().After(deadline) {
+			w.t.Fatalf("ensure streams: %v", err)
 		}
-		if err := js.DeleteStream(w.ctx, queue.VerdictsStream); err != nil {
-			w.t.Fatal(err)
+		pause(200 * time.Millisecond)
+	}
+}
+
+// separateStreams moves the verdict stream (one replica) to another
+// server of the cluster than the intent stream's, so a server that goes
+// down takes one of them only. The daemons' later updates name no
+// placement, which the server takes as "stay where you are".
+func (w *lvProcWorld) separateStreams() {
+	js := w.tool.JetStream()
+	in := streamInfo(w.t, w.ctx, js, queue.IntentsStream)
+	v := streamInfo(w.t, w.ctx, js, queue.VerdictsStream)
+	if v.Cluster.Leader != in.Cluster.Leader {
+		return
+	}
+	target := w.cluster[0].name
+	if target == in.Cluster.Leader {
+		target = w.cluster[1].name
+	}
+	cfg := v.Config
+	cfg.Placement = &jetstream.Placement{Cluster: "lv", Tags: []string{"node:" + target}}
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	_, err := js.UpdateStream(ctx, cfg)
+	cancel()
+	if err != nil {
+		w.t.Fatalf("move the verdict stream to %s: %v", target, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+		st, err := js.Stream(ctx, queue.VerdictsStream)
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = st.Info(ctx)
 		}
-		if err := w.tool.EnsureStreams(w.ctx); err != nil {
-			w.t.Fatal(err)
+		cancel()
+		if err == nil && info.Cluster != nil && info.Cluster.Leader == target && len(info.Cluster.Replicas) == 0 {
+			return
 		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the verdict stream did not move to %s: %v %+v", target, err, info)
+		}
+		pause(200 * time.Millisecond)
 	}
 }
 
