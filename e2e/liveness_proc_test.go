@@ -451,7 +451,7 @@ func (w *lvProcWorld) finish() {
 	for i, p := range w.plan {
 		ps[i] = p.plannedIntent
 	}
-	storeDeadline := time.Now().Add(livenessBound)
+	storeDeadline := time.Now().Add(storeBound)
 	for _, d := range w.daemons {
 		for {
 			n, err := storeVerdictCount(w.ctx, d.args.DataDir)
@@ -550,11 +550,13 @@ func runSIGKILL(t *testing.T, k *lvKind, seed int64, perLedger int) *lvResult {
 }
 
 // runTokenRotation: the nats-server is restarted with another token and
-// the operator writes the new token into every daemon's token file. The
-// supervisor restarts a daemon that exits or whose /healthz fails three
-// times in a row, and nothing else. Each daemon must, within
-// livenessBound, either be connected with the new token or say in
-// /readyz that it is not ready; and every intent must still settle.
+// the operator writes the new token into every daemon's token file, then
+// restarts (SIGTERM, start again) each daemon that says in /readyz that it
+// is not ready, as a rolling restart after a secret rotation does. The
+// supervisor restarts a daemon that exits or fails /healthz three times in
+// a row. A daemon that does none of these while the intents do not settle
+// is a zombie. Whatever a daemon stored and could not publish before the
+// rotation must reach the stream after it.
 func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvResult {
 	w := newLvProcWorld(t, k.name, seed, 2, perLedger, "token-one")
 	w.allowed = k.dur + livenessBound
@@ -577,6 +579,7 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 	// Supervise until every intent is final or the world's deadline.
 	honest := make([]bool, len(w.daemons))
 	failsInRow := make([]int, len(w.daemons))
+	notReadyInRow := make([]int, len(w.daemons))
 	deadline := time.Now().Add(w.allowed + livenessGrace)
 	for time.Now().Before(deadline) {
 		if w.feed.waitFor(w.ctx, time.Now().Add(500*time.Millisecond), func(byID map[string][]reconcile.Verdict) bool {
@@ -612,6 +615,13 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 			}
 			if ok, _ := probe(addr, "/readyz"); !ok && addr != "" {
 				honest[i] = true
+				if notReadyInRow[i]++; notReadyInRow[i] >= 3 {
+					stopDaemon(d.p, 30*time.Second)
+					d.p = w.startDaemon(d)
+					notReadyInRow[i] = 0
+				}
+			} else {
+				notReadyInRow[i] = 0
 			}
 		}
 	}
@@ -623,6 +633,19 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 		}
 	}
 	return w.res
+}
+
+// stopDaemon sends SIGTERM and waits up to grace for the exit, whatever
+// its status, then kills.
+func stopDaemon(p *daemonProc, grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.kill()
+	}
 }
 
 // natsDownFor is how long TestLivenessNATSDownMinute keeps the server down.

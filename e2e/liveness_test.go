@@ -49,6 +49,13 @@ const livenessBound = 25 * time.Second
 // calls an intent without a final verdict stuck (or lost) rather than late.
 const livenessGrace = 10 * time.Second
 
+// storeBound is how long after the finals a store may take to hold the
+// stream's verdicts: livenessBound, plus the verdict follower's ack wait
+// (30 s), after which a delivery whose ack was lost with its connection (a
+// server or the instance killed) comes again; the follower takes one
+// verdict at a time, so nothing passes it meanwhile.
+const storeBound = livenessBound + 30*time.Second
+
 // droppedCallWait is what a call answered 202 and then dropped may cost on
 // top: it can run until its envelope's ingress expiry (the daemon signs
 // envelopes for 4 minutes), and only then is it known never to execute.
@@ -424,12 +431,12 @@ func (w *lvWorld) finish() {
 	w.checkStores(stream)
 }
 
-// checkStores waits (up to livenessBound) until every running instance's
+// checkStores waits (up to storeBound) until every running instance's
 // store holds exactly the stream's verdicts of every intent, and counts
 // the intents of each store that still differ.
 func (w *lvWorld) checkStores(stream map[string][]reconcile.Verdict) {
 	ctx := w.rig.Ctx
-	deadline := time.Now().Add(livenessBound)
+	deadline := time.Now().Add(storeBound)
 	for _, in := range w.insts {
 		if in.d == nil {
 			continue
