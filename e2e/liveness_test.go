@@ -69,8 +69,6 @@ const (
 // lvKind is one kind of fault the harness drives fleets through.
 type lvKind struct {
 	name string
-	// item is the issue item the kind shows ("" for none).
-	item string
 	// dur is the fault's length in the CI-sized run.
 	dur time.Duration
 	// minInst is the smallest fleet the fault needs.
@@ -85,16 +83,16 @@ type lvKind struct {
 
 func livenessKinds() []*lvKind {
 	return []*lvKind{
-		{name: "verdict_outage", item: "1", dur: 22 * time.Second, minInst: 1, drive: func(w *lvWorld) {
+		{name: "verdict_outage", dur: 22 * time.Second, minInst: 1, drive: func(w *lvWorld) {
 			w.burst(func() { w.stream.set(true) }, func() { w.stream.set(false) })
 		}},
-		{name: "store_outage", item: "1", dur: 22 * time.Second, minInst: 1, drive: func(w *lvWorld) {
+		{name: "store_outage", dur: 22 * time.Second, minInst: 1, drive: func(w *lvWorld) {
 			w.burst(func() { w.store.set(true) }, func() { w.store.set(false) })
 		}},
-		{name: "outbox_two_rounds", item: "6", dur: 0, minInst: 2, drive: (*lvWorld).outboxRounds},
-		{name: "full_disk", item: "9", dur: 22 * time.Second, minInst: 1, drive: (*lvWorld).fullDisk},
-		{name: "conflict_race", item: "2", dur: 0, minInst: 2, drive: (*lvWorld).conflictRace},
-		{name: "call_dropped", item: "3", dur: 10 * time.Second, minInst: 1, drive: (*lvWorld).callDropped},
+		{name: "outbox_two_rounds", dur: 0, minInst: 2, drive: (*lvWorld).outboxRounds},
+		{name: "full_disk", dur: 22 * time.Second, minInst: 1, drive: (*lvWorld).fullDisk},
+		{name: "conflict_race", dur: 0, minInst: 2, drive: (*lvWorld).conflictRace},
+		{name: "call_dropped", dur: 10 * time.Second, minInst: 1, drive: (*lvWorld).callDropped},
 		{name: "slow_replies", dur: 8 * time.Second, minInst: 1, drive: func(w *lvWorld) {
 			w.burst(func() { w.ledgerFaults(0, ledgertest.Faults{Latency: 1500 * time.Millisecond}) }, func() { w.ledgerFaults(0, ledgertest.Faults{}) })
 		}},
@@ -170,12 +168,8 @@ func report(t *testing.T, k *lvKind, res *lvResult) {
 			res.worst.Round(time.Millisecond), res.allowed)
 		return
 	}
-	item := ""
-	if k.item != "" {
-		item = " (issue item " + k.item + ")"
-	}
-	t.Errorf("%s%s: %d intents, %d final: lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d, not-ready %d; worst delay %s (allowed %s)",
-		k.name, item, res.intents, res.finals, res.lost, res.stuck, res.late, res.wrong, res.gaps, res.storeDiffs, res.notReady,
+	t.Errorf("%s: %d intents, %d final: lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d, not-ready %d; worst delay %s (allowed %s)",
+		k.name, res.intents, res.finals, res.lost, res.stuck, res.late, res.wrong, res.gaps, res.storeDiffs, res.notReady,
 		res.worst.Round(time.Millisecond), res.allowed)
 	shown := map[string]int{}
 	for _, p := range res.problems {
