@@ -635,6 +635,34 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 	return w.res
 }
 
+// runServerDown: in a cluster of three nats-server processes with the
+// two streams on different servers, the server of one stream is killed
+// for the fault's length (drawn from 1–90 s in the long run) while two
+// daemon processes settle a burst.
+func runServerDown(t *testing.T, k *lvKind, seed int64, perLedger int, stream string) *lvResult {
+	w := newLvProcWorldOn(t, k.name, seed, 2, perLedger, "", 3)
+	dur := k.dur
+	if *livenessLong {
+		dur = time.Second + time.Duration(w.rng.Int63n(int64(89*time.Second)))
+	}
+	w.allowed = dur + livenessBound
+	srv := w.nodeOf(streamInfo(t, w.ctx, w.tool.JetStream(), stream).Cluster.Leader)
+	w.publishAll()
+	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+		return len(byID) >= len(w.plan)/10
+	})
+	srv.kill()
+	down := time.Now()
+	w.executeLate()
+	pause(dur / 2)
+	w.closeWindows()
+	pause(time.Until(down.Add(dur)))
+	srv.start()
+	w.feed.follow(t, w.ctx, w.tool.JetStream())
+	w.finish()
+	return w.res
+}
+
 // stopDaemon sends SIGTERM and waits up to grace for the exit, whatever
 // its status, then kills.
 func stopDaemon(p *daemonProc, grace time.Duration) {

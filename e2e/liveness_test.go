@@ -73,6 +73,11 @@ type lvKind struct {
 	dur time.Duration
 	// minInst is the smallest fleet the fault needs.
 	minInst int
+	// maxInst, when set, caps the fleet.
+	maxInst int
+	// longOnly kinds run with -liveness.long only (another test covers
+	// them in the CI-sized run).
+	longOnly bool
 	// drive runs the world through the fault and returns when every
 	// intent should have its final verdict.
 	drive func(w *lvWorld)
@@ -92,7 +97,7 @@ func livenessKinds() []*lvKind {
 		{name: "outbox_two_rounds", dur: 0, minInst: 2, drive: (*lvWorld).outboxRounds},
 		{name: "full_disk", dur: 22 * time.Second, minInst: 1, drive: (*lvWorld).fullDisk},
 		{name: "conflict_race", dur: 0, minInst: 2, drive: (*lvWorld).conflictRace},
-		{name: "call_dropped", dur: 10 * time.Second, minInst: 1, drive: (*lvWorld).callDropped},
+		{name: "call_dropped", dur: 10 * time.Second, minInst: 1, maxInst: 1, drive: (*lvWorld).callDropped},
 		{name: "slow_replies", dur: 8 * time.Second, minInst: 1, drive: func(w *lvWorld) {
 			w.burst(func() { w.ledgerFaults(0, ledgertest.Faults{Latency: 1500 * time.Millisecond}) }, func() { w.ledgerFaults(0, ledgertest.Faults{}) })
 		}},
@@ -103,6 +108,13 @@ func livenessKinds() []*lvKind {
 		{name: "lease_flap", dur: 8 * time.Second, minInst: 2, drive: (*lvWorld).leaseFlap},
 		{name: "history_change", dur: 0, minInst: 1, drive: (*lvWorld).historyChange},
 		{name: "sigkill", dur: 15 * time.Second, minInst: 2, proc: runSIGKILL},
+		// TestLivenessNATSDownMinute is this fault for 60 s.
+		{name: "verdict_server_down", dur: 15 * time.Second, minInst: 2, longOnly: true, proc: func(t *testing.T, k *lvKind, seed int64, perLedger int) *lvResult {
+			return runServerDown(t, k, seed, perLedger, queue.VerdictsStream)
+		}},
+		{name: "intent_server_down", dur: 15 * time.Second, minInst: 2, proc: func(t *testing.T, k *lvKind, seed int64, perLedger int) *lvResult {
+			return runServerDown(t, k, seed, perLedger, queue.IntentsStream)
+		}},
 		{name: "token_rotation", dur: 10 * time.Second, minInst: 2, proc: runTokenRotation},
 	}
 }
@@ -135,6 +147,9 @@ func TestLiveness(t *testing.T) {
 		perLedger, worlds = 300, 2
 	}
 	for ki, k := range livenessKinds() {
+		if k.longOnly && !*livenessLong {
+			continue
+		}
 		t.Run("fault="+k.name, func(t *testing.T) {
 			t.Parallel()
 			res := &lvResult{kind: k.name}
@@ -191,8 +206,11 @@ func report(t *testing.T, k *lvKind, res *lvResult) {
 // with two ledgers: ledger 0 takes the ledger faults, ledger 1 must keep
 // its cadence meanwhile.
 type lvWorld struct {
-	t       *testing.T
-	kind    *lvKind
+	t    *testing.T
+	kind *lvKind
+	// dur is this world's fault length: the kind's in the CI-sized run,
+	// drawn from 1–90 s in the long one.
+	dur     time.Duration
 	rng     *rand.Rand
 	rig     *daemontest.Rig
 	ledgers []*ledgerEnv
@@ -230,13 +248,19 @@ func newLvWorld(t *testing.T, k *lvKind, seed int64, perLedger int) *lvWorld {
 	if *livenessLong {
 		timeout = 60 * time.Minute
 	}
-	w := &lvWorld{t: t, kind: k, rng: rand.New(rand.NewSource(seed)), res: &lvResult{kind: k.name, worlds: 1},
-		allowed: k.dur + livenessBound}
+	w := &lvWorld{t: t, kind: k, dur: k.dur, rng: rand.New(rand.NewSource(seed)), res: &lvResult{kind: k.name, worlds: 1}}
+	if *livenessLong && k.dur > 0 {
+		w.dur = time.Second + time.Duration(w.rng.Int63n(int64(89*time.Second)))
+	}
+	w.allowed = w.dur + livenessBound
 	w.rig = daemontest.New(t, daemontest.Options{Seed: seed, NoDaemon: true, Timeout: timeout})
 	for i := range 2 {
 		w.ledgers = append(w.ledgers, ledgerOn(t, w.rig.Replica, byte(i+1), 4))
 	}
 	n := max(k.minInst, 1+w.rng.Intn(3))
+	if k.maxInst > 0 {
+		n = min(n, k.maxInst)
+	}
 	w.res.instances = n
 	dirs := make([]string, n)
 	for i := range dirs {
@@ -318,7 +342,7 @@ func (w *lvWorld) pause(d time.Duration) {
 // into the fault, every window closes halfway; the fault lifts after its
 // length.
 func (w *lvWorld) burst(arm, lift func()) {
-	d := w.kind.dur
+	d := w.dur
 	w.executeFound()
 	arm()
 	start := time.Now()
@@ -675,7 +699,7 @@ func (w *lvWorld) fullDisk() {
 	for i, in := range w.insts {
 		if !sawNotReady[i].Load() {
 			w.res.notReady++
-			w.res.problem("zombie: instance %s answered /readyz ready throughout %s of a full disk", in.name, w.kind.dur)
+			w.res.problem("zombie: instance %s answered /readyz ready throughout %s of a full disk", in.name, w.dur)
 		}
 		deadline := time.Now().Add(livenessBound)
 		for {
@@ -740,7 +764,8 @@ func fillDisk(t *testing.T, path string) {
 }
 
 // callDropped: ledger 0's update calls are answered 202 and dropped for
-// the fault's length. First, while its replies to update calls are lost,
+// the fault's length, on a fleet of one (so one instance follows up both
+// ledgers). First, while its replies to update calls are lost,
 // ledger 0's intents get their first verdicts with the minting account
 // only one node's word, so every later decision of ledger 0 asks the
 // subnet again by an update call; then the drop starts. A follow-up round
@@ -751,9 +776,9 @@ func (w *lvWorld) callDropped() {
 	id := w.ledgers[0].ledger.ID()
 	w.allowedFor = func(p *lvIntent) time.Duration {
 		if p.ledger == 0 {
-			return w.kind.dur + droppedCallWait + livenessBound
+			return w.dur + droppedCallWait + livenessBound
 		}
-		return w.kind.dur + livenessBound
+		return w.dur + livenessBound
 	}
 	w.ledgerFaults(0, ledgertest.Faults{LoseReplies: true})
 	var first []*lvIntent
