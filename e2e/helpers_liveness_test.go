@@ -258,8 +258,10 @@ type lvResult struct {
 	lost, stuck, late, wrong   int
 	gaps, storeDiffs, notReady int
 	worst                      time.Duration
-	problems                   []string
-	allowed                    time.Duration
+	// openBy counts, per ledger, the intents left lost or stuck.
+	openBy   map[int]int
+	problems []string
+	allowed  time.Duration
 }
 
 func (r *lvResult) add(o *lvResult) {
@@ -275,8 +277,18 @@ func (r *lvResult) add(o *lvResult) {
 	r.storeDiffs += o.storeDiffs
 	r.notReady += o.notReady
 	r.worst = max(r.worst, o.worst)
+	for l, n := range o.openBy {
+		r.open(l, n)
+	}
 	r.allowed = max(r.allowed, o.allowed)
 	r.problems = append(r.problems, o.problems...)
+}
+
+func (r *lvResult) open(ledger, n int) {
+	if r.openBy == nil {
+		r.openBy = map[int]int{}
+	}
+	r.openBy[ledger] += n
 }
 
 func (r *lvResult) failed() bool {
@@ -312,6 +324,7 @@ func judge(res *lvResult, plan []*lvIntent, stream map[string][]reconcile.Verdic
 		vs := stream[p.ID]
 		if len(vs) == 0 {
 			res.lost++
+			res.open(p.ledger, 1)
 			res.problem("lost: %s (%s, ledger %d): no verdict on the stream", p.ID, p.Class, p.ledger)
 			continue
 		}
@@ -332,6 +345,7 @@ func judge(res *lvResult, plan []*lvIntent, stream map[string][]reconcile.Verdic
 		last := vs[len(vs)-1]
 		if finals == 0 {
 			res.stuck++
+			res.open(p.ledger, 1)
 			res.problem("stuck: %s (%s, ledger %d): no final verdict: %s", p.ID, p.Class, p.ledger, describe(vs))
 			continue
 		}

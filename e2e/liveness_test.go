@@ -183,9 +183,15 @@ func report(t *testing.T, k *lvKind, res *lvResult) {
 			res.worst.Round(time.Millisecond), res.allowed)
 		return
 	}
-	t.Errorf("%s: %d intents, %d final: lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d, not-ready %d; worst delay %s (allowed %s)",
+	byLedger := ""
+	for l := range 2 {
+		if n := res.openBy[l]; n > 0 {
+			byLedger += fmt.Sprintf(" ledger %d: %d lost or stuck;", l, n)
+		}
+	}
+	t.Errorf("%s: %d intents, %d final: lost %d, stuck %d, late %d, wrong %d, gaps %d, store diffs %d, not-ready %d;%s worst delay %s (allowed %s)",
 		k.name, res.intents, res.finals, res.lost, res.stuck, res.late, res.wrong, res.gaps, res.storeDiffs, res.notReady,
-		res.worst.Round(time.Millisecond), res.allowed)
+		byLedger, res.worst.Round(time.Millisecond), res.allowed)
 	shown := map[string]int{}
 	for _, p := range res.problems {
 		cat, _, _ := strings.Cut(p, ":")
