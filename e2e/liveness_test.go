@@ -87,6 +87,8 @@ type lvKind struct {
 }
 
 func livenessKinds() []*lvKind {
+	// 22 s outlasts ten deliveries of an intent two seconds apart (the
+	// intake's MaxDeliver and the service's retry delay by default).
 	return []*lvKind{
 		{name: "verdict_outage", dur: 22 * time.Second, minInst: 1, drive: func(w *lvWorld) {
 			w.burst(func() { w.stream.set(true) }, func() { w.stream.set(false) })
