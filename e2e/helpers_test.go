@@ -712,6 +712,8 @@ type daemonArgs struct {
 	// LeaseTTL is how soon another instance follows up the ledgers of a
 	// killed daemon (the daemon's default is 15 s).
 	LeaseTTL time.Duration
+	// Extra flags, last.
+	Extra []string
 }
 
 func (a daemonArgs) flags() []string {
@@ -731,7 +733,7 @@ func (a daemonArgs) flags() []string {
 	if a.Replicas > 0 {
 		f = append(f, "--stream-replicas", strconv.Itoa(a.Replicas))
 	}
-	return f
+	return append(f, a.Extra...)
 }
 
 // daemonProc is one `reconciled serve` subprocess.

@@ -119,6 +119,9 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 			s.readState(w, ecid, req, f, false)
 		}
 	default:
+		if s.dropAcceptedCall(w, ecid) {
+			return
+		}
 		s.call(w, hr, ecid, req, f, ep)
 	}
 }
