@@ -101,10 +101,10 @@ type Options struct {
 	History func(ledger string, h reconcile.History) reconcile.History
 	// Sink wraps the verdict sink (e.g. to fail at a chosen point).
 	Sink func(reconcile.Sink) reconcile.Sink
-	// Store wraps the service's store port (e.g. to fail its writes for a
-	// while): intake, follow-up, outbox and the follower's imports go
+	// ServiceStore wraps the service's store port (e.g. to fail its writes
+	// for a while): intake, follow-up, outbox and the follower's imports go
 	// through it; the engine's block cache and the probes do not.
-	Store func(reconcile.Store) reconcile.Store
+	ServiceStore func(reconcile.Store) reconcile.Store
 	// Intake wraps the handling of each intent delivery.
 	Intake func(next queue.Handler) queue.Handler
 	// BackoffBase and BackoffMax bound the follow-up backoff of unreadable
@@ -244,8 +244,8 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		sink = o.Sink(sink)
 	}
 	var port reconcile.Store = store.ServiceStore{S: d.store}
-	if o.Store != nil {
-		port = o.Store(port)
+	if o.ServiceStore != nil {
+		port = o.ServiceStore(port)
 	}
 	d.svc, err = reconcile.NewService(reconcile.ServiceConfig{
 		Decider: d.engine, Store: port, Sink: sink,

@@ -297,7 +297,7 @@ func (w *lvWorld) startInst(k int, dir string) *lvInst {
 		Tune: func(_ *daemon.Config, o *daemon.Options) {
 			o.BackoffBase, o.BackoffMax = 100*time.Millisecond, 2*time.Second
 			o.Sink = func(s reconcile.Sink) reconcile.Sink { return outageSink{Sink: s, o: &w.stream} }
-			o.Store = func(s reconcile.Store) reconcile.Store { return outageStore{Store: s, o: &w.store, err: w.storeErr} }
+			o.ServiceStore = func(s reconcile.Store) reconcile.Store { return outageStore{Store: s, o: &w.store, err: w.storeErr} }
 			o.Intake = func(next queue.Handler) queue.Handler {
 				return func(ctx context.Context, dl *queue.Delivery) {
 					if w.intake != nil && !w.intake(k, dl) {
