@@ -26,7 +26,7 @@ func init() {
 // errTimeout: no final verdict in time (exit 3).
 var errTimeout = errors.New("no final verdict before the timeout")
 
-// askStdin is where `ask -` reads; tests replace it.
+// askStdin is where `ask -` and `intent-hash -` read; tests replace it.
 var askStdin io.Reader = os.Stdin
 
 func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error {
