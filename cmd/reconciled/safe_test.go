@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -143,6 +144,19 @@ func TestCLIPrintsHostileFieldsSafely(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSafe(t, "watch", out.String())
+
+	// watch reports a failed poll and goes on; the error quotes the server.
+	var errOut bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	w = &watcher{c: &apiClient{base: mustURL(t, srv.URL+"/elsewhere"), token: cliToken, http: srv.Client()},
+		out: &out, errOut: &errOut, polled: cancel}
+	if err := w.run(ctx, make(chan time.Time)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "(retrying)") {
+		t.Errorf("watch: no failed poll reported: %q", errOut.String())
+	}
+	checkSafe(t, "watch (stderr)", errOut.String())
 
 	// ask prints verdicts, rejects and foreign verdicts as they arrive.
 	checkSafe(t, "ask verdict", verdictLine(v))

@@ -92,7 +92,7 @@ func (w *watcher) run(ctx context.Context, tick <-chan time.Time) error {
 			return err
 		default:
 			// A restarting daemon or a dropped connection: keep going.
-			fmt.Fprintf(w.errOut, "watch: %v (retrying)\n", err)
+			fmt.Fprintf(w.errOut, "watch: %s (retrying)\n", safeText(err.Error()))
 		}
 		if w.polled != nil {
 			w.polled()
