@@ -94,7 +94,7 @@ func hostileServer(t *testing.T) *httptest.Server {
 			json.NewEncoder(w).Encode(support.ListReply{Intents: []support.IntentItem{d.IntentItem}})
 		default:
 			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, `{"error":{"code":"E_X","message":%q}}`, hostile[0]+hostile[4])
+			json.NewEncoder(w).Encode(support.ErrorBody{Error: support.APIError{Code: "E_X", Message: hostile[0] + hostile[4]}})
 		}
 	}))
 	t.Cleanup(srv.Close)
