@@ -1,9 +1,11 @@
 package js_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +51,9 @@ func output(t *testing.T, ctx context.Context, dir string, env []string, name st
 // checkout (npm ci, npm pack), installs the tarball into a project of its
 // own that depends on the newest @nats-io packages of the client's tested
 // peer range, type-checks that project and the README's examples with
-// --strict against it, and runs it with this machine's Node (20 in CI).
+// --strict against it, and runs it with this machine's Node (20 in CI);
+// then it runs the README's example against a test ledger and a daemon, as
+// the README's "Try it" does, and expects its absent answer.
 // Every install is from a committed lockfile; the tarball's own install is
 // --offline (it has no dependencies of its own, only peers).
 func TestPackedClientInAFreshProject(t *testing.T) {
@@ -101,6 +105,97 @@ func TestPackedClientInAFreshProject(t *testing.T) {
 	run(t, ctx, proj, npmEnv, npm, "install", "--offline", "--no-save", tarballs[0])
 	run(t, ctx, proj, nil, filepath.Join(proj, "node_modules", ".bin", "tsc"), "-p", "tsconfig.json", "--strict")
 	out := output(t, ctx, proj, nil, node, filepath.Join("dist", "index.js"))
+	checkPackedIntent(t, out)
+
+	// The README's example, run as its "Try it" says: against a test
+	// ledger and a daemon (on free ports instead of the documented ones).
+	natsURL, ledger := startTestDaemon(t, ctx)
+	example := filepath.Join(proj, "dist", "readme1.js")
+	js, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const documented = "nats://127.0.0.1:4222"
+	if !strings.Contains(string(js), documented) {
+		t.Fatalf("the README's example does not connect to %s", documented)
+	}
+	if err := os.WriteFile(example, []byte(strings.ReplaceAll(string(js), documented, natsURL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := output(t, ctx, proj, []string{"TESTLEDGER_LEDGER=" + ledger}, node, example)
+	if !strings.HasPrefix(got, "it can no longer execute") {
+		t.Errorf("the README's example printed %q, want its absent line", got)
+	}
+}
+
+// startTestDaemon starts `reconciled testledger` and `reconciled serve`
+// reading it, with its embedded NATS server on a free loopback port, as
+// the README's "Try it" does; it returns the NATS URL and the ledger id.
+func startTestDaemon(t *testing.T, ctx context.Context) (natsURL, ledger string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "reconciled")
+	run(t, ctx, ".", nil, "go", "build", "-o", bin, "github.com/reconciled/reconciled/cmd/reconciled")
+	start := func(lines func(*bufio.Scanner) error, stderr bool, args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		var pipe io.ReadCloser
+		var err error
+		if stderr {
+			pipe, err = cmd.StderrPipe()
+		} else {
+			pipe, err = cmd.StdoutPipe()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		sc := bufio.NewScanner(pipe)
+		if err := lines(sc); err != nil {
+			t.Fatalf("reconciled %s: %v", args[0], err)
+		}
+		go io.Copy(io.Discard, pipe) // keep it writing
+	}
+	var icURL string
+	start(func(sc *bufio.Scanner) error {
+		if !sc.Scan() {
+			return fmt.Errorf("no ready line: %v", sc.Err())
+		}
+		var ready struct {
+			URL     string `json:"url"`
+			Ledgers []struct {
+				CanisterID string `json:"canister_id"`
+			} `json:"ledgers"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || len(ready.Ledgers) == 0 {
+			return fmt.Errorf("ready line %s: %v", sc.Bytes(), err)
+		}
+		icURL, ledger = ready.URL, ready.Ledgers[0].CanisterID
+		return nil
+	}, false, "testledger", "--listen", "127.0.0.1:0")
+	start(func(sc *bufio.Scanner) error {
+		for sc.Scan() {
+			var line struct {
+				Msg        string `json:"msg"`
+				NATSListen string `json:"nats_listen"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "reconciled serving" {
+				natsURL = line.NATSListen
+				return nil
+			}
+		}
+		return fmt.Errorf("ended before serving: %v", sc.Err())
+	}, true, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
+		"--ic-url", icURL, "--fetch-root-key")
+	return natsURL, ledger
+}
+
+// checkPackedIntent checks what the packaging project printed: the packed
+// client's intent, intent_hash and Nats-Msg-Id, as the daemon sees them.
+func checkPackedIntent(t *testing.T, out string) {
+	t.Helper()
 
 	var got struct {
 		Intent     json.RawMessage `json:"intent"`
