@@ -220,11 +220,11 @@ func nodeAtLeast20(version string) bool {
 	return err == nil && major >= 20
 }
 
-// copyPackage copies the package's sources (not node_modules or build
-// output) into dir, so the test installs and builds outside the source tree.
+// copyPackage copies the package's sources and README (not node_modules or
+// build output) into dir, so the test installs and builds outside the source tree.
 func copyPackage(t *testing.T, dir string) {
 	t.Helper()
-	keep := map[string]bool{"package.json": true, "package-lock.json": true, "tsconfig.json": true, "tsconfig.test.json": true}
+	keep := map[string]bool{"package.json": true, "package-lock.json": true, "tsconfig.json": true, "tsconfig.test.json": true, "README.md": true}
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -26,7 +26,7 @@ func init() {
 // errTimeout: no final verdict in time (exit 3).
 var errTimeout = errors.New("no final verdict before the timeout")
 
-// askStdin is where `ask -` reads; tests replace it.
+// askStdin is where `ask -` and `intent-hash -` read; tests replace it.
 var askStdin io.Reader = os.Stdin
 
 func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -62,7 +62,7 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		var me *matcher.Error
 		if errors.As(err, &me) {
-			fmt.Fprintf(stdout, "refused %s %s %s\n", me.Code, me.Field, me.Message)
+			fmt.Fprintf(stdout, "refused %s %s %s\n", safeText(me.Code), safeText(me.Field), safeText(me.Message))
 		}
 		return fmt.Errorf("%w: intent refused locally: %v", errUsage, err)
 	}
@@ -104,7 +104,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 	if err := c.SubscribeRejects(ctx, in.ID, func(r queue.Reject) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(stdout, "reject %s %s %s\n", r.IntentID, r.Code, r.Message)
+		fmt.Fprintln(stdout, rejectLine(r))
 		if !answered {
 			once.Do(func() { close(rejected) })
 		}
@@ -128,7 +128,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 		defer mu.Unlock()
 		if v.IntentHash != own {
 			foreign = true
-			fmt.Fprintf(stdout, "foreign %s intent_hash=%s, not this body's %s: refused\n", verdictLine(v), orNone(v.IntentHash), own)
+			fmt.Fprintf(stdout, "foreign %s intent_hash=%s, not this body's %s: refused\n", verdictLine(v), safeText(orNone(v.IntentHash)), own)
 			return nil
 		}
 		answered = true
@@ -170,6 +170,11 @@ func orNone(s string) string {
 	return s
 }
 
+// rejectLine: the reject's intent id, code and message.
+func rejectLine(r queue.Reject) string {
+	return fmt.Sprintf("reject %s %s %s", safeText(r.IntentID), safeText(r.Code), safeText(r.Message))
+}
+
 // verdictLine: seq, status, final, block, reason.
 func verdictLine(v reconcile.Verdict) string {
 	block, reason := "-", "-"
@@ -182,5 +187,5 @@ func verdictLine(v reconcile.Verdict) string {
 			reason += "(" + v.Reason.Field + ")"
 		}
 	}
-	return fmt.Sprintf("seq=%d status=%s final=%t block=%s reason=%s", v.Seq, v.Status, v.Final, block, reason)
+	return fmt.Sprintf("seq=%d status=%s final=%t block=%s reason=%s", v.Seq, safeText(string(v.Status)), v.Final, block, safeText(reason))
 }

@@ -193,21 +193,21 @@ func TestClientErrors(t *testing.T) {
 	}
 }
 
-const wantList = `INTENT          STATUS      METHOD          CANISTER                     CALLER                             FIRST SEEN (UTC)      UPDATED (UTC)
-pay-found       found       icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T12:00:00Z  2026-11-29T13:00:00Z
-pay-absent      absent      icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  sdxo5-niiba-eaqca-ibaea-qcaib-aba  2026-11-29T12:01:00Z  2026-11-29T13:00:00Z
-pay-notyet      not_yet     icrc1_transfer  ypnbz-raaaa-aaaaq-aaaba-cai  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T12:02:00Z  2026-11-29T13:00:00Z
-pay-unreadable  unreadable  icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T12:03:00Z  2026-11-29T13:00:00Z
-pay-invalid     invalid     icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  sdxo5-niiba-eaqca-ibaea-qcaib-aba  2026-11-29T12:04:00Z  2026-11-29T13:00:00Z
-pay-new         none        icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  sdxo5-niiba-eaqca-ibaea-qcaib-aba  2026-11-29T12:05:00Z  2026-11-29T13:00:00Z
-remote-found    found       -               -                            -                                  2026-11-29T13:00:00Z  2026-11-29T13:00:00Z
+const wantList = `INTENT          STATUS      CANISTER                     FIRST SEEN (UTC)
+pay-found       found       ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:00:00Z
+pay-absent      absent      ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:01:00Z
+pay-notyet      not_yet     ypnbz-raaaa-aaaaq-aaaba-cai  2026-11-29T12:02:00Z
+pay-unreadable  unreadable  ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:03:00Z
+pay-invalid     invalid     ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:04:00Z
+pay-new         none        ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:05:00Z
+remote-found    found       -                            2026-11-29T13:00:00Z
 7 intents, 3 open
 `
 
-const wantListOpen = `INTENT          STATUS      METHOD          CANISTER                     CALLER                             FIRST SEEN (UTC)      UPDATED (UTC)
-pay-new         none        icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  sdxo5-niiba-eaqca-ibaea-qcaib-aba  2026-11-29T12:05:00Z  2026-11-29T13:00:00Z
-pay-unreadable  unreadable  icrc1_transfer  ygokf-hiaaa-aaaaq-aaaaq-cai  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T12:03:00Z  2026-11-29T13:00:00Z
-pay-notyet      not_yet     icrc1_transfer  ypnbz-raaaa-aaaaq-aaaba-cai  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T12:02:00Z  2026-11-29T13:00:00Z
+const wantListOpenWide = `INTENT          STATUS      CANISTER                     FIRST SEEN (UTC)      METHOD          CALLER                             UPDATED (UTC)
+pay-new         none        ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:05:00Z  icrc1_transfer  sdxo5-niiba-eaqca-ibaea-qcaib-aba  2026-11-29T13:00:00Z
+pay-unreadable  unreadable  ygokf-hiaaa-aaaaq-aaaaq-cai  2026-11-29T12:03:00Z  icrc1_transfer  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T13:00:00Z
+pay-notyet      not_yet     ypnbz-raaaa-aaaaq-aaaba-cai  2026-11-29T12:02:00Z  icrc1_transfer  6ce4r-dqha4-dqoby-ha4dq-obyha-4ba  2026-11-29T13:00:00Z
 3 intents, 3 open
 `
 
@@ -224,11 +224,11 @@ func TestListOutput(t *testing.T) {
 	}
 	diff(t, "list", out, wantList)
 
-	code, out, errOut = runCLI(t, tokenEnv, "list", "--server", srv.URL, "--open", "--newest")
+	code, out, errOut = runCLI(t, tokenEnv, "list", "--server", srv.URL, "--open", "--newest", "--wide")
 	if code != 0 {
 		t.Fatalf("list --open: exit %d: %s", code, errOut)
 	}
-	diff(t, "list --open --newest", out, wantListOpen)
+	diff(t, "list --open --newest --wide", out, wantListOpenWide)
 
 	listIDs := func(args ...string) []string {
 		t.Helper()

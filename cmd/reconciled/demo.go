@@ -59,6 +59,16 @@ type demoRow struct {
 	v                     reconcile.Verdict
 }
 
+// toolLayerActions is what a tool layer does on each status, as the
+// README's verdict table says.
+var toolLayerActions = [][2]string{
+	{"found", "it executed, in the block shown: report success; never send it again"},
+	{"absent", "it did not execute and no longer can: now, and only now, pay again with a new created_at_time"},
+	{"not_yet", "it may still execute: wait, without re-stamping; the daemon publishes the final verdict itself"},
+	{"unreadable", "nothing is known yet: wait, the daemon retries; never treat it as absent"},
+	{"invalid", "the intent is malformed: fix it and publish it under a new intent_id"},
+}
+
 // demoServe keeps the demo's daemon serving its support page on addr.
 type demoServe struct{ addr string }
 
@@ -125,6 +135,9 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 		// While it serves, open intents are followed up as by a real
 		// daemon, so that the page's attempts and next retry move on.
 		cfg.PollInterval = 5 * time.Second
+		// And its NATS server listens on loopback, so that a tool layer,
+		// nats or reconciled ask can publish intents to it.
+		cfg.NATSListen = "127.0.0.1:0"
 	}
 	d, err := daemon.New(ctx, cfg, daemon.Options{Log: log, Agent: daemonAgent})
 	if err != nil {
@@ -159,11 +172,25 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", r.intent, r.method, r.v.Status, r.v.Final, block, reason, r.story)
 	}
-	if err := tw.Flush(); err != nil || serve == nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nsupport page: http://%s/ui/#token=%s\nthe daemon keeps running (follow-ups included); Ctrl-C stops the demo\n",
-		d.HTTPAddr(), cfg.SupportToken)
+	fmt.Fprintln(stdout, "\nwhat the tool layer does with each status (only with a verdict of its own intent_hash):")
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for _, a := range toolLayerActions {
+		fmt.Fprintf(tw, "  %s\t%s\n", a[0], a[1])
+	}
+	if err := tw.Flush(); err != nil || serve == nil {
+		if err == nil {
+			fmt.Fprintln(stdout, "\nwith --serve the daemon keeps running, with its support page and a NATS server to publish intents to")
+		}
+		return err
+	}
+	natsURL := d.Embedded().ClientURL()
+	fmt.Fprintf(stdout, "\nsupport page: http://%s/ui/#token=%s\n", d.HTTPAddr(), cfg.SupportToken)
+	fmt.Fprintf(stdout, "NATS: %s (intents to %s.intents.<canister_id>, verdicts on %s.verdicts.<intent_id>; e.g. reconciled ask --nats-url %s intent.json)\n",
+		natsURL, cfg.SubjectPrefix, cfg.SubjectPrefix, natsURL)
+	fmt.Fprintln(stdout, "the daemon keeps running (follow-ups included); Ctrl-C stops the demo")
 	<-outer.Done()
 	return nil
 }

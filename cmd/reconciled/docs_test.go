@@ -326,3 +326,46 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 		t.Errorf("parsed %+v", cfg)
 	}
 }
+
+var supportCodeRE = regexp.MustCompile(`"(E_[A-Z_]+)"`)
+
+// TestReadmeListsEverySupportErrorCode: every error code the support API's
+// code can answer is in the README's list of them.
+func TestReadmeListsEverySupportErrorCode(t *testing.T) {
+	readme := readReadme(t)
+	_, list, ok := strings.Cut(readme, "\nErrors are `{\"error\":{\"code\":\"E_…\"")
+	if !ok {
+		t.Fatal("README: no paragraph starting \"Errors are `{\"error\":{\"code\":\"E_…\"\"")
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	files, err := filepath.Glob("../../support/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("support sources: %v %v", files, err)
+	}
+	codes := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range supportCodeRE.FindAllStringSubmatch(string(b), -1) {
+			codes[m[1]] = true
+		}
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found only %v in the support code", codes)
+	}
+	var missing []string
+	for c := range codes {
+		if !strings.Contains(list, "`"+c+"`") {
+			missing = append(missing, c)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("the README's list of support API errors lacks %v", missing)
+	}
+}

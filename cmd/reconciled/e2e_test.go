@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled/daemon"
@@ -73,6 +74,33 @@ func TestDemoPrintsEveryStatus(t *testing.T) {
 	for deadline := time.Now().Add(45 * time.Second); attempts() < first+2; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("demo-forged-cert at %d attempts after 45 s of serving (%d when the page was up): the follow-ups stopped", attempts(), first)
+		}
+	}
+	// The NATS address it prints serves the daemon's streams: a tool layer
+	// (or nats, or reconciled ask) can publish to the demo.
+	natsRE := regexp.MustCompile(`\nNATS: (nats://127\.0\.0\.1:\d+) `)
+	if nm := natsRE.FindStringSubmatch(out.String()); nm == nil {
+		t.Errorf("the served demo prints no NATS address:\n%s", out.String())
+	} else if nc, err := nats.Connect(nm[1], nats.Name("demo-test")); err != nil {
+		t.Errorf("connect to the printed NATS address %s: %v", nm[1], err)
+	} else {
+		js, err := jetstream.New(nc)
+		if err == nil {
+			_, err = js.Stream(ctx, queue.VerdictsStream)
+		}
+		if err != nil {
+			t.Errorf("the verdict stream at %s: %v", nm[1], err)
+		}
+		nc.Close()
+	}
+	// What a tool layer does with each status.
+	for _, want := range []string{
+		"\n  found       ", "never send it again", "\n  absent      ", "new created_at_time",
+		"\n  not_yet     ", "\n  unreadable  ", "never treat it as absent", "\n  invalid     ", "new intent_id",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo does not say what a tool layer does with each status (%q):\n%s", want, out.String())
+			break
 		}
 	}
 	if res, err := http.Get(m[1] + "/ui/"); err != nil || res.StatusCode != 200 {

@@ -56,11 +56,19 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%s: %w", id, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+		return writeJSON(stdout, d)
 	}
 	return printDetail(stdout, &d)
+}
+
+// writeJSON prints v as indented JSON, hidden runes escaped (safeJSON).
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(safeJSON(b), '\n'))
+	return err
 }
 
 // parseInterspersed parses flags given before and after the positional
@@ -174,7 +182,7 @@ func intentArgs(body json.RawMessage, method string) [][2]string {
 
 func printDetail(w io.Writer, d *support.Detail) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", safeText(k), safeText(v)) }
 	status := string(d.Status)
 	switch {
 	case d.Status == "":
@@ -261,7 +269,7 @@ func printDetail(w io.Writer, d *support.Detail) error {
 		if v.Final {
 			final = "yes"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", v.Seq, v.Status, final, utc(v.DecidedAt), block, reason)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", v.Seq, safeText(string(v.Status)), final, utc(v.DecidedAt), block, safeText(reason))
 	}
 	return tw.Flush()
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,7 +25,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: reconciled list [--status S[,S…]] [--canister C] [--caller P] [--since T] [--open] [--newest] [--limit N] [--json]")
+		fmt.Fprintln(stderr, "usage: reconciled list [--status S[,S…]] [--canister C] [--caller P] [--since T] [--open] [--newest] [--limit N] [--wide] [--json]")
 		fs.PrintDefaults()
 	}
 	client := clientFlags(fs, osGetenv)
@@ -37,6 +37,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	newest := fs.Bool("newest", false, "newest first (default oldest first)")
 	limit := fs.Int("limit", 0, "print at most N intents (default all)")
 	asJSON := fs.Bool("json", false, "print a JSON array of intents, for scripts")
+	wide := fs.Bool("wide", false, "add the method, the caller and when each intent last changed (rows wider than 100 characters)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,23 +86,35 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if items == nil {
 			items = []support.IntentItem{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(items)
+		return writeJSON(stdout, items)
 	}
-	return printList(stdout, items)
+	return printList(stdout, items, *wide)
 }
 
-func printList(w io.Writer, items []support.IntentItem) error {
+// printList prints one row an intent: its id, latest status, ledger and
+// when it was first seen, to the second — rows of 98 characters for intent
+// ids as long as the TypeScript client derives (35). wide adds the method,
+// the caller and when the intent last changed.
+func printList(w io.Writer, items []support.IntentItem, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INTENT\tSTATUS\tMETHOD\tCANISTER\tCALLER\tFIRST SEEN (UTC)\tUPDATED (UTC)")
+	cols := []string{"INTENT", "STATUS", "CANISTER", "FIRST SEEN (UTC)"}
+	if wide {
+		cols = append(cols, "METHOD", "CALLER", "UPDATED (UTC)")
+	}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	for _, it := range items {
 		st := string(it.Status)
 		if st == "" {
 			st = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.IntentID, st, dash(it.Method), dash(it.CanisterID),
-			dash(it.Caller), utc(it.FirstSeen), utc(it.UpdatedAt))
+		row := []string{it.IntentID, st, dash(it.CanisterID), utcSeconds(it.FirstSeen)}
+		if wide {
+			row = append(row, dash(it.Method), dash(it.Caller), utcSeconds(it.UpdatedAt))
+		}
+		for i := range row {
+			row[i] = safeText(row[i])
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -114,6 +127,15 @@ func printList(w io.Writer, items []support.IntentItem) error {
 	}
 	_, err := fmt.Fprintf(w, "%d intents, %d open\n", len(items), open)
 	return err
+}
+
+// utcSeconds is t in UTC, RFC 3339 to the second (truncated: never later
+// than t).
+func utcSeconds(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
 func dash(s string) string {

@@ -94,7 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "reconciled %s: %v\n", c.name, err)
+	// An error can quote what a server, a ledger or an intent said.
+	fmt.Fprintf(stderr, "reconciled %s: %s\n", c.name, safeText(err.Error()))
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee) && ee.code != 0:

@@ -68,9 +68,11 @@ func parseNATSExample(t *testing.T, readme string) natsExample {
 	ex.getStream, ex.getLastFor = m[1], m[2]
 	for _, s := range subRE.FindAllStringSubmatch(readme, -1) {
 		switch {
-		case strings.Contains(s[1], ".verdicts."):
+		// The first of each: the local variant further down follows
+		// another intent.
+		case strings.Contains(s[1], ".verdicts.") && ex.subVerdicts == "":
 			ex.subVerdicts = s[1]
-		case strings.Contains(s[1], ".rejects."):
+		case strings.Contains(s[1], ".rejects.") && ex.subRejects == "":
 			ex.subRejects = s[1]
 		}
 	}
@@ -393,5 +395,168 @@ func TestReadmeSaysHowToBuildTheBinary(t *testing.T) {
 		if i := strings.Index(readme, want); i < 0 || i > first {
 			t.Errorf("the README does not say %q before it first runs the binary", want)
 		}
+	}
+}
+
+var (
+	localSedRE = regexp.MustCompile(`(?m)^sed -e "s/(\S+)/\$TESTLEDGER_LEDGER/" -e 's/"([A-Za-z0-9_-]+)"/"([A-Za-z0-9_-]+)"/' intent\.json > local\.json$`)
+	localReqRE = regexp.MustCompile(`(?m)^nats req "(\S+)\$TESTLEDGER_LEDGER" --header "Nats-Msg-Id:\$\(reconciled intent-hash --msg-id local\.json\)" "\$\(cat local\.json\)"$`)
+)
+
+// TestReadmeLocalNATSExample runs the README's local variant of the NATS
+// example against a daemon reading a test ledger (which hosts no ledger
+// under the example's mainnet id): the example's body is unreadable
+// E_UNKNOWN_CANISTER there; edited as the README edits it, under the
+// example's header it is dropped as a duplicate of the example, and under
+// the header intent-hash prints it gets its verdict, absent. The edit gives
+// it a new intent id: the example's is its body's once it reached the
+// daemon.
+func TestReadmeLocalNATSExample(t *testing.T) {
+	readme := readReadme(t)
+	ex := parseNATSExample(t, readme)
+	sed, req := localSedRE.FindStringSubmatch(readme), localReqRE.FindStringSubmatch(readme)
+	if sed == nil || req == nil {
+		t.Fatalf("README: the local variant's sed or nats req line is missing (%q %q)", sed, req)
+	}
+	var doc struct {
+		IntentID   string `json:"intent_id"`
+		CanisterID string `json:"canister_id"`
+	}
+	if err := json.Unmarshal(ex.intent, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if sed[1] != doc.CanisterID || sed[2] != doc.IntentID || sed[3] == doc.IntentID {
+		t.Fatalf("README: the local variant replaces %s and %s by %s; the example's canister is %s, its id %s",
+			sed[1], sed[2], sed[3], doc.CanisterID, doc.IntentID)
+	}
+	localID := sed[3]
+	subj, err := queue.NewSubjects(queue.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localVerdicts, _ := subj.Verdict(localID)
+	localRejects, _ := subj.Reject(localID)
+	for _, s := range []string{localVerdicts, localRejects} {
+		if !strings.Contains(readme, "\nnats sub "+s+" &\n") {
+			t.Errorf("README: the local variant does not follow %s", s)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := ledgertest.NewServer(ledgertest.WithSeed(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ledger, err := srv.NewLedger(ledgertest.LedgerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := ledger.ID().Encode()
+	body := bytes.ReplaceAll(ex.intent, []byte(sed[1]), []byte(local)) // sed -e "s/…/$TESTLEDGER_LEDGER/"
+	body = bytes.ReplaceAll(body, []byte(`"`+sed[2]+`"`), []byte(`"`+localID+`"`))
+	if want, _ := subj.Intent(local); req[1]+local != want {
+		t.Fatalf("README: the local variant publishes to %s$TESTLEDGER_LEDGER, want %s", req[1], want)
+	}
+	file := filepath.Join(t.TempDir(), "local.json")
+	writeFile(t, file, body)
+	code, out, errOut := runCLI(t, nil, "intent-hash", "--msg-id", file) // $(reconciled intent-hash --msg-id local.json)
+	if code != 0 {
+		t.Fatalf("intent-hash: exit %d: %s", code, errOut)
+	}
+	msgID := strings.TrimSpace(out)
+	if msgID == ex.msgID || msgID != queue.IntentMsgID(localID, body) {
+		t.Fatalf("intent-hash --msg-id local.json = %s; the example's is %s", msgID, ex.msgID)
+	}
+
+	// reconciled serve --ic-url "$TESTLEDGER_URL" --fetch-root-key, no ledgers file.
+	dir := t.TempDir()
+	cfg, err := parseServeConfig([]string{"--data", filepath.Join(dir, "data"), "--instance", "local", "--http", "127.0.0.1:0",
+		"--ic-url", srv.URL(), "--fetch-root-key"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := srv.NewAgent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(ctx, cfg.Config, daemon.Options{Agent: ag, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		d.Shutdown(sctx)
+	}()
+	nc, err := nats.Connect("", nats.InProcessServer(d.Embedded().Server()), nats.Name("readme-cli"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	verdicts, err := nc.SubscribeSync(ex.subVerdicts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localSub, err := nc.SubscribeSync(localVerdicts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(subject, id string, data []byte) (duplicate bool) {
+		t.Helper()
+		msg := nats.NewMsg(subject)
+		msg.Header.Set("Nats-Msg-Id", id)
+		msg.Data = data
+		reply, err := nc.RequestMsgWithContext(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ack struct {
+			Seq       uint64 `json:"seq"`
+			Duplicate bool   `json:"duplicate"`
+		}
+		if err := json.Unmarshal(reply.Data, &ack); err != nil || ack.Seq == 0 {
+			t.Fatalf("acknowledgement %s: %v", reply.Data, err)
+		}
+		return ack.Duplicate
+	}
+	next := func(sub *nats.Subscription) reconcile.Verdict {
+		t.Helper()
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			t.Fatalf("no verdict: %v", err)
+		}
+		var v reconcile.Verdict
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	// The example as written, against this daemon.
+	if publish(ex.reqSubject, ex.msgID, ex.intent) {
+		t.Fatal("the example's first publication was a duplicate")
+	}
+	if v := next(verdicts); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNKNOWN_CANISTER" {
+		t.Fatalf("the mainnet example against a test ledger: %s %+v, want unreadable E_UNKNOWN_CANISTER", v.Status, v.Reason)
+	}
+	// The edited body under the example's header: dropped by the stream.
+	if !publish(req[1]+local, ex.msgID, body) {
+		t.Fatal("the edited body under the example's Nats-Msg-Id was not dropped as a duplicate")
+	}
+	// Under its own header: decided.
+	if publish(req[1]+local, msgID, body) {
+		t.Fatal("the edited body under its own Nats-Msg-Id was a duplicate")
+	}
+	in, err := matcher.ParseIntent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := next(localSub); v.IntentHash != in.HashHex() || v.Status != reconcile.StatusAbsent || !v.Final {
+		t.Fatalf("the local body's verdict: %s final=%t %+v", v.Status, v.Final, v.Reason)
 	}
 }

@@ -83,7 +83,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func newLogger(level zapcore.Level, w io.Writer) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), level)
+	// Intents and ledgers supply some of the logged texts: safeLogEncoder
+	// escapes what the JSON encoder leaves raw.
+	core := zapcore.NewCore(safeLogEncoder{zapcore.NewJSONEncoder(enc)}, zapcore.AddSync(w), level)
 	return zap.New(core), nil
 }
 

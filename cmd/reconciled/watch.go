@@ -92,7 +92,7 @@ func (w *watcher) run(ctx context.Context, tick <-chan time.Time) error {
 			return err
 		default:
 			// A restarting daemon or a dropped connection: keep going.
-			fmt.Fprintf(w.errOut, "watch: %v (retrying)\n", err)
+			fmt.Fprintf(w.errOut, "watch: %s (retrying)\n", safeText(err.Error()))
 		}
 		if w.polled != nil {
 			w.polled()
@@ -147,10 +147,10 @@ func (w *watcher) print(v reconcile.Verdict) error {
 		if err != nil {
 			return fmt.Errorf("encode verdict %s/%d: %w", v.IntentID, v.Seq, err)
 		}
-		_, err = fmt.Fprintf(w.out, "%s\n", b)
+		_, err = fmt.Fprintf(w.out, "%s\n", safeJSON(b))
 		return err
 	}
-	_, err := fmt.Fprintf(w.out, "%s  %s  #%d  %s  %s\n", utc(v.DecidedAt), v.IntentID, v.Seq, v.Status,
-		support.Advice(&v))
+	_, err := fmt.Fprintf(w.out, "%s  %s  #%d  %s  %s\n", utc(v.DecidedAt), safeText(v.IntentID), v.Seq, safeText(string(v.Status)),
+		safeText(support.Advice(&v)))
 	return err
 }
