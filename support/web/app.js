@@ -472,7 +472,7 @@ function followUp(w, st) {
   if (!w) return null;
   const every = w.every_seconds ? "checked every " + w.every_seconds + " s" : "";
   let next;
-  if (w.at_next_round) next = "at the next round of checks";
+  if (w.at_next_round) next = [whenFact(w.next_check), el("span", { class: "help" }, " — due: checked at the next round")];
   else if (w.late) next = [whenFact(w.next_check), el("strong", {}, " — overdue: no check recorded since; the daemon may be stopped or busy")];
   else next = [whenFact(w.next_check), every ? el("span", { class: "help" }, " — " + every) : null];
   return el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
