@@ -195,6 +195,11 @@ func TestConsolePeople(t *testing.T) {
 
 		c.goTo("intent=" + idAhead)
 		c.see("ahead of this computer's clock")
+		// In a list too: the open intents on the home page.
+		c.goTo("")
+		c.until("the list to say a time is ahead", func() bool {
+			return strings.Contains(c.text("#open-list"), "ahead of this computer's clock")
+		})
 
 		c.run("390 px", emulation.SetDeviceMetricsOverride(390, 844, 2, true))
 		defer c.run("wide", emulation.ClearDeviceMetricsOverride())
@@ -205,6 +210,7 @@ func TestConsolePeople(t *testing.T) {
 		if w > 390 {
 			t.Errorf("the payment is %d px wide at a 390 px viewport", w)
 		}
+		checkPNG(t, "support-detail-narrow", c.shot("support-detail-narrow"))
 		c.checkA11y("a payment at 390 px")
 	})
 }

@@ -164,6 +164,11 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 	}
 	fmt.Fprintf(stdout, "\nsupport page: http://%s/ui/#token=%s\nthe daemon keeps running (follow-ups included); Ctrl-C stops the demo\n",
 		d.HTTPAddr(), cfg.SupportToken)
+	// The test ledger's clock can only run ahead of the wall clock (a
+	// certificate behind it is refused), and the demo moved it a day on.
+	fmt.Fprintf(stdout, "the demo's ledger clock runs %s ahead of this computer's (moved on to close a window);\n"+
+		"payments made after that show times tomorrow, and the page says they are ahead\n",
+		(time.Duration(srv.Now()) - time.Duration(time.Now().UnixNano())).Round(time.Minute))
 	<-outer.Done()
 	return nil
 }

@@ -157,7 +157,12 @@ function acctCell(a) {
 // two lines when the columns are tight.
 function when(t) {
   const [date, time] = utc(t).replace(" UTC", "").split(" ");
-  return time ? [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time)] : date;
+  if (!time) return date;
+  // A payment's time ahead of this computer's clock (a tool or, in the
+  // demo, a test ledger whose clock runs ahead) says so.
+  const ahead = Date.parse(t) - Date.now() > 60000;
+  return [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time),
+    ahead ? [" ", el("span", { class: "help ahead" }, "(ahead of this computer's clock)")] : null];
 }
 
 function intentTable(items, label, extra) {
