@@ -478,7 +478,7 @@ function followUp(w, st) {
   const every = w.every_seconds ? "checked every " + w.every_seconds + " s" : "";
   let next;
   if (w.at_next_round) next = [whenFact(w.next_check), el("span", { class: "help" }, " — due: checked at the next round")];
-  else if (w.late) next = [whenFact(w.next_check), el("strong", {}, " — overdue: no check recorded since; the daemon may be stopped or busy")];
+  else if (w.late) next = [whenFact(w.next_check), el("strong", {}, " — overdue: no check recorded here since; this daemon may be stopped or busy, or another instance checks this ledger")];
   else next = [whenFact(w.next_check), every ? el("span", { class: "help" }, " — " + every) : null];
   return el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
     fact("Last check", w.last_check ? whenFact(w.last_check) : "none recorded"),
