@@ -29,12 +29,12 @@ type WatchEntry struct {
 }
 
 type watchRow struct {
-	IntentID   string `db:"intent_id"`
-	CanisterID string `db:"canister_id"`
-	NextCheck  int64  `db:"next_check"`
-	Attempts   int64  `db:"attempts"`
-	WindowToTS int64  `db:"window_to_ts"`
-	LastStatus string `db:"last_status"`
+	IntentID   string        `db:"intent_id"`
+	CanisterID string        `db:"canister_id"`
+	NextCheck  int64         `db:"next_check"`
+	Attempts   int64         `db:"attempts"`
+	WindowToTS int64         `db:"window_to_ts"`
+	LastStatus string        `db:"last_status"`
 	CheckedAt  sql.NullInt64 `db:"checked_at"`
 }
 
