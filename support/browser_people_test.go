@@ -123,6 +123,8 @@ func TestConsolePeople(t *testing.T) {
 			x := c.text("#watch")
 			return strings.Contains(x, stamp(second)) && strings.Contains(x, stamp(second.Add(everyFollowUp)))
 		})
+		c.run("show the follow-up", chromedp.ScrollIntoView("#watch", chromedp.ByID))
+		c.shot("follow-up")
 		// An unreadable intent: the last try is the last check, not the
 		// first verdict's time.
 		c.goTo("intent=" + supporttest.IDUnreadable)

@@ -522,9 +522,9 @@ async function viewDetail(id) {
     followUp(d.watch, st)));
 
   const nms = el("div", { id: "near-misses" });
-  if (!d.near_misses.length) nms.append(el("p", { class: "help" }, "None: no block with this stamp and sending account differs in only some fields."));
+  if (!d.near_misses.length) nms.append(el("p", { class: "help" }, "None: the ledger holds no other payment from this account created at the same time."));
   else {
-    nms.append(el("p", { class: "help" }, "Blocks with the intent's stamp and sending account that differ in the marked fields. They are not this payment, but money may have moved. Times are by the ledger's clock."));
+    nms.append(el("p", { class: "help" }, "Payments from the same account, created at the same time, that differ in the marked fields. They are not this payment, but money may have moved. Times are by the ledger's clock."));
     for (const nm of d.near_misses) nms.append(nearMissTable(d, nm));
   }
   out.push(el("h3", {}, "Similar payments (near misses)"), nms);
