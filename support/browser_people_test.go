@@ -123,8 +123,6 @@ func TestConsolePeople(t *testing.T) {
 			x := c.text("#watch")
 			return strings.Contains(x, stamp(second)) && strings.Contains(x, stamp(second.Add(everyFollowUp)))
 		})
-		c.run("show the follow-up", chromedp.ScrollIntoView("#watch", chromedp.ByID))
-		c.shot("follow-up")
 		// An unreadable intent: the last try is the last check, not the
 		// first verdict's time.
 		c.goTo("intent=" + supporttest.IDUnreadable)
@@ -134,8 +132,9 @@ func TestConsolePeople(t *testing.T) {
 
 	t.Run("deep-body", func(t *testing.T) {
 		c.t = t
+		// Bounded by what is drawn, not by a time: the text shown and the
+		// elements on the page (5,000-deep objects once made 50 MB of DOM).
 		for _, id := range []string{idDeepArray, idDeepObject} {
-			start := time.Now()
 			c.goTo("intent=" + id)
 			c.see("could not be checked", "Intent as received")
 			c.notSee(c.visible(), "Maximum call stack", "Failed")
@@ -150,9 +149,6 @@ func TestConsolePeople(t *testing.T) {
 			c.eval(`document.getElementsByTagName("*").length`, &nodes)
 			if nodes > 2000 {
 				t.Errorf("%s: %d elements on the page", id, nodes)
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("%s took %v to show", id, d)
 			}
 		}
 		c.checkA11y("a deeply nested invalid intent")
