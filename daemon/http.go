@@ -119,7 +119,8 @@ func (d *Daemon) Handler() http.Handler {
 		gather: d.gatherer,
 		support: support.NewHandler(support.Config{Store: d.store, Token: []byte(d.cfg.SupportToken),
 			Ledgers: meta.lookup, Logger: d.log.Named("support"),
-			ExplorerBlockURL: d.cfg.ExplorerBlockURL, ExplorerAccountURL: d.cfg.ExplorerAccountURL}),
+			ExplorerBlockURL: d.cfg.ExplorerBlockURL, ExplorerAccountURL: d.cfg.ExplorerAccountURL,
+			FollowUpEvery: d.cfg.PollInterval}),
 		log: d.log.Named("http"),
 	})
 }

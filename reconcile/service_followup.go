@@ -279,6 +279,8 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 		}
 		return
 	}
+	checked := s.cfg.Now()
+	defer s.recordChecks(ctx, log, kept, checked)
 	for i, v := range vs {
 		if v.Status == StatusNotYet && kept[i].LastStatus == StatusNotYet {
 			// not_yet again: nothing new to say, and nothing to read. A
@@ -289,6 +291,23 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 		if err := s.advance(ctx, kept[i], v, hdrs[i]); err != nil && ctx.Err() == nil {
 			log.Warn("follow-up verdict not recorded", zap.String("intent_id", v.IntentID), zap.Error(err))
 		}
+	}
+}
+
+// recordChecks records, when the store keeps it, that the intents of ws
+// were checked at at; after their verdicts, so that a watch the round
+// created has it too.
+func (s *Service) recordChecks(ctx context.Context, log *zap.Logger, ws []Watch, at time.Time) {
+	cr, ok := s.cfg.Store.(CheckRecorder)
+	if !ok {
+		return
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.IntentID
+	}
+	if err := cr.RecordChecks(ctx, ids, at); err != nil && ctx.Err() == nil {
+		log.Warn("follow-up check times not recorded", zap.Int("intents", len(ids)), zap.Error(err))
 	}
 }
 

@@ -112,6 +112,14 @@ type Store interface {
 	Reschedule(ctx context.Context, w Watch) error
 }
 
+// CheckRecorder is a Store that also records when the follow-up last
+// checked watched intents against the ledger: a not_yet intent checked
+// again without news gets no new verdict, and without this nothing would
+// show that it is still being checked. Optional.
+type CheckRecorder interface {
+	RecordChecks(ctx context.Context, ids []string, at time.Time) error
+}
+
 // IntentHeader travels with every verdict message so that other instances,
 // consuming the verdict stream into their own stores, learn the intent too.
 type IntentHeader struct {

@@ -472,3 +472,36 @@ func TestServiceJoinsRunningDecision(t *testing.T) {
 		t.Fatalf("first stored %+v %v", v, err)
 	}
 }
+
+// TestFollowUpRecordsCheckTimes: a not_yet intent checked again without
+// news gets no verdict, yet the store learns that it was checked, and when;
+// so does an unreadable one retried.
+func TestFollowUpRecordsCheckTimes(t *testing.T) {
+	e := newSvcEnv(t)
+	ctx := context.Background()
+	e.dec.set("c-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	e.dec.set("c-2", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "x"}})
+	for _, id := range []string{"c-1", "c-2"} {
+		if o := e.handle(intentBody(id, 1)); o.Kind != reconcile.Ack {
+			t.Fatalf("%s: %+v", id, o)
+		}
+	}
+	for round := range 3 {
+		e.clock = e.clock.Add(time.Minute)
+		if err := e.svc.FollowUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"c-1", "c-2"} {
+			w, err := e.st.WatchOf(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !w.CheckedAt.Equal(e.clock) {
+				t.Errorf("round %d: %s last checked at %v, want %v", round, id, w.CheckedAt, e.clock)
+			}
+		}
+	}
+	if got := e.sink.seqs("c-1"); len(got) != 1 {
+		t.Errorf("c-1 seqs %v: a not_yet again is no verdict", got)
+	}
+}

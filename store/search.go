@@ -44,6 +44,26 @@ func MemoKey(memo string, prefix bool) Key {
 	return Key{Term: "m:" + strings.ToLower(memo), Prefix: prefix}
 }
 
+// MemoFoldKey finds intents whose memo, its ASCII letters lower-cased,
+// starts with the bytes of text lower-cased the same way: a memo as a
+// customer types it, in whatever case.
+func MemoFoldKey(text string) Key {
+	return Key{Term: "mf:" + hex.EncodeToString(foldASCII([]byte(text))), Prefix: true}
+}
+
+// foldASCII lower-cases the ASCII letters of b, and only those, as SQLite's
+// lower() does without ICU.
+func foldASCII(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
+
 // BlockKey finds intents whose verdicts name block idx, as the match or as
 // a near miss.
 func BlockKey(idx uint64) Key { return Key{Term: "b:" + strconv.FormatUint(idx, 10)} }
@@ -81,7 +101,8 @@ func bodyTerms(rec *IntentRecord) ([]term, *int64) {
 	ts = append(ts, term{"p:" + in.Canister.Encode(), "canister"},
 		term{"u:" + in.Canister.Encode() + ":" + in.Args.Amount.String(), "amount"})
 	if in.Args.HasMemo && len(in.Args.Memo) > 0 {
-		ts = append(ts, term{"m:" + hex.EncodeToString(in.Args.Memo), "memo"})
+		ts = append(ts, term{"m:" + hex.EncodeToString(in.Args.Memo), "memo"},
+			term{"mf:" + hex.EncodeToString(foldASCII(in.Args.Memo)), "memo"})
 	}
 	stamp := sat64(in.Stamp())
 	return ts, &stamp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -171,3 +172,11 @@ func (a ServiceStore) Reschedule(ctx context.Context, w reconcile.Watch) error {
 	}
 	return mapErr(a.S.Watch(ctx, e))
 }
+
+// RecordChecks records when watched intents were checked (see
+// reconcile.CheckRecorder).
+func (a ServiceStore) RecordChecks(ctx context.Context, ids []string, at time.Time) error {
+	return mapErr(a.S.RecordChecks(ctx, ids, at))
+}
+
+var _ reconcile.CheckRecorder = ServiceStore{}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/reconciled/reconciled/reconcile"
@@ -21,15 +22,20 @@ type WatchEntry struct {
 	WindowToTS uint64
 	// LastStatus is the latest verdict's status ("" before the first).
 	LastStatus reconcile.Status
+	// CheckedAt is when this instance last checked the intent against the
+	// ledger (RecordChecks); zero when it has not since the store kept it.
+	// Watch leaves it as it is.
+	CheckedAt time.Time
 }
 
 type watchRow struct {
-	IntentID   string `db:"intent_id"`
-	CanisterID string `db:"canister_id"`
-	NextCheck  int64  `db:"next_check"`
-	Attempts   int64  `db:"attempts"`
-	WindowToTS int64  `db:"window_to_ts"`
-	LastStatus string `db:"last_status"`
+	IntentID   string        `db:"intent_id"`
+	CanisterID string        `db:"canister_id"`
+	NextCheck  int64         `db:"next_check"`
+	Attempts   int64         `db:"attempts"`
+	WindowToTS int64         `db:"window_to_ts"`
+	LastStatus string        `db:"last_status"`
+	CheckedAt  sql.NullInt64 `db:"checked_at"`
 }
 
 func (w *WatchEntry) row() (watchRow, error) {
@@ -57,10 +63,14 @@ func (w *WatchEntry) row() (watchRow, error) {
 }
 
 func (r *watchRow) entry() WatchEntry {
-	return WatchEntry{
+	e := WatchEntry{
 		IntentID: r.IntentID, CanisterID: r.CanisterID, NextCheck: fromNanos(r.NextCheck),
 		Attempts: int(r.Attempts), WindowToTS: uint64(r.WindowToTS), LastStatus: reconcile.Status(r.LastStatus),
 	}
+	if r.CheckedAt.Valid {
+		e.CheckedAt = fromNanos(r.CheckedAt.Int64)
+	}
+	return e
 }
 
 // Watch adds or replaces the intent's watch entry. The intent must be
@@ -111,7 +121,34 @@ func (s *Store) Unwatch(ctx context.Context, id string) error {
 	return nil
 }
 
-const watchCols = `intent_id, canister_id, next_check, attempts, window_to_ts, last_status`
+const watchCols = `intent_id, canister_id, next_check, attempts, window_to_ts, last_status, checked_at`
+
+// RecordChecks records that the watched intents ids were checked against
+// the ledger at at. A not_yet intent checked again without news gets no
+// new verdict, so this is what tells that it is still being checked. Ids
+// no longer watched are skipped, and a check time never goes back.
+func (s *Store) RecordChecks(ctx context.Context, ids []string, at time.Time) error {
+	n, err := nanos("checked_at", at)
+	if err != nil {
+		return err
+	}
+	const chunk = 500 // well under SQLite's bound on parameters
+	for len(ids) > 0 {
+		part := ids[:min(chunk, len(ids))]
+		ids = ids[len(part):]
+		args := make([]any, 0, len(part)+2)
+		args = append(args, n, n)
+		for _, id := range part {
+			args = append(args, id)
+		}
+		if _, err := s.w.ExecContext(ctx, `UPDATE watch SET checked_at = ?
+			WHERE (checked_at IS NULL OR checked_at < ?) AND intent_id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`,
+			args...); err != nil {
+			return fmt.Errorf("store: record checks: %w", err)
+		}
+	}
+	return nil
+}
 
 // DueWatches returns the entries whose next check is at or before now,
 // earliest first.

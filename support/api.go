@@ -103,7 +103,11 @@ func (h *handler) loadDetail(r *http.Request, id string) (Detail, bool, error) {
 	var watch *WatchView
 	switch w, err := h.cfg.Store.WatchOf(ctx, id); {
 	case err == nil:
-		watch = &WatchView{Attempts: w.Attempts, NextCheck: w.NextCheck}
+		var latest *reconcile.Verdict
+		if len(vs) > 0 {
+			latest = &vs[len(vs)-1]
+		}
+		watch = h.watchView(w.Attempts, w.NextCheck, w.CheckedAt, latest, time.Now())
 	case !errors.Is(err, store.ErrNotFound):
 		return Detail{}, false, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -392,6 +393,9 @@ func (c *console) copyAndCheck(name, want string) {
 func (c *console) clipboard() string {
 	c.t.Helper()
 	var got string
+	// A page just loaded may not have the focus yet, and the clipboard
+	// reads only for a focused document.
+	c.run("focus the page", page.BringToFront(), emulation.SetFocusEmulationEnabled(true))
 	c.run("read the clipboard", chromedp.Evaluate(`navigator.clipboard.readText()`, &got,
 		func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
 	return got
@@ -488,7 +492,7 @@ func TestConsole(t *testing.T) {
 	t.Run("heading", func(t *testing.T) {
 		c.t = t
 		c.goTo("intent=" + supporttest.IDFound)
-		c.see("Intent pay-found", "went through in block 1042")
+		c.see("1.5 ICP to 2nxbn… — went through", "went through at 11:59 UTC on 29 Nov 2026")
 		c.checkA11y("a found intent")
 		c.goTo("intent=pay-99999")
 		c.settled()
@@ -511,7 +515,7 @@ func TestConsole(t *testing.T) {
 		c.goTo("intent=" + supporttest.IDAbsent)
 		<-g.arrived
 		c.goTo("intent=" + supporttest.IDFound)
-		c.see("Intent pay-found", "went through in block 1042")
+		c.see("1.5 ICP to 2nxbn… — went through", "went through at 11:59 UTC on 29 Nov 2026")
 		close(g.release)
 		c.until("the held answer to reach the page", func() bool {
 			var n int
@@ -522,7 +526,7 @@ func TestConsole(t *testing.T) {
 			c.notSee(c.visible(), supporttest.IDAbsent, "not happen")
 			time.Sleep(50 * time.Millisecond)
 		}
-		c.see("Intent pay-found", "went through in block 1042")
+		c.see("1.5 ICP to 2nxbn… — went through", "went through at 11:59 UTC on 29 Nov 2026")
 	})
 
 	t.Run("advice", func(t *testing.T) {
@@ -542,9 +546,9 @@ func TestConsole(t *testing.T) {
 		c.notSee(c.text("#advice"), "went through")
 		c.checkA11y("an approve")
 		c.goTo("intent=" + supporttest.IDInvalid)
-		c.see("Intent pay-invalid")
+		c.see("could not be checked")
 		adv := c.text("#advice")
-		for _, w := range []string{"outcome is unknown", "do not pay again", "scalate"} {
+		for _, w := range []string{"outcome is unknown", "do not pay again", "engineers"} {
 			if !strings.Contains(adv, w) {
 				t.Errorf("invalid advice lacks %q: %s", w, adv)
 			}
@@ -552,12 +556,16 @@ func TestConsole(t *testing.T) {
 		c.notSee(adv, "could not be read:", "created_at_time is required")
 		c.checkA11y("an invalid intent")
 		c.goTo("intent=" + supporttest.IDUnreadable)
-		c.see("Intent pay-unreadable")
+		c.see("not yet known", "Checks so far")
 		adv = c.text("#advice")
-		for _, w := range []string{"4 attempts", "next retry", "13:30"} {
+		for _, w := range []string{"could not be read", "keep trying", "do not pay again"} {
 			if !strings.Contains(adv, w) {
 				t.Errorf("unreadable advice lacks %q: %s", w, adv)
 			}
+		}
+		// The schedule is the follow-up's, not the advice's.
+		if f := c.text("#watch"); !strings.Contains(f, "4 (") || !strings.Contains(f, "2026-11-29 13:30:00 UTC") {
+			t.Errorf("unreadable follow-up: %s", f)
 		}
 		c.checkA11y("an unreadable intent")
 	})
@@ -654,7 +662,7 @@ func TestConsole(t *testing.T) {
 		c.run("clipboard permission", browser.GrantPermissions([]browser.PermissionType{
 			browser.PermissionTypeClipboardReadWrite, browser.PermissionTypeClipboardSanitizedWrite}).WithOrigin("http://"+srv.addr))
 		c.goTo("intent=" + supporttest.IDOrder)
-		c.see("Intent pay-order", "40.25 ICP")
+		c.see("40.25 ICP to 2nxbn… — went through")
 		payee, err := icrc3.ParseAccount(supporttest.Payee)
 		if err != nil {
 			t.Fatal(err)
@@ -671,7 +679,7 @@ func TestConsole(t *testing.T) {
 		// Over plain http from a named host the page has no clipboard API;
 		// the buttons copy all the same.
 		c.run("open over plain http", chromedp.Navigate("http://"+net.JoinHostPort(plainHost, port(srv.addr))+"/ui/#token="+testToken+"&intent="+supporttest.IDOrder))
-		c.see("Intent pay-order", "40.25 ICP")
+		c.see("40.25 ICP to 2nxbn… — went through")
 		var secure bool
 		c.eval(`window.isSecureContext || !!navigator.clipboard`, &secure)
 		if secure {
@@ -685,7 +693,7 @@ func TestConsole(t *testing.T) {
 			t.Errorf("after copying the focus is on %q, want the button", focused)
 		}
 		c.open("intent=" + supporttest.IDOrder) // the secure origin, to read the clipboard
-		c.see("Intent pay-order")
+		c.see("40.25 ICP to 2nxbn… — went through")
 		if got := c.clipboard(); got != supporttest.Caller {
 			t.Errorf("clipboard after the plain-http copy: %q, want %q", got, supporttest.Caller)
 		}
@@ -741,7 +749,7 @@ func TestConsole(t *testing.T) {
 	t.Run("refresh", func(t *testing.T) {
 		c.t = t
 		c.goTo("intent=" + supporttest.IDNone)
-		c.see("Intent pay-new", "No verdict yet", "As of")
+		c.see("0.00000007 ICP to 2nxbn… — not yet known", "no answer yet", "As of")
 		c.checkA11y("an intent without a verdict")
 		supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconcile.StatusUnreadable,
 			Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "connection refused"}, DecidedAt: supporttest.Base.Add(2 * time.Hour)})
@@ -770,7 +778,7 @@ func TestConsole(t *testing.T) {
 		for _, v := range []struct{ frag, want string }{
 			{"", supporttest.IDNotYet},
 			{"status=found", supporttest.BulkPrefix + "000"},
-			{"intent=" + supporttest.IDNearAbsent, "Near misses"},
+			{"intent=" + supporttest.IDNearAbsent, "Similar payments"},
 			{"q=" + supporttest.Payee, supporttest.BulkPrefix + "129"},
 		} {
 			c.goTo(v.frag)

@@ -87,7 +87,10 @@ func TestSearchByWhatCustomersKnow(t *testing.T) {
 		"q=40.25":                      supporttest.IDOrder,
 		"q=40.250+ICP":                 supporttest.IDOrder,
 		"q=order-10100":                supporttest.IDOrder,
-		"q=ORDER-10100":                "", // memos are bytes: case matters
+		"q=ORDER-10100":                supporttest.IDOrder, // a memo's text in another case
+		"q=Order-101":                  supporttest.IDOrder,
+		"q=40%2C25":                    supporttest.IDOrder, // a decimal comma
+		"q=4025000000":                 supporttest.IDOrder, // base units
 		"q=" + url.QueryEscape("2001"): supporttest.IDOrder,
 		"from=2026-11-30T07:04:59Z&to=2026-11-30T07:05:00.5Z": supporttest.IDOrder,
 		"from=2026-11-30T07:04&to=2026-11-30T07:05:01":        supporttest.IDOrder,

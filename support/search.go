@@ -97,9 +97,10 @@ func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) 
 		} else {
 			add("account", store.AccountKey(a))
 		}
-	} else if lq := strings.ToLower(q); principalRE.MatchString(lq) && strings.Contains(lq, "-") {
-		// Part of a principal, as a customer reads it off a wallet.
-		add("principal beginning", store.OwnerKey(lq, true))
+	} else if p, ok := principalBeginning(q); ok {
+		// Part of a principal, as a customer reads it off a wallet, with
+		// or without its dashes.
+		add("principal beginning", store.OwnerKey(p, true))
 	}
 	if hexRE.MatchString(q) {
 		if len(q) == 64 {
@@ -110,14 +111,18 @@ func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) 
 		add("memo (hex)", store.MemoKey(q, false))
 	}
 	if len(q) >= 3 {
-		// A memo as text; a beginning of it is as good, since the hex of a
-		// prefix is a prefix of the hex.
-		add("memo (text)", store.MemoKey(hex.EncodeToString([]byte(q)), true))
+		// A memo as text, in any case; a beginning of it is as good, since
+		// the hex of a prefix is a prefix of the hex.
+		add("memo (text)", store.MemoKey(hex.EncodeToString([]byte(q)), true), store.MemoFoldKey(q))
 	}
 	if n, err := strconv.ParseUint(q, 10, 63); err == nil {
 		add("block index", store.BlockKey(n))
 	}
-	if m := tokensRE.FindStringSubmatch(q); m != nil {
+	for _, a := range amountReadings(q) {
+		m := tokensRE.FindStringSubmatch(a)
+		if m == nil {
+			continue
+		}
 		ks, err := h.amountKeys(ctx, m[1], m[2])
 		if err != nil {
 			return nil, err
@@ -130,7 +135,85 @@ func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) 
 			add(what, ks...)
 		}
 	}
+	if n, err := strconv.ParseUint(q, 10, 64); err == nil && n > 0 {
+		// An amount in the ledger's base units, as an explorer or a
+		// statement shows it.
+		ks, err := h.unitKeys(ctx, strconv.FormatUint(n, 10))
+		if err != nil {
+			return nil, err
+		}
+		if len(ks) > 0 {
+			add("amount in base units "+q, ks...)
+		}
+	}
 	return readings, nil
+}
+
+var (
+	decimalCommaRE = regexp.MustCompile(`^([0-9]+),([0-9]+)(\s+[A-Za-z][A-Za-z0-9]{0,15})?$`)
+	groupedRE      = regexp.MustCompile(`^([0-9]{1,3}(?:,[0-9]{3})+)((?:\.[0-9]+)?(?:\s+[A-Za-z][A-Za-z0-9]{0,15})?)$`)
+)
+
+// amountReadings are the ways q may be an amount in tokens: as typed, with
+// a decimal comma (2,5 for 2.5), or with thousands separated by commas
+// (1,000 or 1,000.5); a comma is read both ways where both fit.
+func amountReadings(q string) []string {
+	out := []string{q}
+	if m := decimalCommaRE.FindStringSubmatch(q); m != nil {
+		out = append(out, m[1]+"."+m[2]+m[3])
+	}
+	if m := groupedRE.FindStringSubmatch(q); m != nil {
+		out = append(out, strings.ReplaceAll(m[1], ",", "")+m[2])
+	}
+	return out
+}
+
+// principalBeginning reads q as the beginning of a principal's text, with
+// or without its dashes: a principal is groups of five letters and digits
+// joined by dashes, which a customer may leave out ("hczxw", "hczxwabc").
+func principalBeginning(q string) (string, bool) {
+	bare := strings.ReplaceAll(strings.ToLower(q), "-", "")
+	if len(bare) < 5 || !principalRE.MatchString(bare) {
+		return "", false
+	}
+	if strings.Contains(q, "-") {
+		// Dashes where the customer put them must be where a principal
+		// has them.
+		lq := strings.ToLower(q)
+		if !principalRE.MatchString(lq) || regroup(bare) != strings.TrimSuffix(lq, "-") {
+			return "", false
+		}
+	}
+	return regroup(bare), true
+}
+
+// regroup puts a dash after every five characters of bare.
+func regroup(bare string) string {
+	var b strings.Builder
+	for i := 0; i < len(bare); i += 5 {
+		if i > 0 {
+			b.WriteByte('-')
+		}
+		b.WriteString(bare[i:min(i+5, len(bare))])
+	}
+	return b.String()
+}
+
+// unitKeys are the keys of an amount in raw units on every stored ledger
+// whose decimals are known (on the others amountKeys takes an integer as
+// units already).
+func (h *handler) unitKeys(ctx context.Context, units string) ([]store.Key, error) {
+	cans, err := h.cfg.Store.Canisters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ks []store.Key
+	for _, c := range cans {
+		if h.ledger(c) != nil {
+			ks = append(ks, store.AmountKey(c, units))
+		}
+	}
+	return ks, nil
 }
 
 // amountKeys are the keys of an amount in tokens on every stored ledger

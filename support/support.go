@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -49,6 +50,11 @@ type Config struct {
 	// ledger's hex account id).
 	ExplorerBlockURL   string
 	ExplorerAccountURL string
+	// FollowUpEvery is the daemon's follow-up interval: an open intent due
+	// at every round is checked next one interval after its last check.
+	// Zero: not told, and such an intent's next check is "at the next
+	// round".
+	FollowUpEvery time.Duration
 }
 
 type handler struct {

@@ -100,14 +100,26 @@ type Detail struct {
 	IntentItem
 	// Intent is the intent's JSON as received; null when HasBody is false.
 	Intent json.RawMessage `json:"intent"`
-	// Advice is what support staff can tell the customer.
-	Advice     string              `json:"advice"`
-	Block      *BlockView          `json:"block"`
-	Window     *WindowView         `json:"window"`
-	Evidence   *EvidenceView       `json:"evidence"`
-	NearMisses []NearMissView      `json:"near_misses"`
-	Reason     *reconcile.Reason   `json:"reason"`
-	Verdicts   []reconcile.Verdict `json:"verdicts"`
+	// Advice is what support staff can tell the customer, with the block
+	// numbers and retry schedule engineering asks for.
+	Advice string `json:"advice"`
+	// Tell is the same in words a customer knows, to read out.
+	Tell string `json:"tell"`
+	// After is what the tool layer saw of the payment (the intent's
+	// after: "unknown", "Err.TooOld", ...); "" when not said.
+	After string `json:"after,omitempty"`
+	// BodyText is the intent as received, as text to show: indented when
+	// small and shallow, cut at 64 KiB (BodyTruncated); BodyBytes is its
+	// whole size.
+	BodyText      string              `json:"body_text"`
+	BodyBytes     int                 `json:"body_bytes"`
+	BodyTruncated bool                `json:"body_truncated"`
+	Block         *BlockView          `json:"block"`
+	Window        *WindowView         `json:"window"`
+	Evidence      *EvidenceView       `json:"evidence"`
+	NearMisses    []NearMissView      `json:"near_misses"`
+	Reason        *reconcile.Reason   `json:"reason"`
+	Verdicts      []reconcile.Verdict `json:"verdicts"`
 	// Accounts are the intent's accounts, searchable as shown.
 	Accounts []AccountView `json:"accounts"`
 	// Watch is the follow-up of an open intent; nil when none is
@@ -127,10 +139,26 @@ type NearMissView struct {
 	URL    string     `json:"url,omitempty"`
 }
 
-// WatchView is when this instance checks an open intent again.
+// WatchView is when this instance last checked an open intent against the
+// ledger and when it checks again.
 type WatchView struct {
-	Attempts  int       `json:"attempts"`
+	// Attempts counts consecutive unreadable checks.
+	Attempts int `json:"attempts"`
+	// LastCheck is the last check known: the follow-up's, or the latest
+	// verdict's when later; nil when there is neither.
+	LastCheck *time.Time `json:"last_check"`
+	// NextCheck is when the next check is due: the scheduled time, or for
+	// an intent due at every round, one follow-up interval after the last
+	// check.
 	NextCheck time.Time `json:"next_check"`
+	// EverySeconds is the follow-up interval (0: not known here).
+	EverySeconds float64 `json:"every_seconds"`
+	// AtNextRound: the interval is not known, and the intent is checked at
+	// the follow-up's next round.
+	AtNextRound bool `json:"at_next_round,omitempty"`
+	// Late: no check was recorded for more than an interval past the next
+	// check; the follow-up is not running here, or runs late.
+	Late bool `json:"late,omitempty"`
 }
 
 // Amount is the intent's amount in raw units and, when the ledger is known,
@@ -209,7 +237,9 @@ type adviceContext struct {
 	// person's account ("a similar payment of 2.5 ICP left your account at
 	// 07:05 UTC on 30 Nov 2026 (block 2005)"); "" when there is none.
 	nearMiss string
-	watch    *WatchView
+	// similar is nearMiss without its block number, to read out.
+	similar string
+	watch   *WatchView
 	// blockTime adds the matched block's ledger time.
 	blockTime bool
 }
@@ -261,8 +291,12 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		if w := x.watch; w != nil {
 			// To the second: retries come seconds apart, and a last try and
 			// next retry in the same minute would read as one time.
+			last := v.DecidedAt
+			if w.LastCheck != nil && w.LastCheck.After(last) {
+				last = *w.LastCheck
+			}
 			msg += fmt.Sprintf(" (%d attempts so far; last try %s; next retry %s)", w.Attempts,
-				utcSeconds(v.DecidedAt), utcSeconds(w.NextCheck))
+				utcSeconds(last), utcSeconds(w.NextCheck))
 		} else {
 			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
@@ -309,6 +343,9 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 	}
 	if rec != nil {
 		d.Intent = rec.Body
+		d.BodyText, d.BodyTruncated = bodyText(rec.Body)
+		d.BodyBytes = len(rec.Body)
+		d.After = afterOf(rec.Body)
 		p := h.paymentOf(rec.CanisterID, rec.Body)
 		d.setPayment(p)
 		for _, a := range p.accounts {
@@ -324,6 +361,7 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 	}
 	if latest == nil {
 		d.Advice = advice(nil, adviceContext{})
+		d.Tell = tell(nil, adviceContext{})
 		return d
 	}
 	d.Status, d.Final, d.LatestSeq = latest.Status, latest.Final, latest.Seq
@@ -362,11 +400,14 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 					what = "a similar approval of %s was given from your account at %s (block %d)"
 				}
 				x.nearMiss = fmt.Sprintf(what, v.Amount.Display, utcText(*v.Time), nm.Index)
+				x.similar = strings.TrimSuffix(fmt.Sprintf(what, v.Amount.Display, utcText(*v.Time), nm.Index),
+					fmt.Sprintf(" (block %d)", nm.Index))
 			}
 		}
 		d.NearMisses = append(d.NearMisses, v)
 	}
 	d.Advice = advice(latest, x)
+	d.Tell = tell(latest, x)
 	d.Reason = latest.Reason
 	return d
 }

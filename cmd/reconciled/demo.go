@@ -191,6 +191,11 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 	fmt.Fprintf(stdout, "NATS: %s (intents to %s.intents.<canister_id>, verdicts on %s.verdicts.<intent_id>; e.g. reconciled ask --nats-url %s intent.json)\n",
 		natsURL, cfg.SubjectPrefix, cfg.SubjectPrefix, natsURL)
 	fmt.Fprintln(stdout, "the daemon keeps running (follow-ups included); Ctrl-C stops the demo")
+	// The test ledger's clock can only run ahead of the wall clock (a
+	// certificate behind it is refused), and the demo moved it a day on.
+	fmt.Fprintf(stdout, "the demo's ledger clock runs %s ahead of this computer's (moved on to close a window);\n"+
+		"payments made after that show times tomorrow, and the page says they are ahead\n",
+		(time.Duration(srv.Now()) - time.Duration(time.Now().UnixNano())).Round(time.Minute))
 	<-outer.Done()
 	return nil
 }

@@ -103,6 +103,34 @@ func TestDemoPrintsEveryStatus(t *testing.T) {
 			break
 		}
 	}
+	// The open payment is checked at every round without news: its last
+	// check moves on, and its next check is one interval after it, not a
+	// time in the past.
+	checks := func() (last, next time.Time) {
+		var d struct {
+			Watch *struct {
+				LastCheck *time.Time `json:"last_check"`
+				NextCheck time.Time  `json:"next_check"`
+			} `json:"watch"`
+		}
+		_, body := intent("demo-window-open")
+		if err := json.Unmarshal(body, &d); err != nil || d.Watch == nil || d.Watch.LastCheck == nil {
+			t.Fatalf("demo-window-open: %v: %s", err, body)
+		}
+		return *d.Watch.LastCheck, d.Watch.NextCheck
+	}
+	firstCheck, next := checks()
+	if !next.After(firstCheck) {
+		t.Errorf("demo-window-open: next check %v is not after its last check %v", next, firstCheck)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if last, _ := checks(); last.After(firstCheck) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("demo-window-open: last check still %v after 30 s of serving", firstCheck)
+		}
+	}
 	if res, err := http.Get(m[1] + "/ui/"); err != nil || res.StatusCode != 200 {
 		t.Errorf("served page: %v %v", res, err)
 	} else {

@@ -111,6 +111,14 @@ func put(t testing.TB, st *store.Store, rec store.IntentRecord) {
 	}
 }
 
+// PutRefused stores a body the matcher refuses, first seen at seen: it has
+// no canonical hash of its own, so the body's digest stands in.
+func PutRefused(t testing.TB, st *store.Store, id string, body []byte, seen time.Time) {
+	t.Helper()
+	put(t, st, store.IntentRecord{IntentID: id, CanisterID: Ledger, Caller: OtherCaller,
+		Method: "icrc1_transfer", Body: body, CanonicalHash: sha256.Sum256(body), FirstSeen: seen})
+}
+
 // Append stores the next verdict.
 func Append(t testing.TB, st *store.Store, v reconcile.Verdict) {
 	t.Helper()

@@ -157,7 +157,12 @@ function acctCell(a) {
 // two lines when the columns are tight.
 function when(t) {
   const [date, time] = utc(t).replace(" UTC", "").split(" ");
-  return time ? [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time)] : date;
+  if (!time) return date;
+  // A payment's time ahead of this computer's clock (a tool or, in the
+  // demo, a test ledger whose clock runs ahead) says so.
+  const ahead = Date.parse(t) - Date.now() > 60000;
+  return [el("span", { class: "nowrap" }, date), " ", el("span", { class: "nowrap" }, time),
+    ahead ? [" ", el("span", { class: "help ahead" }, "(ahead of this computer's clock)")] : null];
 }
 
 function intentTable(items, label, extra) {
@@ -332,9 +337,10 @@ async function viewSearch(p) {
   const list = pagedList("/api/v1/search", params, title, ["Matched by", (h) => h.matches.join(", ").replace(/_/g, " ")],
     (rep) => { readings = rep.readings || []; return rep.hits.map((h) => ({ item: h.intent, matches: h.matches })); });
   await list.first();
-  return [heading(title),
-    readings.length ? el("p", { class: "help" }, "Looked for it as: " + readings.join(" · ") + ".") : null,
-    exportButtons(params), el("div", { id: "search-list" }, list.box)];
+  const out = [heading(title)];
+  if (readings.length) out.push(el("p", { class: "help" }, "Looked for it as: " + readings.join(" · ") + "."));
+  out.push(exportButtons(params), el("div", { id: "search-list" }, list.box));
+  return out;
 }
 
 function fact(dt, ...dd) {
@@ -409,28 +415,99 @@ function blocksRead(e, w) {
   return e.blocks_read + " fetched and verified for this decision";
 }
 
+// ago is how long ago (or from now) t is, as a person says it: "9 min
+// ago", "in 5 s". The page's clock is this computer's.
+function ago(t) {
+  if (!t || String(t).startsWith("0001-")) return "";
+  const ms = Date.parse(t) - Date.now();
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 2) return "just now";
+  const n = s < 60 ? s + " s" : s < 3600 ? Math.round(s / 60) + " min" : s < 172800 ? Math.round(s / 3600) + " h" :
+    Math.round(s / 86400) + " days";
+  return ms < 0 ? n + " ago" : "in " + n;
+}
+
+// whenFact is a time with how long ago it is and whose clock it is by. A time
+// that should be past but lies ahead says so: the clock that gave it runs
+// ahead of this computer's.
+function whenFact(t, clock, past) {
+  const rel = ago(t);
+  if (!rel) return "—";
+  const ahead = past && Date.parse(t) - Date.now() > 60000;
+  return [utc(t), " ", el("span", { class: "rel" }, "(" + rel + ")"),
+    clock ? el("span", { class: "help" }, " — by " + clock) : null,
+    ahead ? el("strong", { class: "ahead" }, " — ahead of this computer's clock") : null];
+}
+
+// OUTCOME is what happened, as a heading says it.
+const OUTCOME = { found: "went through", absent: "did not go through", not_yet: "not yet known", unreadable: "not yet known",
+  invalid: "could not be checked", none: "not yet known" };
+
+// shortAcct is an account's first characters, to name it in a heading.
+function shortAcct(a) { return a ? a.slice(0, 5) + "…" : ""; }
+
+function payHeading(d, st) {
+  const amount = d.amount ? d.amount.display : "";
+  let what;
+  if (d.method === "icrc2_approve") what = amount ? "Approval of " + amount + (d.spender ? " for " + shortAcct(d.spender) : "") : "Approval";
+  else what = amount ? amount + (d.to ? " to " + shortAcct(d.to) : "") : "Payment";
+  return what + " — " + (d.method === "icrc2_approve" && st === "found" ? "in place" : OUTCOME[st] || "not yet known");
+}
+
+// AFTER says in words what the payment tool saw of its call.
+const AFTER = {
+  "unknown": "no answer: the call's reply was lost",
+  "Err.TooOld": "the ledger refused it as too old",
+  "Err.TemporarilyUnavailable": "the ledger was temporarily unavailable",
+  "Err.CreatedInFuture": "the ledger refused it as created in the future",
+  "Err.Duplicate": "the ledger said it was a duplicate of an earlier payment",
+};
+function afterText(a) {
+  if (!a) return null;
+  return [AFTER[a] || a, AFTER[a] ? el("span", { class: "help mono" }, " (" + a + ")") : null];
+}
+
+// KIND names a block's type in words.
+const KIND = { xfer: "transfer", "1xfer": "transfer", "2xfer": "transfer from an allowance", approve: "approval",
+  "2approve": "approval", mint: "mint", "1mint": "mint", burn: "burn", "1burn": "burn" };
+
+const VERIFIED = { "certificate+chain": "the ledger's certified tip, then the hash chain down to each block" };
+
+function followUp(w, st) {
+  if (!w) return null;
+  const every = w.every_seconds ? "checked every " + w.every_seconds + " s" : "";
+  let next;
+  if (w.at_next_round) next = [whenFact(w.next_check), el("span", { class: "help" }, " — due: checked at the next round")];
+  else if (w.late) next = [whenFact(w.next_check), el("strong", {}, " — overdue: no check recorded here since; this daemon may be stopped or busy, or another instance checks this ledger")];
+  else next = [whenFact(w.next_check), every ? el("span", { class: "help" }, " — " + every) : null];
+  return el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
+    fact("Last check", w.last_check ? whenFact(w.last_check) : "none recorded"),
+    fact("Next check", next),
+    st === "unreadable" ? fact("Checks so far", String(w.attempts) + " (the history could not be read each time)") : null));
+}
+
 async function viewDetail(id) {
   const d = await api("/api/v1/intents/" + encodeURIComponent(id));
   const st = d.status || "none";
-  const out = [heading("Intent " + id)];
+  const out = [heading(payHeading(d, st))];
   out.push(el("p", {}, statusBadge(d.status), d.final ? " final" : " not final — this page refreshes by itself",
-    d.latest_seq ? " · verdict #" + d.latest_seq : "", d.decided_at ? " · decided " + utc(d.decided_at) : ""));
+    d.decided_at ? [" · decided ", ago(d.decided_at)] : "", " · intent ", el("span", { class: "mono" }, d.intent_id), " ",
+    copyButton(d.intent_id, "intent id")));
   out.push(el("p", { class: "advice " + (ADVICE_STATUS.includes(st) ? st : ""), id: "advice" },
-    el("strong", {}, "Tell the customer: "), d.advice));
+    el("strong", {}, "Tell the customer: "), d.tell || d.advice));
 
   const acct = (role) => (d.accounts || []).find((a) => a.role === role);
-  out.push(el("h3", {}, "The payment"));
+  out.push(el("h3", {}, d.method === "icrc2_approve" ? "The approval" : "The payment"));
   const facts = el("dl", { class: "facts", id: "payment" },
-    fact("Amount", d.amount ? d.amount.display : null, d.amount && !d.amount.display.endsWith(" units") ? el("span", { class: "help" }, " (" + d.amount.units + " units)") : null),
+    fact("Amount", d.amount ? d.amount.display : null, d.amount && !d.amount.display.endsWith(" units") ? el("span", { class: "help" }, " (" + d.amount.units + " base units)") : null),
     fact("From", account(acct("from"))),
     d.method === "icrc2_approve" ? fact("Spender", account(acct("spender"))) : fact("To", account(acct("to"))),
     d.method === "icrc2_transfer_from" ? fact("Spender (caller)", account(acct("spender (caller)"))) : null,
     fact("Memo", d.memo ? [d.memo.text ? el("span", {}, d.memo.text) : null, el("span", { class: "help mono" }, " hex " + (d.memo.hex || "(empty)"))] : "(none)"),
-    fact("Paid at (stamp)", utc(d.stamp)),
-    fact("Method", d.method),
-    fact("Ledger", el("span", { class: "mono" }, d.canister_id), d.ledger ? " (" + d.ledger.symbol + ")" : null),
-    fact("Intent id", el("span", { class: "mono" }, d.intent_id), " ", copyButton(d.intent_id, "intent id")),
-    fact("First seen", utc(d.first_seen)));
+    fact("Created at", d.stamp ? whenFact(d.stamp, "the payment tool's clock", true) : null),
+    fact("What the payment tool saw", afterText(d.after)),
+    fact("Ledger", d.ledger ? d.ledger.symbol + " ledger " : null, el("span", { class: "mono" }, d.canister_id)),
+    fact("First seen here", whenFact(d.first_seen, "this daemon's clock")));
   if (!d.has_body) facts.append(...fact("Note", "Known only from verdicts another instance decided; its body is not stored here."));
   out.push(facts);
 
@@ -438,43 +515,50 @@ async function viewDetail(id) {
   const w = d.window;
   const e = d.evidence;
   out.push(el("div", { class: "cols" },
-    el("div", {}, el("h3", {}, "Matched block"), el("dl", { class: "facts", id: "block" },
-      fact("Index", b ? (b.url ? link(b.url, String(b.index)) : b.index) : "none"), fact("Time", b ? utc(b.time) : null),
-      fact("Kind", b ? b.kind : null), fact("Hash", b ? el("span", { class: "mono small" }, b.hash) : null))),
-    el("div", {}, el("h3", {}, "Window searched"), el("dl", { class: "facts", id: "window" },
-      fact("From", w ? utc(w.from) : null), fact("To", w ? utc(w.to) : null),
-      fact("Blocks", w && w.first_block !== null && w.first_block !== undefined ? w.first_block + " to " + w.last_block : null),
-      fact("Narrowed by", w ? w.narrowed_by : null))),
-    el("div", {}, el("h3", {}, "Evidence"), el("dl", { class: "facts", id: "evidence" },
-      fact("Verified by", e ? e.verified : null), fact("Ledger tip", e ? e.tip_index : null),
-      fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e, w)))),
-    d.watch ? el("div", {}, el("h3", {}, "Follow-up"), el("dl", { class: "facts", id: "watch" },
-      fact("Attempts", d.watch.attempts), fact("Next check", utc(d.watch.next_check)))) : null));
-
-  if (d.reason) {
-    out.push(el("h3", {}, "Reason (for engineering)"), el("p", { id: "reason" }, el("span", { class: "mono" }, d.reason.code), " ",
-      d.reason.field ? "(" + d.reason.field + ") " : "", d.reason.message));
-  }
+    el("div", {}, el("h3", {}, "On the ledger"), el("dl", { class: "facts", id: "block" },
+      b ? [fact("Recorded at", whenFact(b.time, "the ledger's clock", true)),
+        fact("Block", b.url ? link(b.url, String(b.index)) : b.index), fact("Type", KIND[b.kind] || b.kind)]
+        : fact("Matching block", st === "absent" ? "none: no block records this payment" : "none found yet"))),
+    followUp(d.watch, st)));
 
   const nms = el("div", { id: "near-misses" });
-  if (!d.near_misses.length) nms.append(el("p", { class: "help" }, "None: no block with this stamp and sending account differs in only some fields."));
+  if (!d.near_misses.length) nms.append(el("p", { class: "help" }, "None: the ledger holds no other payment from this account created at the same time."));
   else {
-    nms.append(el("p", { class: "help" }, "Blocks with the intent's stamp and sending account that differ in the marked fields. They are not this payment, but money may have moved."));
+    nms.append(el("p", { class: "help" }, "Payments from the same account, created at the same time, that differ in the marked fields. They are not this payment, but money may have moved. Times are by the ledger's clock."));
     for (const nm of d.near_misses) nms.append(nearMissTable(d, nm));
   }
-  out.push(el("h3", {}, "Near misses"), nms);
+  out.push(el("h3", {}, "Similar payments (near misses)"), nms);
 
-  out.push(el("h3", {}, "Verdict history"));
-  out.push(el("table", { id: "history", class: "list", "aria-label": "Verdict history" },
-    el("thead", {}, el("tr", {}, ...["Seq", "Status", "Final", "Decided (UTC)", "Block", "Reason"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, d.verdicts.map((v) => el("tr", {},
-      el("td", { "data-label": "Seq" }, v.seq), el("td", { "data-label": "Status" }, statusBadge(v.status)),
-      el("td", { "data-label": "Final" }, v.final ? "yes" : "no"),
-      el("td", { "data-label": "Decided (UTC)" }, utc(v.decided_at)), el("td", { "data-label": "Block" }, v.block ? v.block.index : "—"),
-      el("td", { "data-label": "Reason" }, v.reason ? v.reason.code + ": " + v.reason.message : "—"))))));
+  const eng = el("details", { id: "engineering" }, el("summary", {}, "For engineering: window, evidence, reason, verdict history"),
+    el("div", { class: "cols" },
+      el("div", {}, el("h4", {}, "Window searched"), el("dl", { class: "facts", id: "window" },
+        fact("From", w ? utc(w.from) : null), fact("To", w ? utc(w.to) : null),
+        fact("Blocks", w && w.first_block !== null && w.first_block !== undefined ? w.first_block + " to " + w.last_block : null),
+        fact("Narrowed by", w ? w.narrowed_by : null))),
+      el("div", {}, el("h4", {}, "Evidence"), el("dl", { class: "facts", id: "evidence" },
+        fact("Verified by", e ? [VERIFIED[e.verified] || e.verified, el("span", { class: "help mono" }, " (" + e.verified + ")")] : null),
+        fact("Ledger tip", e ? e.tip_index : null),
+        fact("Certified time", e ? utc(e.certified_at) : null), fact("Blocks", blocksRead(e, w)),
+        fact("Block hash", b ? el("span", { class: "mono small" }, b.hash) : null), fact("Block kind", b ? b.kind : null)))),
+    d.reason ? [el("h4", {}, "Reason"), el("p", { id: "reason" }, el("span", { class: "mono" }, d.reason.code), " ",
+      d.reason.field ? "(" + d.reason.field + ") " : "", d.reason.message)] : null,
+    el("p", { class: "help" }, "Advice with block numbers and schedule: " + d.advice),
+    el("h4", {}, "Verdict history"),
+    el("table", { id: "history", class: "list", "aria-label": "Verdict history" },
+      el("thead", {}, el("tr", {}, ...["Seq", "Status", "Final", "Decided (UTC)", "Block", "Reason"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, d.verdicts.map((v) => el("tr", {},
+        el("td", { "data-label": "Seq" }, v.seq), el("td", { "data-label": "Status" }, statusBadge(v.status)),
+        el("td", { "data-label": "Final" }, v.final ? "yes" : "no"),
+        el("td", { "data-label": "Decided (UTC)" }, utc(v.decided_at)), el("td", { "data-label": "Block" }, v.block ? v.block.index : "—"),
+        el("td", { "data-label": "Reason" }, v.reason ? v.reason.code + ": " + v.reason.message : "—"))))));
+  out.push(eng);
 
-  out.push(el("details", {}, el("summary", {}, "Intent as received"),
-    el("pre", { class: "mono" }, d.intent ? JSON.stringify(d.intent, null, 2) : "not stored")));
+  // The body is shown as the text the API gives, never parsed and drawn:
+  // an invalid intent may nest thousands deep or be huge.
+  const size = d.body_bytes ? " (" + d.body_bytes + " bytes" + (d.body_truncated ? "; the first 64 KiB shown" : "") + ")" : "";
+  const body = el("pre", { class: "mono body", id: "body", tabindex: "0", "aria-label": "Intent as received" });
+  body.textContent = d.has_body ? d.body_text : "not stored";
+  out.push(el("details", {}, el("summary", {}, "Intent as received" + size), body));
   return { nodes: out, live: !d.final };
 }
 
