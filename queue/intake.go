@@ -24,8 +24,12 @@ type IntakeConfig struct {
 	// BackOff, when set, is the ack timeout of each delivery in turn (the
 	// last repeats); it applies to missed acks only, not to Nak.
 	BackOff []time.Duration
-	// AckWait is the ack timeout without BackOff (default 30 s). The
-	// heartbeat keeps a running handler's delivery alive regardless.
+	// AckWait is the ack timeout without BackOff (default 10 s). The
+	// heartbeat keeps a running handler's delivery alive regardless. It is
+	// also what a delivery this instance never saw costs (a killed
+	// instance's, or one the client dropped on the way): under load some
+	// redeliveries that a Nak delay made due are lost that way, and come
+	// back only after it, so it bounds how late a recovered intent is.
 	AckWait time.Duration
 	// MaxInFlight is the number of handlers running at once in this
 	// instance (default 4). Messages are pulled only for free handlers, so
@@ -86,7 +90,7 @@ const RejectTooLarge = "E_TOO_LARGE"
 
 const (
 	defaultDurable     = "reconciled"
-	defaultAckWait     = 30 * time.Second
+	defaultAckWait     = 10 * time.Second
 	defaultMaxInFlight = 4
 	defaultPullWait    = time.Second
 	defaultRetryMax    = 10 * time.Second

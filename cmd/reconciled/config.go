@@ -129,7 +129,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
-	fs.DurationVar(&c.AckWait, "ack-wait", 30*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
+	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
 	fs.IntVar(&c.StuckAfter, "stuck-after", 5, "deliveries after which an intent given back for a failure is reported (a warning naming it and the failing step, reconciled_intents_stuck); it is retried regardless")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", queue.MaxIntentBytes, fmt.Sprintf("largest intent accepted (at most %d, the fleet's limit; a larger one is refused with %s)", queue.MaxIntentBytes, queue.RejectTooLarge))
