@@ -46,6 +46,9 @@ type Config struct {
 	StrictLedgers bool
 
 	DataDir string
+	// StoreRecover moves a corrupt store aside (with its -wal and -shm)
+	// and starts an empty one, instead of failing the start.
+	StoreRecover bool
 	// HTTPAddr is the listen address of the probes, /metrics and the
 	// support API; empty serves nothing (Handler still builds the surface).
 	HTTPAddr     string
@@ -105,6 +108,9 @@ type Options struct {
 	// IntakeRetryMax caps the delay before an intent whose handling failed
 	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
 	IntakeRetryMax time.Duration
+	// Store tunes the store's opening (store.Options; the zero value is
+	// the production setting).
+	Store store.Options
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -140,9 +146,11 @@ type Daemon struct {
 
 	// closing is set once the daemon closes its resources itself; failed
 	// is closed, with failure set, when it cannot go on (see Done).
-	closing atomic.Bool
-	failed  chan struct{}
-	failure error
+	closing   atomic.Bool
+	stopWatch context.CancelFunc // ends watchStore
+	failed    chan struct{}
+	failOnce  sync.Once
+	failure   error
 }
 
 // New opens the store, connects to NATS (or starts the embedded server),
@@ -169,15 +177,23 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	d = dm
 	defer func() {
 		if err != nil {
+			// A start that met a damaged store says so, whichever step
+			// met it.
+			if dm.store != nil && dm.store.Corrupt() != nil {
+				err = dm.store.Corrupt()
+			}
 			dm.closeResources()
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	if d.store, err = store.Open(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
+	if d.store, err = d.openStore(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
 		return nil, err
 	}
+	var storeWatch context.Context
+	storeWatch, d.stopWatch = context.WithCancel(context.Background())
+	go d.watchStore(storeWatch)
 	d.origin = cfg.Instance + ":" + rand.Text()
 	cc := queue.ConnConfig{
 		URL: cfg.NATSURL, Name: "reconciled-" + cfg.Instance,
@@ -207,6 +223,14 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	go d.watchConn()
 	if err := d.conn.EnsureStreams(ctx); err != nil {
 		return nil, err
+	}
+	if d.store.Created() {
+		// A new store under a name whose follower has read the stream
+		// before (the same pod after its store was moved away) must
+		// import every verdict again, not resume where the old one was.
+		if err := d.conn.ForgetFollower(ctx, "verdicts-"+cfg.Instance); err != nil {
+			return nil, err
+		}
 	}
 	if d.leases, err = d.conn.Leases(ctx, queue.LeaseConfig{Holder: cfg.Instance, TTL: cfg.LeaseTTL}); err != nil {
 		return nil, err
@@ -304,14 +328,61 @@ func (d *Daemon) watchConn() {
 	if err == nil {
 		err = errors.New("nats connection closed")
 	}
-	d.failure = fmt.Errorf("daemon: cannot go on: %w", err)
 	d.log.Error("daemon cannot go on: its NATS connection is closed for good", zap.Error(err))
-	close(d.failed)
+	d.fail(fmt.Errorf("daemon: cannot go on: %w", err))
+}
+
+// fail closes Done with err, once.
+func (d *Daemon) fail(err error) {
+	d.failOnce.Do(func() {
+		d.failure = err
+		close(d.failed)
+	})
+}
+
+// openStore opens the store. A damaged one is moved aside first when
+// Config.StoreRecover says so, and the new store then imports the fleet's
+// verdicts from the stream.
+func (d *Daemon) openStore(ctx context.Context, path string) (*store.Store, error) {
+	s, err := store.OpenWith(ctx, path, d.opts.Store)
+	if errors.Is(err, store.ErrCorrupt) && d.cfg.StoreRecover {
+		to, merr := store.MoveAside(path, time.Now())
+		if merr != nil {
+			return nil, errors.Join(err, merr)
+		}
+		d.log.Warn("corrupt store moved aside; starting an empty one", zap.String("moved_to", to), zap.Error(err))
+		s, err = store.OpenWith(ctx, path, d.opts.Store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.Checked() {
+		d.log.Warn("store opened without a complete quick_check (it ran past its bound): damage is found only when a read meets it",
+			zap.String("path", s.Path()))
+	}
+	return s, nil
+}
+
+// watchStore ends the daemon when its store is found damaged: every later
+// answer from it may be wrong, and only a new file mends it.
+func (d *Daemon) watchStore(ctx context.Context) {
+	select {
+	case <-d.store.Corrupted():
+	case <-ctx.Done():
+		return
+	}
+	if d.closing.Load() {
+		return
+	}
+	err := d.store.Corrupt()
+	d.log.Error("daemon cannot go on: its store is corrupt", zap.Error(err))
+	d.fail(err)
 }
 
 // Done is closed when the daemon cannot go on (its NATS connection closed
-// for good); Err then says why. The caller shuts it down and exits
-// non-zero, so that its supervisor restarts it. A Shutdown never closes it.
+// for good, or its store is corrupt: store.ErrCorrupt); Err then says why.
+// The caller shuts it down and exits non-zero, so that its supervisor
+// restarts it. A Shutdown never closes it.
 func (d *Daemon) Done() <-chan struct{} { return d.failed }
 
 // Err is why Done was closed, nil before.
@@ -449,8 +520,11 @@ func (d *Daemon) FollowUpNow() {
 	}
 }
 
-// Ready: NATS connected and the store writable.
+// Ready: NATS connected and the store writable (and not corrupt).
 func (d *Daemon) Ready(ctx context.Context) error {
+	if err := d.store.Corrupt(); err != nil {
+		return err
+	}
 	if !d.conn.NATS().IsConnected() {
 		return errors.New("nats not connected")
 	}
@@ -524,6 +598,9 @@ func (d *Daemon) stopLoops() {
 
 func (d *Daemon) closeResources() {
 	d.closing.Store(true)
+	if d.stopWatch != nil {
+		d.stopWatch()
+	}
 	if d.conn != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := d.conn.Drain(dctx); err != nil {
