@@ -53,6 +53,9 @@ type Config struct {
 	// support API; empty serves nothing (Handler still builds the surface).
 	HTTPAddr     string
 	SupportToken string
+	// SupportTokenFile, when set, replaces SupportToken: the file is read
+	// again when it changes (support.TokenFile, one minute of overlap).
+	SupportTokenFile string
 	// ExplorerBlockURL and ExplorerAccountURL are the support page's
 	// block-explorer link templates (support.Config); "" for none.
 	ExplorerBlockURL, ExplorerAccountURL string
@@ -306,7 +309,15 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 			d.stopLoops()
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
-		d.http = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		h, err := d.handlerErr()
+		if err != nil {
+			d.intake.Stop()
+			_ = d.intake.Wait(context.Background())
+			d.stopLoops()
+			d.httpLn.Close()
+			return nil, err
+		}
+		d.http = newHTTPServer(h)
 		go func() {
 			if err := d.http.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server stopped", zap.Error(err))

@@ -85,18 +85,53 @@ type promLog struct{ log *zap.Logger }
 
 func (l promLog) Println(v ...any) { l.log.Error("metrics: " + fmt.Sprint(v...)) }
 
+// newHTTPServer bounds what one client may hold: the time to send its
+// headers, to receive a reply, and an idle keep-alive connection.
+// WriteTimeout covers the largest support export (the export handler
+// extends its own deadline); /readyz and /metrics answer in well under it.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
 // Handler is the daemon's whole HTTP surface: probes, /metrics, and the
-// support API and page with each ledger's amounts in its own units.
+// support API and page with each ledger's amounts in its own units. A
+// support token file that cannot be read leaves the support API disabled
+// (503); New refuses to start instead.
 func (d *Daemon) Handler() http.Handler {
+	h, err := d.handlerErr()
+	if err != nil {
+		d.log.Error("support API disabled", zap.Error(err))
+	}
+	return h
+}
+
+func (d *Daemon) handlerErr() (http.Handler, error) {
 	meta := d.newLedgerMeta(d.log.Named("ledgermeta"))
+	sc := support.Config{Store: d.store, Token: []byte(d.cfg.SupportToken),
+		Ledgers: meta.lookup, Logger: d.log.Named("support"),
+		ExplorerBlockURL: d.cfg.ExplorerBlockURL, ExplorerAccountURL: d.cfg.ExplorerAccountURL}
+	var err error
+	if d.cfg.SupportTokenFile != "" {
+		var tf *support.TokenFile
+		if tf, err = support.NewTokenFile(d.cfg.SupportTokenFile, time.Minute, d.log.Named("support"), nil); err == nil {
+			sc.Tokens = tf.Tokens
+		} else {
+			sc.Token = nil
+		}
+	}
 	return newHTTPHandler(httpDeps{
-		ready:  d.Ready,
-		gather: d.gatherer,
-		support: support.NewHandler(support.Config{Store: d.store, Token: []byte(d.cfg.SupportToken),
-			Ledgers: meta.lookup, Logger: d.log.Named("support"),
-			ExplorerBlockURL: d.cfg.ExplorerBlockURL, ExplorerAccountURL: d.cfg.ExplorerAccountURL}),
-		log: d.log.Named("http"),
-	})
+		ready:   d.Ready,
+		gather:  d.gatherer,
+		support: support.NewHandler(sc),
+		log:     d.log.Named("http"),
+	}), err
 }
 
 // runtimeMetrics holds the Go runtime and process collectors. They
