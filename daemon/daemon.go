@@ -142,6 +142,7 @@ type Daemon struct {
 
 	http   *http.Server
 	httpLn net.Listener
+	gauges storeGauges // the store's figures /metrics serves (http.go)
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup

@@ -189,6 +189,9 @@ func MoveAside(path string, now time.Time) (string, error) {
 type observedConnector struct {
 	driver.Connector
 	onErr func(error)
+	// onWrite, when set, is called after each statement run as an exec
+	// and each commit that succeeded (the writer's pool).
+	onWrite func()
 }
 
 func (c observedConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -197,12 +200,20 @@ func (c observedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		c.onErr(err)
 		return nil, err
 	}
-	return &observedConn{c: conn, onErr: c.onErr}, nil
+	return &observedConn{c: conn, onErr: c.onErr, onWrite: c.onWrite}, nil
 }
 
 type observedConn struct {
-	c     driver.Conn
-	onErr func(error)
+	c       driver.Conn
+	onErr   func(error)
+	onWrite func()
+}
+
+func (o *observedConn) wrote(err error) error {
+	if err == nil && o.onWrite != nil {
+		o.onWrite()
+	}
+	return o.seen(err)
 }
 
 func (o *observedConn) seen(err error) error {
@@ -262,7 +273,7 @@ func (o *observedConn) ExecContext(ctx context.Context, q string, args []driver.
 		return nil, driver.ErrSkip
 	}
 	r, err := ec.ExecContext(ctx, q, args)
-	return r, o.seen(err)
+	return r, o.wrote(err)
 }
 
 func (o *observedConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
@@ -307,7 +318,7 @@ func (s *observedStmt) Close() error  { return s.st.Close() }
 func (s *observedStmt) NumInput() int { return s.st.NumInput() }
 func (s *observedStmt) Exec(args []driver.Value) (driver.Result, error) {
 	r, err := s.st.Exec(args)
-	return r, s.o.seen(err)
+	return r, s.o.wrote(err)
 }
 func (s *observedStmt) Query(args []driver.Value) (driver.Rows, error) {
 	r, err := s.st.Query(args)
@@ -323,7 +334,7 @@ func (s *observedStmt) ExecContext(ctx context.Context, args []driver.NamedValue
 		return nil, errors.New("store: driver statement without ExecContext")
 	}
 	r, err := ec.ExecContext(ctx, args)
-	return r, s.o.seen(err)
+	return r, s.o.wrote(err)
 }
 
 func (s *observedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
@@ -359,5 +370,5 @@ type observedTx struct {
 	o *observedConn
 }
 
-func (t observedTx) Commit() error   { return t.o.seen(t.t.Commit()) }
+func (t observedTx) Commit() error   { return t.o.wrote(t.t.Commit()) }
 func (t observedTx) Rollback() error { return t.o.seen(t.t.Rollback()) }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -71,6 +72,7 @@ type Store struct {
 	bad     *corruption // the first sign of a damaged file (corrupt.go)
 	checked bool        // Open's quick_check ran to its end
 	created bool        // the file held no schema before this Open
+	changes atomic.Uint64
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -129,7 +131,7 @@ func OpenWith(ctx context.Context, path string, o Options) (_ *Store, err error)
 			err = c
 		}
 	}()
-	w, err := s.openDB(dsn(abs, o.BusyTimeout, true))
+	w, err := s.openDB(dsn(abs, o.BusyTimeout, true), true)
 	if err != nil {
 		return nil, fmt.Errorf("store: open writer %s: %w", abs, err)
 	}
@@ -174,7 +176,7 @@ func OpenWith(ctx context.Context, path string, o Options) (_ *Store, err error)
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: prepare stamp insert: %w", abs, err)
 	}
-	r, err := s.openDB(dsn(abs, o.BusyTimeout, false))
+	r, err := s.openDB(dsn(abs, o.BusyTimeout, false), false)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers %s: %w", abs, err)
@@ -190,14 +192,24 @@ func OpenWith(ctx context.Context, path string, o Options) (_ *Store, err error)
 	return s, nil
 }
 
-// openDB opens a pool whose every error passes through s.observe.
-func (s *Store) openDB(dsn string) (*sqlx.DB, error) {
+// openDB opens a pool whose every error passes through s.observe, and
+// whose writes (writer) count in Changes.
+func (s *Store) openDB(dsn string, writer bool) (*sqlx.DB, error) {
 	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return sqlx.NewDb(sql.OpenDB(observedConnector{Connector: base, onErr: s.observe}), "sqlite"), nil
+	c := observedConnector{Connector: base, onErr: s.observe}
+	if writer {
+		c.onWrite = func() { s.changes.Add(1) }
+	}
+	return sqlx.NewDb(sql.OpenDB(c), "sqlite"), nil
 }
+
+// Changes counts the writes that succeeded since Open (statements and
+// commits; a transaction counts more than once). Figures derived from the
+// store need reading again only when it has moved.
+func (s *Store) Changes() uint64 { return s.changes.Load() }
 
 // dsn builds a file: URI; a plain name would have SQLite's own parameters
 // stripped. synchronous=FULL: a verdict is published only after it commits,
