@@ -25,8 +25,9 @@ import (
 var ErrCorrupt = errors.New("store: database file is corrupt")
 
 // DefaultCheckTimeout bounds the PRAGMA quick_check that Open runs (see
-// Options.CheckTimeout). quick_check reads every page once; 30 s covers
-// some GiB on a local disk.
+// Options.CheckTimeout). quick_check reads every page once: 191 MiB took
+// 0.24 s with the file in the page cache, so 30 s covers the 2 GiB a pod's
+// store is given even from a cold disk at 100 MB/s.
 const DefaultCheckTimeout = 30 * time.Second
 
 // CorruptError says which file is damaged and what SQLite said about it,
