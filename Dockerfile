@@ -18,7 +18,7 @@ ARG COMMIT=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
       -o /out/reconciled ./cmd/reconciled \
- && mkdir -p /out/data
+ && mkdir -m 0700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
@@ -32,8 +32,9 @@ LABEL org.opencontainers.image.title="reconciled" \
       org.opencontainers.image.source="https://github.com/reconciled/reconciled" \
       org.opencontainers.image.licenses="${LICENSES}"
 COPY --from=build /out/reconciled /reconciled
-# An empty /data owned by the runtime user, so a fresh volume is writable.
-COPY --from=build --chown=65532:65532 /out/data /data
+# An empty /data owned by the runtime user and 0700, so a fresh volume is
+# writable by it alone (a volume Docker creates copies the mode).
+COPY --from=build --chown=65532:65532 --chmod=0700 /out/data /data
 # In a container the HTTP port must be reachable from outside the container
 # (probes, the support Service); the binary's own default is loopback.
 ENV RECONCILED_DATA=/data \

@@ -46,10 +46,16 @@ type Config struct {
 	StrictLedgers bool
 
 	DataDir string
+	// StoreRecover moves a corrupt store aside (with its -wal and -shm)
+	// and starts an empty one, instead of failing the start.
+	StoreRecover bool
 	// HTTPAddr is the listen address of the probes, /metrics and the
 	// support API; empty serves nothing (Handler still builds the surface).
 	HTTPAddr     string
 	SupportToken string
+	// SupportTokenFile, when set, replaces SupportToken: the file is read
+	// again when it changes (support.TokenFile, one minute of overlap).
+	SupportTokenFile string
 	// ExplorerBlockURL and ExplorerAccountURL are the support page's
 	// block-explorer link templates (support.Config); "" for none.
 	ExplorerBlockURL, ExplorerAccountURL string
@@ -113,8 +119,9 @@ type Options struct {
 	// IntakeRetryMax caps the delay before an intent whose handling failed
 	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
 	IntakeRetryMax time.Duration
-	// Store adjusts the store's options (e.g. a write fault).
-	Store func(*store.Options)
+	// Store tunes the store's opening (store.Options; the zero value is
+	// the production setting).
+	Store store.Options
 }
 
 // Daemon is one running instance: store, NATS, engine, service, the
@@ -143,6 +150,7 @@ type Daemon struct {
 
 	http   *http.Server
 	httpLn net.Listener
+	gauges storeGauges // the store's figures /metrics serves (http.go)
 
 	stopBG   context.CancelFunc
 	bg       sync.WaitGroup
@@ -150,10 +158,11 @@ type Daemon struct {
 
 	// closing is set once the daemon closes its resources itself; failed
 	// is closed, with failErr set, once the daemon gives up (Failed).
-	closing  atomic.Bool
-	failed   chan struct{}
-	failErr  error
-	failOnce sync.Once
+	closing   atomic.Bool
+	stopWatch context.CancelFunc // ends watchStore
+	failed    chan struct{}
+	failErr   error
+	failOnce  sync.Once
 }
 
 // New opens the store, connects to NATS (or starts the embedded server),
@@ -183,19 +192,23 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	d = dm
 	defer func() {
 		if err != nil {
+			// A start that met a damaged store says so, whichever step
+			// met it.
+			if dm.store != nil && dm.store.Corrupt() != nil {
+				err = dm.store.Corrupt()
+			}
 			dm.closeResources()
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	var so store.Options
-	if o.Store != nil {
-		o.Store(&so)
-	}
-	if d.store, err = store.OpenWith(ctx, filepath.Join(cfg.DataDir, "reconciled.db"), so); err != nil {
+	if d.store, err = d.openStore(ctx, filepath.Join(cfg.DataDir, "reconciled.db")); err != nil {
 		return nil, err
 	}
+	var storeWatch context.Context
+	storeWatch, d.stopWatch = context.WithCancel(context.Background())
+	go d.watchStore(storeWatch)
 	d.origin = cfg.Instance + ":" + rand.Text()
 	cc := queue.ConnConfig{
 		URL: cfg.NATSURL, Name: "reconciled-" + cfg.Instance,
@@ -225,6 +238,14 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	go d.watchConn()
 	if err := d.conn.EnsureStreams(ctx); err != nil {
 		return nil, err
+	}
+	if d.store.Created() {
+		// A new store under a name whose follower has read the stream
+		// before (the same pod after its store was moved away) must
+		// import every verdict again, not resume where the old one was.
+		if err := d.conn.ForgetFollower(ctx, "verdicts-"+cfg.Instance); err != nil {
+			return nil, err
+		}
 	}
 	if d.leases, err = d.conn.Leases(ctx, queue.LeaseConfig{Holder: cfg.Instance, TTL: cfg.LeaseTTL}); err != nil {
 		return nil, err
@@ -308,7 +329,15 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 			d.stopLoops()
 			return nil, fmt.Errorf("http listen %s: %w", cfg.HTTPAddr, err)
 		}
-		d.http = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		h, err := d.handlerErr()
+		if err != nil {
+			d.intake.Stop()
+			_ = d.intake.Wait(context.Background())
+			d.stopLoops()
+			d.httpLn.Close()
+			return nil, err
+		}
+		d.http = newHTTPServer(h)
 		go func() {
 			if err := d.http.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server stopped", zap.Error(err))
@@ -331,6 +360,45 @@ func (d *Daemon) watchConn() {
 		err = errors.New("nats connection closed")
 	}
 	d.fail(fmt.Errorf("daemon: cannot go on: its NATS connection is closed for good: %w", err))
+}
+
+// openStore opens the store. A damaged one is moved aside first when
+// Config.StoreRecover says so, and the new store then imports the fleet's
+// verdicts from the stream.
+func (d *Daemon) openStore(ctx context.Context, path string) (*store.Store, error) {
+	s, err := store.OpenWith(ctx, path, d.opts.Store)
+	if errors.Is(err, store.ErrCorrupt) && d.cfg.StoreRecover {
+		to, merr := store.MoveAside(path, time.Now())
+		if merr != nil {
+			return nil, errors.Join(err, merr)
+		}
+		d.log.Warn("corrupt store moved aside; starting an empty one", zap.String("moved_to", to), zap.Error(err))
+		s, err = store.OpenWith(ctx, path, d.opts.Store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.Checked() {
+		d.log.Warn("store opened without a complete quick_check (it ran past its bound): damage is found only when a read meets it",
+			zap.String("path", s.Path()))
+	}
+	return s, nil
+}
+
+// watchStore ends the daemon when its store is found damaged: every later
+// answer from it may be wrong, and only a new file mends it.
+func (d *Daemon) watchStore(ctx context.Context) {
+	select {
+	case <-d.store.Corrupted():
+	case <-ctx.Done():
+		return
+	}
+	if d.closing.Load() {
+		return
+	}
+	err := d.store.Corrupt()
+	d.log.Error("daemon cannot go on: its store is corrupt", zap.Error(err))
+	d.fail(err)
 }
 
 // followVerdicts imports the fleet's verdicts into the local store. The
@@ -522,6 +590,9 @@ func (d *Daemon) stopLoops() {
 
 func (d *Daemon) closeResources() {
 	d.closing.Store(true)
+	if d.stopWatch != nil {
+		d.stopWatch()
+	}
 	if d.conn != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := d.conn.Drain(dctx); err != nil {

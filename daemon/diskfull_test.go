@@ -198,7 +198,7 @@ func TestStoreOnFullDiskNotReadyThenRecovers(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	fs := mountTiny(t, data)
 	d := r.Start(daemontest.Options{DataDir: data, MaxInflight: 8,
-		Tune: func(_ *daemon.Config, o *daemon.Options) { o.Store = fs.storeFault }})
+		Tune: func(_ *daemon.Config, o *daemon.Options) { fs.storeFault(&o.Store) }})
 	h := d.Handler()
 	l, err := r.Replica.NewLedger(ledgertest.LedgerConfig{})
 	if err != nil {

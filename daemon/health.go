@@ -49,6 +49,9 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	if err := d.FailedErr(); err != nil {
 		ps = append(ps, Problem{Check: "failed", Error: err.Error()})
 	}
+	if err := d.store.Corrupt(); err != nil {
+		ps = append(ps, Problem{Check: "store_corrupt", Error: err.Error()})
+	}
 	if since, down := d.conn.Disconnected(); down {
 		ps = append(ps, Problem{Check: "nats", Since: since, Error: "nats disconnected"})
 	} else if err := d.checkJetStream(ctx); err != nil {

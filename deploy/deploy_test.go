@@ -48,10 +48,57 @@ type object struct {
 		Type  string        `yaml:"type"`
 		Ports []servicePort `yaml:"ports"`
 		// PodDisruptionBudget
-		MaxUnavailable *int `yaml:"maxUnavailable"`
-		MinAvailable   *int `yaml:"minAvailable"`
+		MaxUnavailable             *int   `yaml:"maxUnavailable"`
+		MinAvailable               *int   `yaml:"minAvailable"`
+		UnhealthyPodEvictionPolicy string `yaml:"unhealthyPodEvictionPolicy"`
+		// NetworkPolicy
+		PodSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		PolicyTypes []string      `yaml:"policyTypes"`
+		Ingress     []ingressRule `yaml:"ingress"`
 	} `yaml:"spec"`
 	Resources []string `yaml:"resources"` // Kustomization
+	Images    []struct {
+		Name    string `yaml:"name"`
+		NewName string `yaml:"newName"`
+		NewTag  string `yaml:"newTag"`
+		Digest  string `yaml:"digest"`
+	} `yaml:"images"` // Kustomization
+}
+
+type ingressRule struct {
+	From []struct {
+		PodSelector       *yaml.Node `yaml:"podSelector"`
+		NamespaceSelector *yaml.Node `yaml:"namespaceSelector"`
+		IPBlock           *yaml.Node `yaml:"ipBlock"`
+	} `yaml:"from"`
+	Ports []struct {
+		Protocol string `yaml:"protocol"`
+		Port     int    `yaml:"port"`
+		EndPort  int    `yaml:"endPort"`
+	} `yaml:"ports"`
+}
+
+// admits reports whether the rule lets TCP traffic to port through, and
+// whether it does so from anywhere (no from clause).
+func (r ingressRule) admits(port int) (admitted, fromAnywhere bool) {
+	if len(r.Ports) == 0 {
+		return true, len(r.From) == 0
+	}
+	for _, p := range r.Ports {
+		if p.Protocol != "" && p.Protocol != "TCP" {
+			continue
+		}
+		end := p.EndPort
+		if end == 0 {
+			end = p.Port
+		}
+		if p.Port <= port && port <= end {
+			return true, len(r.From) == 0
+		}
+	}
+	return false, false
 }
 
 // selects reports whether the object's selector picks pods with labels.
@@ -81,7 +128,15 @@ type servicePort struct {
 
 type podSpec struct {
 	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
-	SecurityContext               struct {
+	TopologySpreadConstraints     []struct {
+		MaxSkew           int    `yaml:"maxSkew"`
+		TopologyKey       string `yaml:"topologyKey"`
+		WhenUnsatisfiable string `yaml:"whenUnsatisfiable"`
+		LabelSelector     struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"labelSelector"`
+	} `yaml:"topologySpreadConstraints"`
+	SecurityContext struct {
 		RunAsNonRoot   *bool           `yaml:"runAsNonRoot"`
 		RunAsUser      *int            `yaml:"runAsUser"`
 		FSGroup        *int            `yaml:"fsGroup"`
@@ -150,6 +205,7 @@ type probe struct {
 		Port string `yaml:"port"`
 	} `yaml:"httpGet"`
 	PeriodSeconds    int `yaml:"periodSeconds"`
+	TimeoutSeconds   int `yaml:"timeoutSeconds"`
 	FailureThreshold int `yaml:"failureThreshold"`
 }
 
@@ -161,6 +217,7 @@ type keyPath struct {
 type volume struct {
 	Name     string `yaml:"name"`
 	EmptyDir *struct {
+		Medium    string `yaml:"medium"`
 		SizeLimit string `yaml:"sizeLimit"`
 	} `yaml:"emptyDir"`
 	PersistentVolumeClaim *struct {
@@ -239,6 +296,7 @@ type dockerfile struct {
 	args                          map[string]bool
 	labels                        map[string]string
 	run                           string
+	copies                        []string
 }
 
 func readDockerfile(t *testing.T) dockerfile {
@@ -296,6 +354,8 @@ func readDockerfile(t *testing.T) dockerfile {
 			}
 		case "RUN":
 			d.run += rest + "\n"
+		case "COPY":
+			d.copies = append(d.copies, rest)
 		}
 	}
 	return d
@@ -654,5 +714,244 @@ func TestIgnoredDataDir(t *testing.T) {
 		if !found {
 			t.Errorf("%s does not ignore reconciled-data (the default --data)", f)
 		}
+	}
+}
+
+// quantity reads a Kubernetes binary quantity ("512Mi", "2Gi") or a
+// GOMEMLIMIT value ("384MiB") as bytes; 0 for anything else.
+func quantity(s string) int64 {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "B")
+	mult := int64(1)
+	for suf, m := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n * mult
+}
+
+func reconciledContainer(t *testing.T, dep object) *container {
+	t.Helper()
+	for i := range dep.Spec.Template.Spec.InitContainers {
+		if c := &dep.Spec.Template.Spec.InitContainers[i]; c.Name == "reconciled" {
+			return c
+		}
+	}
+	t.Fatal("no init container named reconciled")
+	return nil
+}
+
+// A fleet that runs for months meets node drains during NATS outages,
+// node losses, memory pressure and disk pressure; these settings keep each
+// from turning into an outage of its own.
+func TestKubernetesFleetSettings(t *testing.T) {
+	m := loadManifests(t)
+	dep := findKind(t, m, "Deployment")
+	pod := dep.Spec.Template.Spec
+	podLabels := dep.Spec.Template.Metadata.Labels
+	rc := reconciledContainer(t, dep)
+	vols := map[string]volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	mountedAt := map[string]volume{}
+	for _, vm := range rc.VolumeMounts {
+		mountedAt[vm.MountPath] = vols[vm.Name]
+	}
+
+	t.Run("pdb evicts unready pods", func(t *testing.T) {
+		// A NATS outage makes every sidecar unready; with the default
+		// policy (IfHealthyBudget) no pod could then be evicted and every
+		// node drain would block until NATS is back.
+		pdb := findKind(t, m, "PodDisruptionBudget")
+		if pdb.Spec.UnhealthyPodEvictionPolicy != "AlwaysAllow" {
+			t.Errorf("PodDisruptionBudget unhealthyPodEvictionPolicy %q, want AlwaysAllow", pdb.Spec.UnhealthyPodEvictionPolicy)
+		}
+	})
+
+	t.Run("network policy guards the support port", func(t *testing.T) {
+		// /metrics and the support API share the port: only chosen
+		// clients may reach it, while the tool layer's own ports stay open.
+		var np *object
+		for _, docs := range m {
+			for i := range docs {
+				if docs[i].Kind == "NetworkPolicy" {
+					np = &docs[i]
+				}
+			}
+		}
+		if np == nil {
+			t.Fatal("no NetworkPolicy")
+		}
+		if !subset(np.Spec.PodSelector.MatchLabels, podLabels) {
+			t.Errorf("NetworkPolicy podSelector %v does not select the Deployment's pods %v", np.Spec.PodSelector.MatchLabels, podLabels)
+		}
+		ingress := false
+		for _, pt := range np.Spec.PolicyTypes {
+			ingress = ingress || pt == "Ingress"
+		}
+		if !ingress {
+			t.Errorf("NetworkPolicy policyTypes %q: want Ingress", np.Spec.PolicyTypes)
+		}
+		port := 0
+		for _, p := range rc.Ports {
+			if p.Name == "http" {
+				port = p.ContainerPort
+			}
+		}
+		admitted := false
+		for i, r := range np.Spec.Ingress {
+			ok, anywhere := r.admits(port)
+			if ok && anywhere {
+				t.Errorf("NetworkPolicy ingress rule %d admits port %d from anywhere", i, port)
+			}
+			admitted = admitted || ok
+		}
+		if !admitted {
+			t.Errorf("NetworkPolicy admits port %d from nobody: the support clients and the scraper need it", port)
+		}
+		others := false
+		for _, r := range np.Spec.Ingress {
+			ok, anywhere := r.admits(port + 1)
+			others = others || (ok && anywhere)
+		}
+		if !others {
+			t.Errorf("NetworkPolicy closes the tool layer's other ports (port %d): the policy applies to the whole pod", port+1)
+		}
+	})
+
+	t.Run("pods spread over nodes and zones", func(t *testing.T) {
+		keys := map[string]bool{}
+		for _, c := range pod.TopologySpreadConstraints {
+			if !subset(c.LabelSelector.MatchLabels, podLabels) {
+				t.Errorf("topology spread on %s selects %v, not the Deployment's pods", c.TopologyKey, c.LabelSelector.MatchLabels)
+			}
+			if c.MaxSkew < 1 || (c.WhenUnsatisfiable != "ScheduleAnyway" && c.WhenUnsatisfiable != "DoNotSchedule") {
+				t.Errorf("topology spread on %s: maxSkew %d, whenUnsatisfiable %q", c.TopologyKey, c.MaxSkew, c.WhenUnsatisfiable)
+			}
+			keys[c.TopologyKey] = true
+		}
+		for _, k := range []string{"kubernetes.io/hostname", "topology.kubernetes.io/zone"} {
+			if !keys[k] {
+				t.Errorf("no topologySpreadConstraints on %s", k)
+			}
+		}
+	})
+
+	t.Run("GOMEMLIMIT leaves room for SQLite and the memory tmp", func(t *testing.T) {
+		limit := quantity(rc.Resources.Limits["memory"])
+		var memTmp int64
+		for _, v := range mountedAt {
+			if v.EmptyDir != nil && v.EmptyDir.Medium == "Memory" {
+				memTmp += quantity(v.EmptyDir.SizeLimit)
+			}
+		}
+		var gml string
+		for _, e := range rc.Env {
+			if e.Name == "GOMEMLIMIT" {
+				gml = e.Value
+				if e.ValueFrom != nil {
+					t.Error("GOMEMLIMIT comes from limits.memory: 100% of the limit, while SQLite's memory and the in-memory /tmp count against the same cgroup")
+				}
+			}
+		}
+		const sqliteAndRuntime = 64 << 20 // page caches of the pools, C-side allocations, stacks
+		g := quantity(gml)
+		if limit == 0 || g == 0 || g+memTmp+sqliteAndRuntime > limit || g < limit/2 {
+			t.Errorf("GOMEMLIMIT %q with limit %s and %d MiB of memory-backed tmp: want at least half the limit and at most limit - tmp - %d MiB",
+				gml, rc.Resources.Limits["memory"], memTmp>>20, sqliteAndRuntime>>20)
+		}
+	})
+
+	t.Run("ephemeral storage requested for the store", func(t *testing.T) {
+		v := mountedAt["/data"]
+		if v.EmptyDir == nil {
+			t.Fatal("/data is not an emptyDir") // a PVC would be sized by its claim
+		}
+		want := quantity(v.EmptyDir.SizeLimit)
+		if got := quantity(rc.Resources.Requests["ephemeral-storage"]); want == 0 || got < want {
+			t.Errorf("ephemeral-storage request %q below the /data emptyDir sizeLimit %q: the scheduler may place the pod on a node without room for its store",
+				rc.Resources.Requests["ephemeral-storage"], v.EmptyDir.SizeLimit)
+		}
+		if lim := quantity(rc.Resources.Limits["ephemeral-storage"]); lim != 0 && lim < want {
+			t.Errorf("ephemeral-storage limit %q below the /data sizeLimit %q", rc.Resources.Limits["ephemeral-storage"], v.EmptyDir.SizeLimit)
+		}
+	})
+
+	t.Run("image pinnable by digest", func(t *testing.T) {
+		// name:tag in the manifest, and a kustomize images entry of that
+		// name, whose digest field then replaces the tag in the rendered
+		// Deployment (see the README).
+		ref := regexp.MustCompile(`^([a-z0-9.-]+(?::[0-9]+)?/[a-z0-9._/-]+)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(sha256:[0-9a-f]{64}))?$`)
+		sm := ref.FindStringSubmatch(rc.Image)
+		if sm == nil || (sm[2] == "" && sm[3] == "") || sm[2] == "latest" {
+			t.Fatalf("image %q: want a fully qualified name with a version tag or a digest", rc.Image)
+		}
+		k := findKind(t, m, "Kustomization")
+		found := false
+		for _, im := range k.Images {
+			if im.Name != sm[1] {
+				continue
+			}
+			found = true
+			if im.Digest != "" && !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(im.Digest) {
+				t.Errorf("kustomization image %s: digest %q is not sha256:<64 hex>", im.Name, im.Digest)
+			}
+			if im.NewTag != "" && im.NewTag != sm[2] {
+				t.Errorf("kustomization image %s: newTag %q differs from the manifest's tag %q", im.Name, im.NewTag, sm[2])
+			}
+		}
+		if !found {
+			t.Errorf("kustomization.yaml has no images entry named %q: there is nothing to set a digest on", sm[1])
+		}
+		readme, err := os.ReadFile(filepath.Join(manifestDir, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(readme, []byte("digest: sha256:")) {
+			t.Error("deploy/kubernetes/README.md does not show how to pin the image by digest")
+		}
+	})
+
+	t.Run("startup probe timeout", func(t *testing.T) {
+		p := rc.StartupProbe
+		if p == nil {
+			t.Fatal("no startup probe")
+		}
+		// The default 1 s fails on a loaded node while the store is
+		// checked and NATS connected.
+		if p.TimeoutSeconds < 3 {
+			t.Errorf("startup probe timeoutSeconds %d: want at least 3", p.TimeoutSeconds)
+		}
+		if p.PeriodSeconds*p.FailureThreshold < 150 {
+			t.Errorf("startup probe allows %ds: want at least 150s", p.PeriodSeconds*p.FailureThreshold)
+		}
+	})
+}
+
+// The image's /data is the runtime user's and 0700, as the daemon makes a
+// data directory it creates itself: a volume Docker fills from the image
+// inherits it.
+func TestDockerfileDataMode(t *testing.T) {
+	d := readDockerfile(t)
+	var dataCopy string
+	for _, c := range d.copies {
+		if f := strings.Fields(c); len(f) > 0 && f[len(f)-1] == "/data" {
+			dataCopy = c
+		}
+	}
+	if dataCopy == "" {
+		t.Fatal("no COPY to /data")
+	}
+	if !strings.Contains(dataCopy, "--chown=65532:65532") {
+		t.Errorf("COPY %s: want --chown=65532:65532", dataCopy)
+	}
+	if !strings.Contains(dataCopy, "--chmod=0700") && !regexp.MustCompile(`mkdir (-p )?-m ?0?700 (-p )?/out/data`).MatchString(d.run) {
+		t.Errorf("/data is not made 0700 (COPY %s; RUN %q)", dataCopy, d.run)
 	}
 }

@@ -32,7 +32,7 @@ import (
 // Secrets the daemon is given in the tests below; none may appear in its
 // output, its HTTP answers or its errors.
 const (
-	secretSupportToken = "supp0rt-T0KEN-3b1f9c"
+	secretSupportToken = "supp0rt-T0KEN-3b1f9c-5e0d7a21c4f86b93"
 	secretNATSPassword = "nats-PA55W0RD-77d2ae"
 	secretNATSToken    = "nats-T0KEN-c4e081"
 	secretWrongToken   = "wr0ng-T0KEN-90aa1d"

@@ -94,6 +94,19 @@ func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v r
 	return c.FollowVerdictMsgs(ctx, cfg, func(v reconcile.Verdict, _ nats.Header) error { return fn(v) })
 }
 
+// ForgetFollower deletes the durable verdict follower, if there is one, so
+// that the next FollowVerdicts under that name starts at the stream's first
+// verdict: for a store that starts empty under a name that followed before.
+func (c *Conn) ForgetFollower(ctx context.Context, durable string) error {
+	if err := ValidToken(durable); err != nil {
+		return fmt.Errorf("queue: forget verdict follower %q: %w", durable, err)
+	}
+	if err := c.js.DeleteConsumer(ctx, VerdictsStream, durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("queue: forget verdict follower %s: %w", durable, err)
+	}
+	return nil
+}
+
 // FollowVerdictMsgs is FollowVerdicts that also hands fn each message's
 // headers (see IntentHeaders).
 func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict, hdr nats.Header) error) error {

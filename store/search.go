@@ -144,7 +144,7 @@ func insertTerms(ctx context.Context, t *Tx, id string, ts []term) error {
 	}
 	q := `INSERT OR IGNORE INTO intent_keys (term, intent_id, role) VALUES (?, ?, ?)` + strings.Repeat(`, (?, ?, ?)`, len(ts)-1)
 	if _, err := t.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("index %s: %w", id, err)
+		return fmt.Errorf("index %q: %w", id, err)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func indexIntent(ctx context.Context, t *Tx, id string, ix bodyIndex) error {
 	}
 	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, stamp, indexed) VALUES (?, ?, 1)
 		ON CONFLICT (intent_id) DO UPDATE SET stamp = excluded.stamp, indexed = 1`, id, ix.stamp); err != nil {
-		return fmt.Errorf("index %s: %w", id, err)
+		return fmt.Errorf("index %q: %w", id, err)
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func indexIntent(ctx context.Context, t *Tx, id string, ix bodyIndex) error {
 func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int64) error {
 	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, decided_at) VALUES (?, ?)
 		ON CONFLICT (intent_id) DO UPDATE SET decided_at = excluded.decided_at`, v.IntentID, decided); err != nil {
-		return fmt.Errorf("index %s: %w", v.IntentID, err)
+		return fmt.Errorf("index %q: %w", v.IntentID, err)
 	}
 	return insertTerms(ctx, t, v.IntentID, verdictTerms(v))
 }

@@ -12,10 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // also registers the "sqlite" driver
 
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -70,6 +71,11 @@ type Store struct {
 	// insertRun stores a run of blocks and insertStampsFull stampRows
 	// stamp rows (blocks.go), prepared once on the writer.
 	insertRun, insertStampsFull *sqlx.Stmt
+
+	bad     *corruption // the first sign of a damaged file (corrupt.go)
+	checked bool        // Open's quick_check ran to its end
+	created bool        // the file held no schema before this Open
+	changes atomic.Uint64
 }
 
 // Options tune Open. The zero value is the production setting.
@@ -86,6 +92,10 @@ type Options struct {
 	// as the disk would, and is tracked as one (tests of a failing disk
 	// where no small file system can be mounted).
 	WriteFault func(WritePath) error
+	// CheckTimeout bounds the PRAGMA quick_check run at open; 0 means
+	// DefaultCheckTimeout, negative skips the check. Past the bound the
+	// store opens unchecked (Checked reports false).
+	CheckTimeout time.Duration
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -95,8 +105,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return OpenWith(ctx, path, Options{})
 }
 
-// OpenWith is Open with options.
-func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
+// OpenWith is Open with options. A damaged file (SQLite reports it
+// corrupt or not a database, or PRAGMA quick_check finds a problem) is a
+// *CorruptError (errors.Is ErrCorrupt), whichever step met it.
+func OpenWith(ctx context.Context, path string, o Options) (_ *Store, err error) {
 	if path == "" {
 		return nil, fmt.Errorf("store: open: empty path")
 	}
@@ -117,7 +129,17 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		o.Now = time.Now
 	}
 
-	w, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, true))
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = DefaultCheckTimeout
+	}
+
+	s := &Store{path: abs, now: o.Now, bad: newCorruption()}
+	defer func() {
+		if c := s.Corrupt(); err != nil && c != nil {
+			err = c
+		}
+	}()
+	w, err := s.openDB(dsn(abs, o.BusyTimeout, true), true)
 	if err != nil {
 		return nil, fmt.Errorf("store: open writer %s: %w", abs, err)
 	}
@@ -125,7 +147,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, wst: newStmtCache(w), path: abs, now: o.Now, writeFault: o.WriteFault}
+	s.w, s.wst, s.writeFault = w, newStmtCache(w), o.WriteFault
 	s.group.q.Max = maxGroup
 	// The writer connects first: it switches the file to WAL, which the
 	// read-only connections cannot do.
@@ -133,6 +155,18 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
+	// Before anything reads the file: a damaged page would otherwise show
+	// as whatever error the first statement to meet it makes of it.
+	if err := s.quickCheck(ctx, o.CheckTimeout); err != nil {
+		w.Close()
+		return nil, err
+	}
+	var objects int
+	if err := w.GetContext(ctx, &objects, `SELECT count(*) FROM sqlite_schema`); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: read schema: %w", abs, err)
+	}
+	s.created = objects == 0
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -150,7 +184,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: prepare stamp insert: %w", abs, err)
 	}
-	r, err := sqlx.Open("sqlite", dsn(abs, o.BusyTimeout, false))
+	r, err := s.openDB(dsn(abs, o.BusyTimeout, false), false)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers %s: %w", abs, err)
@@ -165,6 +199,25 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s.r = readDB{DB: r, c: newStmtCache(r)}
 	return s, nil
 }
+
+// openDB opens a pool whose every error passes through s.observe, and
+// whose writes (writer) count in Changes.
+func (s *Store) openDB(dsn string, writer bool) (*sqlx.DB, error) {
+	base, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	c := observedConnector{Connector: base, onErr: s.observe}
+	if writer {
+		c.onWrite = func() { s.changes.Add(1) }
+	}
+	return sqlx.NewDb(sql.OpenDB(c), "sqlite"), nil
+}
+
+// Changes counts the writes that succeeded since Open (statements and
+// commits; a transaction counts more than once). Figures derived from the
+// store need reading again only when it has moved.
+func (s *Store) Changes() uint64 { return s.changes.Load() }
 
 // dsn builds a file: URI; a plain name would have SQLite's own parameters
 // stripped. synchronous=FULL: a verdict is published only after it commits,
@@ -214,6 +267,10 @@ func createFile(path string) error {
 	}
 	return nil
 }
+
+// Created reports whether this Open found the file without a schema: a
+// new store, which holds none of the fleet's verdicts yet.
+func (s *Store) Created() bool { return s.created }
 
 // Path is the absolute path of the database file.
 func (s *Store) Path() string { return s.path }

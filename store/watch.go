@@ -167,6 +167,16 @@ func (s *Store) Watches(ctx context.Context) ([]WatchEntry, error) {
 	return s.watches(ctx, "watches", `SELECT `+watchCols+` FROM watch ORDER BY next_check, intent_id`)
 }
 
+// WatchCount is the number of watch entries, without reading them: what
+// a metrics scrape needs (counted on the watch table's primary-key index).
+func (s *Store) WatchCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.GetContext(ctx, &n, `SELECT count(*) FROM watch`); err != nil {
+		return 0, fmt.Errorf("store: count watches: %w", err)
+	}
+	return n, nil
+}
+
 func (s *Store) watches(ctx context.Context, what, q string, args ...any) ([]WatchEntry, error) {
 	var rows []watchRow
 	if err := s.r.SelectContext(ctx, &rows, q, args...); err != nil {

@@ -13,11 +13,17 @@ import (
 var exportColumns = []string{"intent_id", "status", "final", "method", "ledger", "amount", "amount_units",
 	"from", "to", "spender", "memo_text", "memo_hex", "stamp", "first_seen", "decided_at"}
 
+// exportWriteTimeout bounds the writing of one export.
+const exportWriteTimeout = 10 * time.Minute
+
 // export answers GET /api/v1/export?format=csv|json with every intent that
 // the same parameters give /api/v1/search (q optional), all pages. A store
 // failure after the first row aborts the connection, so a client never
 // takes a cut file for the whole list.
 func (h *handler) export(w http.ResponseWriter, r *http.Request) {
+	// An export of every intent may outlast the server's write timeout,
+	// which is meant for single answers.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(exportWriteTimeout))
 	f, _, _, err := h.searchFilter(r)
 	if err != nil {
 		writeBad(w, err)

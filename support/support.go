@@ -38,6 +38,12 @@ type Config struct {
 	// would hand every payment's history to anyone on the network.
 	Token     []byte
 	TokenFunc func() []byte
+	// Tokens, when set, is asked on every request instead of Token and
+	// TokenFunc and may return more than one valid token (a TokenFile in
+	// the overlap after a rotation).
+	Tokens func() [][]byte
+	// Now is the clock of the wrong-token log's rate limit; nil: time.Now.
+	Now func() time.Time
 	// Ledgers names a ledger's decimals and symbol, for display only.
 	// Optional; amounts are shown in raw units when it says nothing.
 	Ledgers func(canister string) (decimals uint8, symbol string, ok bool)
@@ -58,9 +64,10 @@ type Config struct {
 }
 
 type handler struct {
-	cfg Config
-	log *zap.Logger
-	mux *http.ServeMux
+	cfg      Config
+	log      *zap.Logger
+	mux      *http.ServeMux
+	wrongLog logLimit
 }
 
 // NewHandler returns the handler for /api/v1/ and /ui/. Mount it for both
@@ -70,6 +77,9 @@ func NewHandler(cfg Config) http.Handler {
 	h := &handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	if h.log == nil {
 		h.log = zap.NewNop()
+	}
+	if h.cfg.Now == nil {
+		h.cfg.Now = time.Now
 	}
 	api := func(pattern string, fn func(http.ResponseWriter, *http.Request)) {
 		h.mux.Handle(pattern, h.authed(http.HandlerFunc(fn)))
@@ -98,11 +108,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-func (h *handler) token() []byte {
-	if h.cfg.TokenFunc != nil {
-		return h.cfg.TokenFunc()
+func (h *handler) tokens() [][]byte {
+	switch {
+	case h.cfg.Tokens != nil:
+		return h.cfg.Tokens()
+	case h.cfg.TokenFunc != nil:
+		return [][]byte{h.cfg.TokenFunc()}
 	}
-	return h.cfg.Token
+	return [][]byte{h.cfg.Token}
 }
 
 // authed requires the bearer token. Both sides are hashed before the
@@ -111,7 +124,12 @@ func (h *handler) token() []byte {
 func (h *handler) authed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		want := h.token()
+		var want [][]byte
+		for _, tok := range h.tokens() {
+			if len(tok) > 0 {
+				want = append(want, tok)
+			}
+		}
 		if len(want) == 0 {
 			writeError(w, http.StatusServiceUnavailable, "E_NO_TOKEN_CONFIGURED",
 				"the support API is disabled: the server has no support token configured")
@@ -123,10 +141,20 @@ func (h *handler) authed(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "E_TOKEN_MISSING", "token missing: send Authorization: Bearer <token>")
 			return
 		}
-		a, b := sha256.Sum256([]byte(got)), sha256.Sum256(want)
-		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		// Every valid token is compared, without stopping at a match.
+		a, match := sha256.Sum256([]byte(got)), 0
+		for _, tok := range want {
+			b := sha256.Sum256(tok)
+			match |= subtle.ConstantTimeCompare(a[:], b[:])
+		}
+		if match != 1 {
 			// Who tried, never what: a near-miss token in a log is a leak.
-			h.log.Warn("support: wrong token", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path))
+			// One line per period at most, counting the requests it
+			// stands for.
+			if ok, n := h.wrongLog.allow(h.cfg.Now(), wrongTokenLogEvery); ok {
+				h.log.Warn("support: wrong token", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path),
+					zap.Int("count", n), zap.Duration("period", wrongTokenLogEvery))
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="reconciled", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "E_TOKEN_WRONG", "token wrong")
 			return

@@ -18,6 +18,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/support"
 )
 
 // serveConfig is everything `reconciled serve` is told: the daemon's
@@ -121,9 +122,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting, allow_narrow_window}")
 	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
 	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
+	fs.BoolVar(&c.StoreRecover, "store-recover", false, "a corrupt store is moved aside (reconciled.db.corrupt-<time>, with its -wal and -shm) and an empty one started, which imports the fleet's verdicts from the stream; without it a corrupt store fails the start (exit 65)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
-	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API")
-	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token")
+	fs.StringVar(&c.SupportToken, "support-token", "", "bearer token of the support API (at least 32 bytes)")
+	tokenFile := fs.String("support-token-file", "", "file holding the support API's bearer token (at least 32 bytes), read again when it changes; the previous token stays valid for a minute")
 	fs.StringVar(&c.ExplorerBlockURL, "explorer-block-url", "", "support page's link to a block: URL template with {ledger} and {block}")
 	fs.StringVar(&c.ExplorerAccountURL, "explorer-account-url", "", "support page's link to an account: URL template with {ledger}, {account} (ICRC-1 text) or {account_id} (ICP hex)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
@@ -225,6 +227,14 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 			return nil, bad("%v", err)
 		}
 	}
+	if c.SupportToken != "" {
+		if err := support.CheckToken(c.SupportToken); err != nil {
+			return nil, bad("--support-token: %v", err)
+		}
+	}
+	// The support token file is read again when it changes (a rotated
+	// Secret): the daemon watches it.
+	c.SupportTokenFile = *tokenFile
 	// The token file is read here to fail the start early, and again at
 	// every NATS connection attempt, so a token rotated in the file is
 	// taken up at the next reconnect.

@@ -280,7 +280,7 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 	}
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(token, []byte("s3cret-support-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{}
@@ -321,7 +321,7 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 			t.Errorf("%s is set in the Deployment but serve never reads it", k)
 		}
 	}
-	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret" || len(cfg.Ledgers) != 4 ||
+	if cfg.NATSURL == "" || cfg.NATSCreds == "" || cfg.SupportToken != "s3cret-support-token-0123456789abcdef" || len(cfg.Ledgers) != 4 ||
 		!cfg.StrictLedgers || cfg.HTTPAddr != "0.0.0.0:8080" {
 		t.Errorf("parsed %+v", cfg)
 	}

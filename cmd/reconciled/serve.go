@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/store"
 )
 
 func init() {
@@ -49,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Info("stopped while starting", zap.Error(err))
 			return nil
 		}
-		return err
+		return storeExit(err)
 	}
 	// The embedded server's address is logged so that a client of a daemon
 	// started with --nats-listen 127.0.0.1:0 learns which port it got.
@@ -74,10 +76,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cancel()
 	d.Shutdown(graceCtx)
 	if err := d.FailedErr(); err != nil {
-		return err
+		return storeExit(err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// exitCorrupt is serve's exit status for a corrupt store (sysexits'
+// EX_DATAERR): restarting does not help until the file is moved away, so a
+// supervisor or an alert can tell it from other failures (status 1).
+const exitCorrupt = 65
+
+// storeExit gives a corrupt store's error its own exit status.
+func storeExit(err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return withExitCode(exitCorrupt, err)
+	}
+	return err
 }
 
 func newLogger(level zapcore.Level, w io.Writer) (*zap.Logger, error) {

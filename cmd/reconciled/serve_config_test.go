@@ -22,7 +22,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func TestServeFlagsAndEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("s3cret-support-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ledgers := filepath.Join(dir, "ledgers.json")
@@ -44,7 +44,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret" || c.MaxInflight != 8 || !c.StrictLedgers || c.PurgeEvery != 3*time.Second {
+	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret-support-token-0123456789abcdef" || c.MaxInflight != 8 || !c.StrictLedgers || c.PurgeEvery != 3*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	if c.Instance != "pod_7" {
