@@ -44,19 +44,9 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	var body []byte
-	if fs.Arg(0) == "-" {
-		body, err = io.ReadAll(io.LimitReader(askStdin, queue.MaxIntentBytes+1))
-	} else {
-		body, err = os.ReadFile(fs.Arg(0))
-	}
+	body, err := readIntentArg(fs.Arg(0))
 	if err != nil {
-		return fmt.Errorf("%w: read intent: %v", errUsage, err)
-	}
-	if len(body) > queue.MaxIntentBytes {
-		// The fleet refuses it (the intent stream at publish): say so now
-		// rather than wait for an answer.
-		return fmt.Errorf("%w: intent of %d bytes is larger than the limit of %d bytes", errUsage, len(body), queue.MaxIntentBytes)
+		return err
 	}
 	in, err := matcher.ParseIntent(body)
 	if err != nil {
@@ -188,4 +178,24 @@ func verdictLine(v reconcile.Verdict) string {
 		}
 	}
 	return fmt.Sprintf("seq=%d status=%s final=%t block=%s reason=%s", v.Seq, safeText(string(v.Status)), v.Final, block, safeText(reason))
+}
+
+// readIntentArg reads the intent named on the command line (FILE, or - for
+// standard input), refusing one larger than the fleet takes: the intent
+// stream refuses it at publish, so a tool says so before it connects.
+func readIntentArg(name string) ([]byte, error) {
+	var body []byte
+	var err error
+	if name == "-" {
+		body, err = io.ReadAll(io.LimitReader(askStdin, queue.MaxIntentBytes+1))
+	} else {
+		body, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read intent: %v", errUsage, err)
+	}
+	if len(body) > queue.MaxIntentBytes {
+		return nil, fmt.Errorf("%w: intent of %d bytes is larger than the limit of %d bytes", errUsage, len(body), queue.MaxIntentBytes)
+	}
+	return body, nil
 }

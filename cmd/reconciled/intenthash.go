@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
@@ -42,17 +41,9 @@ func runIntentHash(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("%w: --subject-prefix: %v", errUsage, err)
 	}
-	var body []byte
-	if fs.Arg(0) == "-" {
-		body, err = io.ReadAll(io.LimitReader(askStdin, queue.MaxIntentBytes+1))
-	} else {
-		body, err = os.ReadFile(fs.Arg(0))
-	}
+	body, err := readIntentArg(fs.Arg(0))
 	if err != nil {
-		return fmt.Errorf("%w: read intent: %v", errUsage, err)
-	}
-	if len(body) > queue.MaxIntentBytes {
-		return fmt.Errorf("%w: the intent is larger than the %d bytes a daemon accepts", errUsage, queue.MaxIntentBytes)
+		return err
 	}
 	// A body the daemon would answer invalid has no use for a dedup id:
 	// say why, as ask does, rather than print one.
