@@ -45,12 +45,14 @@ func (e *NotReadyError) Error() string {
 // path failing, and the probe write commits). Otherwise a *NotReadyError
 // names every failing check.
 func (d *Daemon) Ready(ctx context.Context) error {
+	// A corrupt store is the whole answer: nothing it says can be
+	// trusted, and only moving it away mends it (store.ErrCorrupt).
+	if err := d.store.Corrupt(); err != nil {
+		return err
+	}
 	var ps []Problem
 	if err := d.FailedErr(); err != nil {
 		ps = append(ps, Problem{Check: "failed", Error: err.Error()})
-	}
-	if err := d.store.Corrupt(); err != nil {
-		ps = append(ps, Problem{Check: "store_corrupt", Error: err.Error()})
 	}
 	if since, down := d.conn.Disconnected(); down {
 		ps = append(ps, Problem{Check: "nats", Since: since, Error: "nats disconnected"})
