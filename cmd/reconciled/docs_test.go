@@ -1,10 +1,12 @@
 package main
 
-// Tests that hold the README and the deployment examples to the code: the
-// configuration table lists exactly the serve flags, with their environment
-// variables and defaults; the example ledgers file loads; the Kubernetes
-// example's environment is one serve accepts; the NATS example
-// (readme_test.go) runs as written against the daemon.
+// Tests that hold the documentation and the deployment examples to the
+// code: the configuration table (docs/configuration.md) lists exactly the
+// serve flags, with their environment variables and defaults; the example
+// ledgers file loads; the Kubernetes example's environment is one serve
+// accepts; the support API's error codes are listed (docs/support.md); the
+// NATS example (docs/wire.md, readme_test.go) runs as written against the
+// daemon.
 
 import (
 	"bytes"
@@ -27,13 +29,19 @@ import (
 const (
 	readmePath         = "../../README.md"
 	ledgersExamplePath = "../../deploy/ledgers.example.json"
+	// The pages whose blocks and tables the tests run or check.
+	wireDocPath    = "../../docs/wire.md"
+	configDocPath  = "../../docs/configuration.md"
+	opsDocPath     = "../../docs/operations.md"
+	supportDocPath = "../../docs/support.md"
 )
 
-func readReadme(t *testing.T) string {
+// readDoc reads one documentation page.
+func readDoc(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("README: %v", err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	return string(b)
 }
@@ -161,7 +169,7 @@ const noDefault = "—"
 
 func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 	flags := serveFlags(t)
-	rows := readmeConfigTable(t, readReadme(t))
+	rows := readmeConfigTable(t, readDoc(t, configDocPath))
 
 	// The environment variables parseServeConfig really consults.
 	consulted := map[string]bool{}
@@ -332,7 +340,7 @@ var supportCodeRE = regexp.MustCompile(`"(E_[A-Z_]+)"`)
 // TestReadmeListsEverySupportErrorCode: every error code the support API's
 // code can answer is in the README's list of them.
 func TestReadmeListsEverySupportErrorCode(t *testing.T) {
-	readme := readReadme(t)
+	readme := readDoc(t, supportDocPath)
 	_, list, ok := strings.Cut(readme, "\nErrors are `{\"error\":{\"code\":\"E_…\"")
 	if !ok {
 		t.Fatal("README: no paragraph starting \"Errors are `{\"error\":{\"code\":\"E_…\"\"")
