@@ -1,7 +1,7 @@
 package main
 
 // TestDocLinksResolve: every citation of a docs/*.md page in the code and
-// every relative link of the README and docs/*.md names a file that exists
+// every relative link of the READMEs and docs/*.md names a file that exists
 // and, with a #fragment, an anchor that page has (a heading's GitHub slug
 // or an explicit <a id>). Moving a section or renaming a heading without
 // its citations fails here.
@@ -135,12 +135,14 @@ func TestDocLinksResolve(t *testing.T) {
 		t.Errorf("found only %d citations of docs/*.md in the code; the scan no longer sees them", cites)
 	}
 
-	// Relative links of the README and the docs.
+	// Relative links of the READMEs and the docs.
 	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, filepath.Join(repoRoot, "README.md"))
+	for _, p := range []string{"README.md", "deploy/kubernetes/README.md", "clients/js/README.md"} {
+		pages = append(pages, filepath.Join(repoRoot, p))
+	}
 	sort.Strings(pages)
 	links := 0
 	for _, p := range pages {
