@@ -47,7 +47,7 @@ func TestReadmeICPWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### A real transfer against the local test ledger, with DFINITY's `icp` CLI\n")
+	_, section, ok := strings.Cut(string(readme), "\n## A real transfer against the local test ledger, with DFINITY's `icp` CLI\n")
 	if !ok {
 		t.Fatal("docs/walkthrough.md: no walkthrough section")
 	}
