@@ -9,9 +9,9 @@ import (
 // Value, finds every block the Value stamps. Re-parsing every Value in full
 // (icrc3.ParseRawBlock: kind, accounts, amounts) to compare two fields
 // costs far more CPU and allocation than the comparison needs
-// (docs/benchmarks.md#past-rounds). readStamp reads the two fields alone, by the block cache's encoding
-// (icrc3.MarshalValue), and says when it cannot tell: the full parse then
-// decides, as before.
+// (docs/benchmarks.md#past-rounds). readStamp reads the two fields alone,
+// by the block cache's encoding (icrc3.MarshalValue), and says when it
+// cannot tell: the full parse then decides, as before.
 //
 // What the index needs, and readStamp gives, is that the stamp stored for a
 // block is the one the full parse would find, or else that the full parse
