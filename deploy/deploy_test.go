@@ -406,11 +406,12 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
-// documentedEnv reads the environment variables of the README's
-// configuration table, which a test in cmd/reconciled holds to the code.
+// documentedEnv reads the environment variables of the configuration
+// table (docs/configuration.md), which a test in cmd/reconciled holds to
+// the code.
 func documentedEnv(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func documentedEnv(t *testing.T) map[string]bool {
 		env[string(m[1])] = true
 	}
 	if len(env) < 10 {
-		t.Fatalf("README configuration table yields only %d variables", len(env))
+		t.Fatalf("docs/configuration.md: the configuration table yields only %d variables", len(env))
 	}
 	return env
 }
@@ -467,7 +468,7 @@ func TestKubernetesManifests(t *testing.T) {
 			fromSecret[e.Name] = [2]string{e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key}
 		}
 		if strings.HasPrefix(e.Name, "RECONCILED_") && !known[e.Name] {
-			t.Errorf("env %s is no serve setting (not in the README's configuration table)", e.Name)
+			t.Errorf("env %s is no serve setting (not in the configuration table of docs/configuration.md)", e.Name)
 		}
 	}
 

@@ -5,5 +5,5 @@
 // included). Tip, Features and the error kinds are the data every family's
 // history returns. It is pure: it imports the standard library and
 // agent-go's principal only, so matcher compiles without the IC transport
-// (DESIGN §8). Reading a ledger is icagent's and the families' work.
+// (docs/design.md#layout). Reading a ledger is icagent's and the families' work.
 package icrc3

@@ -46,12 +46,11 @@ type ClientConfig struct {
 	MaxCertAge time.Duration
 	// Concurrency bounds the page requests in flight: by default 12 on
 	// legacy 2000-block pages and 16 on 100-block icrc3 pages, at most
-	// MaxConcurrency. Measured at a 100 ms round trip on a 1M-block ledger
-	// (2 vCPUs shared with the test replica): a 100k-block walk on legacy
-	// pages took 1.8 s at 4, 1.1-1.2 s at 8 and 0.9-1.25 s at 12 or 16,
-	// where the client's CPU bounds it (16 reads more pages past a match,
-	// and 32 in flight held 210-280 MiB); icrc3 pages are
-	// round-trip-bound (27 s at 4, 15 s at 8, 7-11 s at 16).
+	// MaxConcurrency, chosen by a sweep at mainnet round-trip times
+	// (docs/benchmarks.md#concurrency): on legacy pages a long walk is
+	// bound by the client's CPU past 12, and more in flight only reads
+	// more pages past a match and holds more memory; icrc3 pages stay
+	// round-trip-bound, so they take more.
 	Concurrency int
 	// Verify: VerifyChain (default) or VerifyQueries.
 	Verify icrc3.VerifyMode

@@ -10,7 +10,7 @@ import (
 )
 
 // Canonical returns the intent as JSON with a fixed key order (top level as in
-// DESIGN §2, args in the standard's field order), every optional key present
+// docs/design.md#intent, args in the standard's field order), every optional key present
 // (null when empty), accounts in canonical ICRC-1 text, blobs in lower-case
 // hex and numbers as decimal strings. Two bodies that parse to the same
 // intent have the same canonical bytes; ParseIntent(Canonical()) yields the

@@ -1,5 +1,6 @@
 // Package matcher reads reconciliation intents and decides, block by block,
-// whether a ledger block records the intended call (DESIGN §2–§4). It is
+// whether a ledger block records the intended call (docs/design.md#intent,
+// docs/design.md#window and docs/design.md#matching). It is
 // pure: no I/O and no clock, so every verdict rule is testable on its own.
 //
 // Decisions a reader of the contract may look for:

@@ -7,7 +7,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 )
 
-// matchICP compares an ICP ledger block with the intent by DESIGN §4, as
+// matchICP compares an ICP ledger block with the intent by docs/design.md#matching, as
 // that ledger records ICRC calls:
 //   - accounts are AccountIdentifiers, so the intent's accounts are
 //     compared by their identifiers (an absent subaccount is 32 zero

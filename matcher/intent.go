@@ -28,7 +28,7 @@ const MaxIntentBytes = 64 << 10
 // intent simply never matches: it ends `absent`, which is the truth.
 const MaxMemoBytes = 256
 
-// Intent is a parsed, validated intent (DESIGN §2).
+// Intent is a parsed, validated intent (docs/design.md#intent).
 type Intent struct {
 	ID       string
 	Canister principal.Principal

@@ -37,9 +37,9 @@ type jsonValue struct {
 
 // parseJSON reads exactly one JSON value, with only whitespace around it,
 // as encoding/json reads it (the same values, the same strings after
-// unescaping, the same refusals), without its tokenizer: that allocated a
-// token per value and spent about 40 µs on an intent, which every intent
-// pays in the daemon and again in a Go publisher's message id. A repeated
+// unescaping, the same refusals), without its tokenizer: that allocates a
+// token per value, a cost every intent pays in the daemon and again in a
+// Go publisher's message id (docs/benchmarks.md#past-rounds). A repeated
 // key is a *dupKeyError carrying its path, so the refusal can name the
 // field.
 func parseJSON(data []byte) (*jsonValue, error) {

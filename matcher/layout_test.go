@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestMatcherCompilesWithoutTheICAgent keeps matcher pure (DESIGN §8): the
+// TestMatcherCompilesWithoutTheICAgent keeps matcher pure (docs/design.md#layout): the
 // block model it matches against carries no IC transport, so matcher
 // compiles no agent-go beyond its principal type, no HTTP stack, no
 // certificates, no Candid and no CBOR. principal itself needs a CBOR

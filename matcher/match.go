@@ -10,7 +10,7 @@ import (
 
 // Result says how a block relates to an intent.
 type Result struct {
-	// Match: the block records the intended call (DESIGN §4).
+	// Match: the block records the intended call (docs/design.md#matching).
 	Match bool
 	// Exact: the match was made as the ledger deduplicates (the intent
 	// carried arg_hex): every account spelled as sent and tx.fee present
@@ -87,7 +87,7 @@ func family(k icrc3.BlockKind) int {
 	return 0
 }
 
-// Match compares one block with the intent by DESIGN §4. It looks at fields
+// Match compares one block with the intent by docs/design.md#matching. It looks at fields
 // only; the caller restricts blocks to the intent's Window. Balances never
 // enter: only a block can settle an intent.
 func Match(in *Intent, b *icrc3.Block, r LedgerRules) Result {

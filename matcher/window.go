@@ -7,7 +7,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 )
 
-// Defaults for LedgerRules (DESIGN §3): wider than the DFINITY ledger's
+// Defaults for LedgerRules (docs/design.md#window): wider than the DFINITY ledger's
 // 24 h / 60 s, which only costs blocks, never correctness.
 // MaxStamp is the latest created_at_time an intent may carry. IC time is
 // nanoseconds since 1970 in an int64 until the year 2262; a later stamp is

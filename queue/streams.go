@@ -15,7 +15,7 @@ type StreamsConfig struct {
 	// Replicas of both streams (default 1; 3 in a cluster).
 	Replicas int
 	// IntentDuplicates is the dedup window on Nats-Msg-Id =
-	// <intent_id>:<intent_hash> (default and minimum 2 min, DESIGN §2).
+	// <intent_id>:<intent_hash> (default and minimum 2 min, docs/design.md#verdict-stream).
 	IntentDuplicates time.Duration
 	// VerdictMaxAge is how long verdicts stay in the stream (default 30 days).
 	VerdictMaxAge time.Duration

@@ -5,7 +5,8 @@
 // through the History interface defined here (implemented by the ICRC
 // family, package icrc3history, and the ICP family, package icphistory),
 // keeps one verified chain per ledger (network, canister and verify mode)
-// in a BlockCache, and settles each intent by DESIGN §2's table: found only
+// in a BlockCache, and settles each intent by the table of
+// docs/design.md#statuses: found only
 // on a verified match, absent only when the window has closed in certified
 // time with every block of it verified, not_yet while it is open,
 // unreadable on any failure. The decisions of one ledger share a certified

@@ -163,7 +163,7 @@ func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRul
 }
 
 // Decide settles one intent as far as verified history allows, by the
-// table of DESIGN §2: found only on a verified match; absent only when the
+// table of docs/design.md#statuses: found only on a verified match; absent only when the
 // window is closed in certified time and every block of the window was read
 // and verified; not_yet while it is open; unreadable on any failure. It
 // returns an error only when ctx ends, so the caller can retry later;

@@ -32,16 +32,13 @@ import (
 
 // maxWaitingBytes bounds the memory of the pages verified but not yet
 // written (waitingPage.bytes): a walk that outruns its writes by this much
-// waits for them. In a burst the writes run at about half the walk's pace
-// and share the store's writer with the verdicts, so a bound the walk
-// meets sets the pace of every intent whose window lies deeper. A legacy
-// page of 2,000 blocks holds about 1.16 MB here, so 28 pages may wait,
-// about as many blocks as the bound of 49,152 this replaced; an ICP page,
-// whose blocks are kept whole, holds more a block and so counts for more.
-// About twice this let a 100,000-block walk run to its end ahead of its writes
-// (p99 of a burst of 1,000 intents 725 -> 543 ms, 20 bursts each,
-// alternated), but 20 bursts in one process then peaked at 206-214 MiB of
-// RSS against 199-200 MiB with this bound (195-200 with the old one).
+// waits for them. In a burst the writes run slower than the walk and share
+// the store's writer with the verdicts, so a bound the walk meets sets the
+// pace of every intent whose window lies deeper; a larger bound lets a walk
+// run further ahead of its writes but raises the process's peak memory past
+// its target. The bound is in bytes, not blocks, so an ICP page, whose
+// blocks are kept whole, counts for what it holds. docs/benchmarks.md#past-rounds
+// has the measurements behind the figure.
 const maxWaitingBytes = 32 << 20
 
 type waitingPage struct {

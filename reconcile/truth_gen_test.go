@@ -80,7 +80,7 @@ var outcomeNames = [...]string{"lost", "never", "dup", "too_old", "late"}
 func (o outcome) String() string { return outcomeNames[o] }
 
 // variation is how the published intent differs from the call that was
-// sent. Some variations are still the same call by DESIGN §4 (an absent
+// sent. Some variations are still the same call by docs/design.md#matching (an absent
 // subaccount equals the all-zero one; an intent without fee does not
 // compare it); the oracle decides, not the generator.
 type variation int
@@ -402,7 +402,7 @@ func optU64(p *uint64) any {
 	return fmt.Sprint(*p)
 }
 
-// intentJSON is the intent a tool layer publishes for c (DESIGN §2).
+// intentJSON is the intent a tool layer publishes for c (docs/design.md#intent).
 func (c call) intentJSON(id string, canister principal.Principal, after string) []byte {
 	var args map[string]any
 	switch {
@@ -695,7 +695,7 @@ func (g *gen) vary(s *scenario, other []byte) call {
 
 // swapSub changes a subaccount's form: none becomes zero or other, zero
 // becomes none or other, other becomes none or zero. none and zero are one
-// account (DESIGN §4), other is another.
+// account (docs/design.md#matching), other is another.
 func swapSub(p *[]byte, zero, other []byte, coin bool) *[]byte {
 	pick := func(b []byte) *[]byte { c := bytes.Clone(b); return &c }
 	switch {

@@ -31,7 +31,7 @@ import (
 
 // TestTruth checks the engine's verdicts against the ledger's own record
 // of what executed, over thousands of generated scenarios (truth_gen_test.go).
-// Every verdict must be allowed by DESIGN §2 at the moment it was decided;
+// Every verdict must be allowed by docs/design.md#statuses at the moment it was decided;
 // once every window has closed and every fault is lifted, every intent must
 // have a correct final verdict. One wrong verdict fails the test with the
 // world's seed and the scenario's full story, replayable with
@@ -58,7 +58,7 @@ func TestTruth(t *testing.T) {
 	for o := outcome(0); o < nOutcomes; o++ {
 		want = append(want, "out:"+o.String())
 	}
-	// Variations that stay the same call by DESIGN §4 (none = zero
+	// Variations that stay the same call by docs/design.md#matching (none = zero
 	// subaccount, an intent without fee) must have been found as well.
 	for _, v := range []variation{varNone, varTo, varSubaccount, varFee} {
 		want = append(want, "var:"+v.String()+":found")
@@ -1281,7 +1281,7 @@ func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
 	return ""
 }
 
-// matching returns the executions that are the intent's call by DESIGN §4.
+// matching returns the executions that are the intent's call by docs/design.md#matching.
 // It reads the ledger's record of calls, never blocks and never the
 // matcher: the same caller and method, the same arguments with an absent
 // subaccount equal to the all-zero one, and the fee compared only when the

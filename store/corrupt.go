@@ -25,9 +25,10 @@ import (
 var ErrCorrupt = errors.New("store: database file is corrupt")
 
 // DefaultCheckTimeout bounds the PRAGMA quick_check that Open runs (see
-// Options.CheckTimeout). quick_check reads every page once: 191 MiB took
-// 0.24 s with the file in the page cache, so 30 s covers the 2 GiB a pod's
-// store is given even from a cold disk at 100 MB/s.
+// Options.CheckTimeout). quick_check reads every page once, so its time
+// follows the file's size and the disk: 30 s covers the 2 GiB a pod's
+// store is given even from a cold disk at 100 MB/s (the rate from the page
+// cache is in docs/benchmarks.md#current-figures).
 const DefaultCheckTimeout = 30 * time.Second
 
 // CorruptError says which file is damaged and what SQLite said about it,

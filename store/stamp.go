@@ -7,11 +7,11 @@ import (
 // A verified block's stamp is indexed from its Value, not from the fields
 // its decoder parsed, so that ByStamp, which rebuilds candidates from the
 // Value, finds every block the Value stamps. Re-parsing every Value in full
-// (icrc3.ParseRawBlock: kind, accounts, amounts) to compare two fields was
-// a tenth of a cold walk's CPU and most of its cache writes' allocations.
-// readStamp reads the two fields alone, by the block cache's encoding
-// (icrc3.MarshalValue), and says when it cannot tell: the full parse then
-// decides, as before.
+// (icrc3.ParseRawBlock: kind, accounts, amounts) to compare two fields
+// costs far more CPU and allocation than the comparison needs
+// (docs/benchmarks.md#past-rounds). readStamp reads the two fields alone,
+// by the block cache's encoding (icrc3.MarshalValue), and says when it
+// cannot tell: the full parse then decides, as before.
 //
 // What the index needs, and readStamp gives, is that the stamp stored for a
 // block is the one the full parse would find, or else that the full parse

@@ -53,7 +53,7 @@ func (u *toolUser) call(ledger principal.Principal, method string, arg any, res 
 	return u.agent.Call(ledger, method, []any{arg}, []any{res}) == nil
 }
 
-// intentDoc builds an intent body (DESIGN §2).
+// intentDoc builds an intent body (docs/design.md#intent).
 type intentDoc struct {
 	ID       string         `json:"intent_id"`
 	Canister string         `json:"canister_id"`

@@ -1,10 +1,12 @@
 package main
 
-// Tests that hold the README and the deployment examples to the code: the
-// configuration table lists exactly the serve flags, with their environment
-// variables and defaults; the example ledgers file loads; the Kubernetes
-// example's environment is one serve accepts; the NATS example
-// (readme_test.go) runs as written against the daemon.
+// Tests that hold the documentation and the deployment examples to the
+// code: the configuration table (docs/configuration.md) lists exactly the
+// serve flags, with their environment variables and defaults; the example
+// ledgers file loads; the Kubernetes example's environment is one serve
+// accepts; the support API's error codes are listed (docs/support.md); the
+// NATS example (docs/wire.md, readme_test.go) runs as written against the
+// daemon.
 
 import (
 	"bytes"
@@ -27,13 +29,19 @@ import (
 const (
 	readmePath         = "../../README.md"
 	ledgersExamplePath = "../../deploy/ledgers.example.json"
+	// The pages whose blocks and tables the tests run or check.
+	wireDocPath    = "../../docs/wire.md"
+	configDocPath  = "../../docs/configuration.md"
+	opsDocPath     = "../../docs/operations.md"
+	supportDocPath = "../../docs/support.md"
 )
 
-func readReadme(t *testing.T) string {
+// readDoc reads one documentation page.
+func readDoc(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("README: %v", err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	return string(b)
 }
@@ -91,7 +99,7 @@ func serveFlags(t *testing.T) []codeFlag {
 	return flags
 }
 
-// tableRow is one row of the README's configuration reference.
+// tableRow is one row of the configuration table of docs/configuration.md.
 type tableRow struct {
 	flag, env, def, meaning string
 }
@@ -105,13 +113,13 @@ func readmeConfigTable(t *testing.T, readme string) []tableRow {
 	for i, l := range lines {
 		if strings.TrimSpace(l) == configTableHeader {
 			if start >= 0 {
-				t.Fatalf("README has two configuration tables (%q)", configTableHeader)
+				t.Fatalf("docs/configuration.md has two configuration tables (%q)", configTableHeader)
 			}
 			start = i
 		}
 	}
 	if start < 0 {
-		t.Fatalf("README has no configuration table with the header %q", configTableHeader)
+		t.Fatalf("docs/configuration.md has no configuration table with the header %q", configTableHeader)
 	}
 	var rows []tableRow
 	for _, l := range lines[start+2:] {
@@ -121,7 +129,7 @@ func readmeConfigTable(t *testing.T, readme string) []tableRow {
 		}
 		cells := splitRow(l)
 		if len(cells) != 4 {
-			t.Fatalf("README configuration row has %d cells, want 4: %s", len(cells), l)
+			t.Fatalf("docs/configuration.md: configuration row has %d cells, want 4: %s", len(cells), l)
 		}
 		rows = append(rows, tableRow{flag: unquoteCell(cells[0]), env: unquoteCell(cells[1]),
 			def: unquoteCell(cells[2]), meaning: cells[3]})
@@ -161,7 +169,7 @@ const noDefault = "—"
 
 func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 	flags := serveFlags(t)
-	rows := readmeConfigTable(t, readReadme(t))
+	rows := readmeConfigTable(t, readDoc(t, configDocPath))
 
 	// The environment variables parseServeConfig really consults.
 	consulted := map[string]bool{}
@@ -172,7 +180,7 @@ func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 	byFlag := map[string]tableRow{}
 	for _, r := range rows {
 		if _, dup := byFlag[r.flag]; dup {
-			t.Errorf("README lists %s twice", r.flag)
+			t.Errorf("docs/configuration.md lists %s twice", r.flag)
 		}
 		byFlag[r.flag] = r
 	}
@@ -190,25 +198,25 @@ func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 		}
 		r, ok := byFlag["--"+f.name]
 		if !ok {
-			t.Errorf("README configuration table lacks --%s", f.name)
+			t.Errorf("docs/configuration.md: configuration table lacks --%s", f.name)
 			failed = true
 			continue
 		}
 		delete(byFlag, "--"+f.name)
 		if r.env != env {
-			t.Errorf("--%s: README says env %q, the code reads %q", f.name, r.env, env)
+			t.Errorf("--%s: docs/configuration.md says env %q, the code reads %q", f.name, r.env, env)
 			failed = true
 		}
 		switch {
 		case f.hasDef && r.def != f.def:
-			t.Errorf("--%s: README says default %q, the code has %q", f.name, r.def, f.def)
+			t.Errorf("--%s: docs/configuration.md says default %q, the code has %q", f.name, r.def, f.def)
 			failed = true
 		case !f.hasDef && r.def != noDefault && !(f.typ == "" && r.def == "false"):
-			t.Errorf("--%s: README says default %q, the code has none (want %q)", f.name, r.def, noDefault)
+			t.Errorf("--%s: docs/configuration.md says default %q, the code has none (want %q)", f.name, r.def, noDefault)
 			failed = true
 		}
 		if strings.TrimSpace(r.meaning) == "" {
-			t.Errorf("--%s: README gives no meaning", f.name)
+			t.Errorf("--%s: docs/configuration.md gives no meaning", f.name)
 		}
 	}
 	extra := make([]string, 0, len(byFlag))
@@ -217,7 +225,7 @@ func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 	}
 	sort.Strings(extra)
 	for _, name := range extra {
-		t.Errorf("README configuration table lists %s, which serve does not have", name)
+		t.Errorf("docs/configuration.md: configuration table lists %s, which serve does not have", name)
 		failed = true
 	}
 	if failed {
@@ -230,7 +238,7 @@ func TestLedgersExampleLoads(t *testing.T) {
 	if err := readLedgersFile(ledgersExamplePath, into); err != nil {
 		t.Fatal(err)
 	}
-	// The ids of the README and the Kubernetes ConfigMap: ckBTC, ckETH, the
+	// The ids of docs/configuration.md and the Kubernetes ConfigMap: ckBTC, ckETH, the
 	// OpenChat SNS ledger and the ICP ledger.
 	for _, id := range []string{"mxzaz-hqaaa-aaaar-qaada-cai", "ss2fx-dyaaa-aaaar-qacoq-cai", "2ouva-viaaa-aaaaq-aaamq-cai", "ryjl3-tyaaa-aaaaa-aaaba-cai"} {
 		sp, ok := into[id]
@@ -330,12 +338,12 @@ func TestKubernetesEnvAcceptedByServe(t *testing.T) {
 var supportCodeRE = regexp.MustCompile(`"(E_[A-Z_]+)"`)
 
 // TestReadmeListsEverySupportErrorCode: every error code the support API's
-// code can answer is in the README's list of them.
+// code can answer is in the list of them in docs/support.md.
 func TestReadmeListsEverySupportErrorCode(t *testing.T) {
-	readme := readReadme(t)
+	readme := readDoc(t, supportDocPath)
 	_, list, ok := strings.Cut(readme, "\nErrors are `{\"error\":{\"code\":\"E_…\"")
 	if !ok {
-		t.Fatal("README: no paragraph starting \"Errors are `{\"error\":{\"code\":\"E_…\"\"")
+		t.Fatal("docs/support.md: no paragraph starting \"Errors are `{\"error\":{\"code\":\"E_…\"\"")
 	}
 	list, _, _ = strings.Cut(list, "\n\n")
 	files, err := filepath.Glob("../../support/*.go")
@@ -366,6 +374,6 @@ func TestReadmeListsEverySupportErrorCode(t *testing.T) {
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
-		t.Errorf("the README's list of support API errors lacks %v", missing)
+		t.Errorf("docs/support.md's list of support API errors lacks %v", missing)
 	}
 }

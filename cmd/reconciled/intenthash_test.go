@@ -13,7 +13,7 @@ import (
 // prints the intent_hash the daemon computes for a body and the
 // Nats-Msg-Id to publish it with, and --msg-id the header value alone.
 func TestIntentHashCommand(t *testing.T) {
-	ex := parseNATSExample(t, readReadme(t))
+	ex := parseNATSExample(t, readDoc(t, wireDocPath))
 	in, err := matcher.ParseIntent(ex.intent)
 	if err != nil {
 		t.Fatal(err)

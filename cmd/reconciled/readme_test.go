@@ -31,7 +31,7 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// natsExample is the README's `nats` CLI example, taken apart.
+// natsExample is the `nats` CLI example of docs/wire.md, taken apart.
 type natsExample struct {
 	intent         []byte // the heredoc written to intent.json
 	reqSubject     string // nats req <subject>
@@ -55,15 +55,15 @@ func parseNATSExample(t *testing.T, readme string) natsExample {
 	var ex natsExample
 	m := heredocRE.FindStringSubmatch(readme)
 	if m == nil {
-		t.Fatal("README: no `cat > intent.json <<'EOF'` heredoc")
+		t.Fatal("docs/wire.md: no `cat > intent.json <<'EOF'` heredoc")
 	}
 	ex.intent = []byte(m[1])
 	if m = reqRE.FindStringSubmatch(readme); m == nil {
-		t.Fatal("README: no `nats req <subject> --header Nats-Msg-Id:<id> \"$(cat intent.json)\"` line")
+		t.Fatal("docs/wire.md: no `nats req <subject> --header Nats-Msg-Id:<id> \"$(cat intent.json)\"` line")
 	}
 	ex.reqSubject, ex.msgID = m[1], m[2]
 	if m = getRE.FindStringSubmatch(readme); m == nil {
-		t.Fatal("README: no `nats stream get <stream> --last-for <subject>` line")
+		t.Fatal("docs/wire.md: no `nats stream get <stream> --last-for <subject>` line")
 	}
 	ex.getStream, ex.getLastFor = m[1], m[2]
 	for _, s := range subRE.FindAllStringSubmatch(readme, -1) {
@@ -77,15 +77,15 @@ func parseNATSExample(t *testing.T, readme string) natsExample {
 		}
 	}
 	if ex.subVerdicts == "" || ex.subRejects == "" {
-		t.Fatal("README: want `nats sub` lines for the verdicts and the rejects subject")
+		t.Fatal("docs/wire.md: want `nats sub` lines for the verdicts and the rejects subject")
 	}
 	_, after, ok := strings.Cut(readme, "\n### Verdict\n")
 	if !ok {
-		t.Fatal("README: no ### Verdict section")
+		t.Fatal("docs/wire.md: no ### Verdict section")
 	}
 	_, block, ok := strings.Cut(after, "```json\n")
 	if !ok {
-		t.Fatal("README: no json block under ### Verdict")
+		t.Fatal("docs/wire.md: no json block under ### Verdict")
 	}
 	block, _, _ = strings.Cut(block, "```")
 	ex.verdictExample = []byte(block)
@@ -99,19 +99,20 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// TestReadmeNATSExample runs the README's NATS example as written: the
-// documented intent JSON, published to the documented subject with the
+// TestReadmeNATSExample runs the NATS example of docs/wire.md as written:
+// the documented intent JSON, published to the documented subject with the
 // documented header, answered by a daemon configured with the example
 // ledgers file against a test replica that hosts a ledger under the
-// example's canister id; the verdict is read as the README reads it.
+// example's canister id; the verdict is read as the page reads it. The
+// metrics table of docs/operations.md is held to what that daemon exposes.
 func TestReadmeNATSExample(t *testing.T) {
-	readme := readReadme(t)
+	readme := readDoc(t, wireDocPath)
 	ex := parseNATSExample(t, readme)
 
 	// The example agrees with itself and with the contract.
 	in, err := matcher.ParseIntent(ex.intent)
 	if err != nil {
-		t.Fatalf("README intent does not parse: %v", err)
+		t.Fatalf("docs/wire.md: the intent does not parse: %v", err)
 	}
 	var doc struct {
 		IntentID   string `json:"intent_id"`
@@ -139,18 +140,18 @@ func TestReadmeNATSExample(t *testing.T) {
 		{"nats sub rejects subject", ex.subRejects, wantRejectSubj},
 	} {
 		if c.got != c.want {
-			t.Errorf("README %s is %q, want %q", c.what, c.got, c.want)
+			t.Errorf("docs/wire.md: %s is %q, want %q", c.what, c.got, c.want)
 		}
 	}
 	if !strings.Contains(readme, "```text\n"+string(in.HashedForm())+"\n```\n\nand its `intent_hash` is `"+in.HashHex()+"`") {
-		t.Errorf("README: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
+		t.Errorf("docs/wire.md: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
 	}
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
-		t.Error("README: the ### Intent block and the intent.json heredoc differ")
+		t.Error("docs/wire.md: the ### Intent block and the intent.json heredoc differ")
 	}
 	var documented reconcile.Verdict
 	if err := decodeStrict(ex.verdictExample, &documented); err != nil {
-		t.Errorf("README verdict example does not decode as a verdict: %v", err)
+		t.Errorf("docs/wire.md: the verdict example does not decode as a verdict: %v", err)
 	}
 	stamp, err := strconv.ParseUint(doc.Args.CreatedAtTime, 10, 64)
 	if err != nil {
@@ -186,7 +187,7 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if now < stamp+uint64(24*time.Hour+2*time.Minute) {
-		t.Fatalf("the README's stamp %d is not older than a day: the example's window would still be open", stamp)
+		t.Fatalf("docs/wire.md: the example's stamp %d is not older than a day: the example's window would still be open", stamp)
 	}
 
 	dir := t.TempDir()
@@ -281,14 +282,14 @@ func TestReadmeNATSExample(t *testing.T) {
 		uint64(*v.Evidence.CertifiedTime) <= uint64(v.Window.ToTS) {
 		t.Fatalf("evidence %+v: want a certified time past the window", v.Evidence)
 	}
-	// The README's verdict example shows this decision.
+	// The verdict example of docs/wire.md shows this decision.
 	if v.IntentHash != in.HashHex() {
 		t.Fatalf("verdict intent_hash %q, want the example's %s", v.IntentHash, in.HashHex())
 	}
 	if documented.Status != v.Status || documented.Final != v.Final || documented.IntentID != v.IntentID ||
 		documented.IntentHash != v.IntentHash ||
 		documented.Window == nil || documented.Window.FromTS != v.Window.FromTS || documented.Window.ToTS != v.Window.ToTS {
-		t.Errorf("README verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
+		t.Errorf("docs/wire.md: the verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
 			documented.Status, documented.Window, m.Data)
 	}
 
@@ -326,13 +327,13 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatalf("unexpected reject %s", r.Data)
 	}
 
-	checkReadmeMetrics(t, ctx, readme, d)
+	checkReadmeMetrics(t, ctx, readDoc(t, opsDocPath), d)
 }
 
 var metricRowRE = regexp.MustCompile("(?m)^\\| `(reconciled_[a-z_]+)` \\| (counter|gauge|histogram) \\|")
 
-// checkReadmeMetrics holds the README's metrics table to what the daemon
-// exposes: every counter the service defines plus what /metrics renders
+// checkReadmeMetrics holds the metrics table of docs/operations.md to what
+// the daemon exposes: every counter the service defines plus what /metrics renders
 // once a ledger has been read.
 func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *daemon.Daemon) {
 	t.Helper()
@@ -353,7 +354,7 @@ func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *dae
 			// documented by prefix, not one row each.
 			if p, _, _ := strings.Cut(f[2], "_"); p == "go" || p == "process" {
 				if !strings.Contains(readme, "`"+p+"_*`") {
-					t.Errorf("metric %s: the README does not mention `%s_*`", f[2], p)
+					t.Errorf("metric %s: docs/operations.md does not mention `%s_*`", f[2], p)
 				}
 				continue
 			}
@@ -376,7 +377,29 @@ func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *dae
 		delete(documented, n)
 	}
 	for n := range documented {
-		t.Errorf("README documents metric %s, which the daemon does not expose", n)
+		t.Errorf("docs/operations.md documents metric %s, which the daemon does not expose", n)
+	}
+}
+
+// TestReadmeExamplesAreTheContract: the README's short form of the wire
+// contract shows the intent docs/wire.md runs, and a verdict that decodes
+// as one (no field the contract lacks).
+func TestReadmeExamplesAreTheContract(t *testing.T) {
+	readme := readDoc(t, readmePath)
+	ex := parseNATSExample(t, readDoc(t, wireDocPath))
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(readme, -1)
+	if len(blocks) != 2 {
+		t.Fatalf("README: %d json blocks, want the intent and the verdict", len(blocks))
+	}
+	if blocks[0][1] != string(ex.intent)+"\n" {
+		t.Errorf("README: the intent example differs from docs/wire.md's:\n%s", blocks[0][1])
+	}
+	var v reconcile.Verdict
+	if err := decodeStrict([]byte(blocks[1][1]), &v); err != nil {
+		t.Errorf("README: the verdict example does not decode as a verdict: %v", err)
+	}
+	if v.IntentID != "p1-3f2a" || v.Status != reconcile.StatusFound || !v.Final || v.Block == nil {
+		t.Errorf("README: the verdict example is %+v, want a final found verdict of the example intent", v)
 	}
 }
 
@@ -403,20 +426,20 @@ var (
 	localReqRE = regexp.MustCompile(`(?m)^nats req "(\S+)\$TESTLEDGER_LEDGER" --header "Nats-Msg-Id:\$\(reconciled intent-hash --msg-id local\.json\)" "\$\(cat local\.json\)"$`)
 )
 
-// TestReadmeLocalNATSExample runs the README's local variant of the NATS
+// TestReadmeLocalNATSExample runs the local variant of docs/wire.md's NATS
 // example against a daemon reading a test ledger (which hosts no ledger
 // under the example's mainnet id): the example's body is unreadable
-// E_UNKNOWN_CANISTER there; edited as the README edits it, under the
+// E_UNKNOWN_CANISTER there; edited as the page edits it, under the
 // example's header it is dropped as a duplicate of the example, and under
 // the header intent-hash prints it gets its verdict, absent. The edit gives
 // it a new intent id: the example's is its body's once it reached the
 // daemon.
 func TestReadmeLocalNATSExample(t *testing.T) {
-	readme := readReadme(t)
+	readme := readDoc(t, wireDocPath)
 	ex := parseNATSExample(t, readme)
 	sed, req := localSedRE.FindStringSubmatch(readme), localReqRE.FindStringSubmatch(readme)
 	if sed == nil || req == nil {
-		t.Fatalf("README: the local variant's sed or nats req line is missing (%q %q)", sed, req)
+		t.Fatalf("docs/wire.md: the local variant's sed or nats req line is missing (%q %q)", sed, req)
 	}
 	var doc struct {
 		IntentID   string `json:"intent_id"`
@@ -426,7 +449,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sed[1] != doc.CanisterID || sed[2] != doc.IntentID || sed[3] == doc.IntentID {
-		t.Fatalf("README: the local variant replaces %s and %s by %s; the example's canister is %s, its id %s",
+		t.Fatalf("docs/wire.md: the local variant replaces %s and %s by %s; the example's canister is %s, its id %s",
 			sed[1], sed[2], sed[3], doc.CanisterID, doc.IntentID)
 	}
 	localID := sed[3]
@@ -438,7 +461,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	localRejects, _ := subj.Reject(localID)
 	for _, s := range []string{localVerdicts, localRejects} {
 		if !strings.Contains(readme, "\nnats sub "+s+" &\n") {
-			t.Errorf("README: the local variant does not follow %s", s)
+			t.Errorf("docs/wire.md: the local variant does not follow %s", s)
 		}
 	}
 
@@ -457,7 +480,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	body := bytes.ReplaceAll(ex.intent, []byte(sed[1]), []byte(local)) // sed -e "s/…/$TESTLEDGER_LEDGER/"
 	body = bytes.ReplaceAll(body, []byte(`"`+sed[2]+`"`), []byte(`"`+localID+`"`))
 	if want, _ := subj.Intent(local); req[1]+local != want {
-		t.Fatalf("README: the local variant publishes to %s$TESTLEDGER_LEDGER, want %s", req[1], want)
+		t.Fatalf("docs/wire.md: the local variant publishes to %s$TESTLEDGER_LEDGER, want %s", req[1], want)
 	}
 	file := filepath.Join(t.TempDir(), "local.json")
 	writeFile(t, file, body)

@@ -37,28 +37,29 @@ func freeAddr(t *testing.T, taken map[string]bool) string {
 	return ""
 }
 
-// TestReadmeICPWalkthrough runs the README's walkthrough — icp CLI from
-// npm, testledger, a real icrc1_transfer, the daemon, the intent and its
-// verdict — as written, on free ports instead of the documented ones.
+// TestReadmeICPWalkthrough runs the walkthrough of docs/walkthrough.md —
+// icp CLI from npm, testledger, a real icrc1_transfer, the daemon, the
+// intent and its verdict — as written, on free ports instead of the
+// documented ones.
 func TestReadmeICPWalkthrough(t *testing.T) {
 	requireTools(t, "node", "npm", "bash", "curl")
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "walkthrough.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### A real transfer against the local test ledger, with DFINITY's `icp` CLI\n")
+	_, section, ok := strings.Cut(string(readme), "\n## A real transfer against the local test ledger, with DFINITY's `icp` CLI\n")
 	if !ok {
-		t.Fatal("README: no walkthrough section")
+		t.Fatal("docs/walkthrough.md: no walkthrough section")
 	}
 	_, block, ok := strings.Cut(section, "```sh\n")
 	if !ok {
-		t.Fatal("README: no sh block in the walkthrough")
+		t.Fatal("docs/walkthrough.md: no sh block in the walkthrough")
 	}
 	script, _, _ := strings.Cut(block, "\n```\n")
 	taken := map[string]bool{}
 	for _, documented := range []string{"127.0.0.1:8080", "127.0.0.1:4222"} {
 		if !strings.Contains(script, documented) {
-			t.Fatalf("README walkthrough no longer uses %s", documented)
+			t.Fatalf("docs/walkthrough.md: the walkthrough no longer uses %s", documented)
 		}
 		script = strings.ReplaceAll(script, documented, freeAddr(t, taken))
 	}

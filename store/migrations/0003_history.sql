@@ -2,7 +2,7 @@
 -- its root key), the canister and the verify mode, written
 -- "<network>/<canister>/<mode>" (reconcile.HistoryKey). One canister id on
 -- two networks, a local replica reset or a reinstall are different chains;
--- a tip that contradicts the cached one discards it (DESIGN §6).
+-- a tip that contradicts the cached one discards it (docs/design.md#verified-history).
 --
 -- Rows cached before this version name the canister only and cannot be
 -- attributed to a network: they are dropped, and the chains are rebuilt
