@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"net"
 	"net/http"
 	"os"
@@ -264,7 +265,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if o.Sink != nil {
 		sink = o.Sink(sink)
 	}
-	var port reconcile.Store = store.ServiceStore{S: d.store}
+	var port reconcile.Store = d.store
 	if o.ServiceStore != nil {
 		port = o.ServiceStore(port)
 	}
@@ -408,7 +409,7 @@ func (d *Daemon) followVerdicts(ctx context.Context) {
 	delay := time.Second
 	for {
 		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin},
-			func(v reconcile.Verdict, h nats.Header) error {
+			func(v reconciled.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {
 					d.log.Warn("verdict with unreadable intent headers", zap.String("intent_id", v.IntentID), zap.Error(err))
@@ -609,3 +610,10 @@ func (d *Daemon) closeResources() {
 		}
 	}
 }
+
+// The store is the service's persistence and the engine's block cache as
+// it is, speaking the vocabulary: no adapter stands between them.
+var (
+	_ reconcile.Store         = (*store.Store)(nil)
+	_ reconcile.CheckRecorder = (*store.Store)(nil)
+)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"io"
 	"net/http"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
 )
@@ -333,7 +333,7 @@ type storeGauges struct {
 	read   bool   // read at least once
 	gen    uint64 // store.Changes when read
 	watch  int
-	counts map[reconcile.Status]int
+	counts map[reconciled.Status]int
 	oldest time.Time // first_seen of the oldest open intent; zero: none
 	// byLedger is the oldest open intent of each ledger.
 	byLedger []store.OldestOpen

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"io"
 	"io/fs"
 	"net/http"
@@ -26,7 +27,6 @@ import (
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Secrets the daemon is given in the tests below; none may appear in its
@@ -220,7 +220,7 @@ func TestSecurityDaemonSecretsAndFiles(t *testing.T) {
 	if _, err := tool.PublishIntent(ctx, l.ID().Encode(), "sec-1", jsonOf(p1.intent("sec-1", l.ID()))); err != nil {
 		t.Fatal(err)
 	}
-	if err := tool.WatchIntent(ctx, "sec-1", func(reconcile.Verdict) error { return queue.ErrStop }); err != nil {
+	if err := tool.WatchIntent(ctx, "sec-1", func(reconciled.Verdict) error { return queue.ErrStop }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -446,11 +446,11 @@ func TestSecurityMaxMessageBytes(t *testing.T) {
 	if _, err := tool.PublishIntent(ctx, ledger, "fits", body); err != nil {
 		t.Fatal(err)
 	}
-	var got reconcile.Verdict
-	if err := tool.WatchIntent(ctx, "fits", func(v reconcile.Verdict) error { got = v; return queue.ErrStop }); err != nil {
+	var got reconciled.Verdict
+	if err := tool.WatchIntent(ctx, "fits", func(v reconciled.Verdict) error { got = v; return queue.ErrStop }); err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != reconcile.StatusFound || uint64(got.Block.Index) != idx {
+	if got.Status != reconciled.StatusFound || uint64(got.Block.Index) != idx {
 		t.Fatalf("intent after the oversized one: %s %+v", got.Status, got.Block)
 	}
 	if v, err := tool.LastVerdict(ctx, "too-big"); err == nil && v != nil {
@@ -485,7 +485,7 @@ func TestSecurityOneScanPerLedger(t *testing.T) {
 		r.publish(l.ID().Encode(), id, jsonOf(p.intent(id, l.ID())))
 	}
 	for i := range ps {
-		if v := r.wait(fmt.Sprint("slow-", i), verdictAny); v.Status != reconcile.StatusNotYet {
+		if v := r.wait(fmt.Sprint("slow-", i), verdictAny); v.Status != reconciled.StatusNotYet {
 			t.Fatalf("slow-%d: %s", i, outcomeOf(v))
 		}
 	}

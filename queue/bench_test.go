@@ -3,13 +3,12 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func benchSetup(b *testing.B) *Conn {
@@ -87,7 +86,7 @@ func BenchmarkPublishVerdict(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -97,7 +96,7 @@ func BenchmarkLastVerdict(b *testing.B) {
 	c := benchSetup(b)
 	ctx := context.Background()
 	for i := range 100 {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i), 1, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i), 1, reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -116,7 +115,7 @@ func BenchmarkFollowVerdicts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range b.N {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,7 +123,7 @@ func BenchmarkFollowVerdicts(b *testing.B) {
 	done := make(chan error, 1)
 	b.ResetTimer()
 	go func() {
-		done <- c.FollowVerdicts(ctx, FollowConfig{Durable: "bench"}, func(reconcile.Verdict) error {
+		done <- c.FollowVerdicts(ctx, FollowConfig{Durable: "bench"}, func(reconciled.Verdict) error {
 			n++
 			if n == b.N {
 				cancel()

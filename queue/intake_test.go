@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 const canister = "mxzaz-hqaaa-aaaar-qaada-cai"
@@ -342,7 +341,7 @@ func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
 	in, err := a.ConsumeIntents(context.Background(), IntakeConfig{PullWait: 100 * time.Millisecond}, func(ctx context.Context, d *Delivery) {
 		close(started)
 		<-release
-		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Nak, Delay: time.Hour, Reason: "store busy"}); err != nil {
+		if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Nak, Delay: time.Hour, Reason: "store busy"}); err != nil {
 			t.Errorf("settle: %v", err)
 		}
 	})
@@ -358,7 +357,7 @@ func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
 	}
 	got := make(chan string, 1)
 	consume(t, b, IntakeConfig{}, func(ctx context.Context, d *Delivery) {
-		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
+		if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Ack}); err != nil {
 			t.Errorf("settle ack: %v", err)
 		}
 		got <- d.IntentID()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // An intent whose handling keeps failing (the verdict stream or the store
@@ -37,7 +37,7 @@ func TestTransientFailuresNeverEndAnIntent(t *testing.T) {
 			return
 		}
 		// What the service answers while the verdict stream is down.
-		o := reconcile.Outcome{Kind: reconcile.Nak, Delay: 100 * time.Microsecond, Reason: "read the stream's verdict: nats: timeout"}
+		o := reconciled.Outcome{Kind: reconciled.Nak, Delay: 100 * time.Microsecond, Reason: "read the stream's verdict: nats: timeout"}
 		if err := d.Settle(ctx, o); err != nil {
 			t.Errorf("settle: %v", err)
 		}
@@ -262,13 +262,13 @@ func TestStuckIntentReported(t *testing.T) {
 	acked := make(chan struct{})
 	consume(t, c, IntakeConfig{StuckAfter: 3, Metrics: reg}, func(ctx context.Context, d *Delivery) {
 		if d.NumDelivered == 9 {
-			if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
+			if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Ack}); err != nil {
 				t.Errorf("ack: %v", err)
 			}
 			close(acked)
 			return
 		}
-		o := reconcile.Outcome{Kind: reconcile.Nak, Delay: 100 * time.Microsecond, Reason: step + ": nats: timeout"}
+		o := reconciled.Outcome{Kind: reconciled.Nak, Delay: 100 * time.Microsecond, Reason: step + ": nats: timeout"}
 		if err := d.Settle(ctx, o); err != nil {
 			t.Errorf("settle: %v", err)
 		}

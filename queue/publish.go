@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
-
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // PublishIntent publishes an intent body on <prefix>.intents.<canister_id>
@@ -39,12 +39,12 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 }
 
 // IntentMsgID is the Nats-Msg-Id of an intent: "<intent_id>:<intent_hash>",
-// the hash every verdict of that body carries (reconcile.IntentHash). Keyed on
+// the hash every verdict of that body carries (matcher.IntentHash). Keyed on
 // the id alone, the stream would drop a different body under a recent id
 // before any daemon saw it, and its publisher would read the other body's
 // verdicts as its own.
 func IntentMsgID(intentID string, body []byte) string {
-	return intentID + ":" + reconcile.IntentHash(body)
+	return intentID + ":" + matcher.IntentHash(body)
 }
 
 // VerdictMsgID is the dedup id of a verdict: re-publishing the same seq of
@@ -74,13 +74,13 @@ var (
 // accepted and stored once. The check and the write are one atomic step on
 // the server (expected last sequence per subject), so concurrent publishers
 // of one intent cannot interleave.
-func (c *Conn) PublishVerdict(ctx context.Context, v reconcile.Verdict) error {
+func (c *Conn) PublishVerdict(ctx context.Context, v reconciled.Verdict) error {
 	return c.PublishVerdictWith(ctx, v, nil)
 }
 
 // PublishVerdictWith is PublishVerdict with message headers (e.g. the
 // intent's body, see IntentHeaders); the body stays the verdict JSON.
-func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr nats.Header) error {
+func (c *Conn) PublishVerdictWith(ctx context.Context, v reconciled.Verdict, hdr nats.Header) error {
 	subject, err := c.subj.Verdict(v.IntentID)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 		}
 		if last != nil {
 			switch {
-			case last.Seq == v.Seq && reconcile.SameDecision(*last, v):
+			case last.Seq == v.Seq && reconciled.SameDecision(*last, v):
 				return nil
 			case last.Seq == v.Seq:
 				return fmt.Errorf("%w: %s is stored as %s, not %s", ErrVerdictConflict, id, last.Status, v.Status)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"slices"
 	"sort"
 	"sync"
@@ -77,7 +78,7 @@ type BlockCache interface {
 	BlockAt(ctx context.Context, ledger string, index uint64) (hash icrc3.Hash, ts uint64, ok bool, err error)
 	// Discard forgets every block and the range of one chain, whose
 	// ledger's history changed as ch says.
-	Discard(ctx context.Context, ledger string, ch HistoryChange) error
+	Discard(ctx context.Context, ledger string, ch reconciled.HistoryChange) error
 }
 
 // MemCache is a BlockCache in memory, for tests, benchmarks and the demo.
@@ -234,7 +235,7 @@ func (m *MemCache) BlockAt(_ context.Context, ledger string, index uint64) (icrc
 	return h, l.ts[index], ok, nil
 }
 
-func (m *MemCache) Discard(_ context.Context, ledger string, _ HistoryChange) error {
+func (m *MemCache) Discard(_ context.Context, ledger string, _ reconciled.HistoryChange) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.ledgers, ledger)

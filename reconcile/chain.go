@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,26 +34,9 @@ type History interface {
 	Forget()
 }
 
-// HistoryChange is a certified tip that contradicts the verified chain: the
-// ledger under this id now has another history (a reinstall, a reset test
-// replica). The cached chain was discarded and is rebuilt from the tip.
-type HistoryChange struct {
-	// Reason: "hash" (the tip, or a block under it, differs from the
-	// verified block at its index), "later_time" (a lower tip certified
-	// after the verified block above it was written) or "lower_tip" (a
-	// lower tip that cannot be shown to be a prefix of the verified chain).
-	Reason          string `json:"reason"`
-	OldTipIndex     U64    `json:"old_tip_index"`
-	OldTipHash      string `json:"old_tip_hash"`
-	NewTipIndex     U64    `json:"new_tip_index"`
-	NewTipHash      string `json:"new_tip_hash"`
-	CertifiedAt     U64    `json:"certified_time"`
-	BlocksDiscarded U64    `json:"blocks_discarded"`
-}
-
 // HistoryChangedError: the chain changed and could not be rebuilt.
 type HistoryChangedError struct {
-	Change HistoryChange
+	Change reconciled.HistoryChange
 	Err    error
 }
 
@@ -77,8 +61,8 @@ type chain struct {
 	hist   History
 	// changed is the history change the current refresh detected, for the
 	// evidence of the verdicts decided on it; onChange counts it.
-	changed  *HistoryChange
-	onChange func(HistoryChange)
+	changed  *reconciled.HistoryChange
+	onChange func(reconciled.HistoryChange)
 	cache    BlockCache
 	// w writes the pages a walk down verified behind it (pagewriter.go).
 	w      *pageWriter
@@ -308,10 +292,10 @@ func (c *chain) contradicts(ctx context.Context, t icrc3.Tip) (string, error) {
 // rebuild discards the cached chain after certified tip t contradicted it,
 // logs and counts the change, and leaves the chain to be anchored at t.
 func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
-	ch := HistoryChange{Reason: reason, OldTipIndex: U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
-		NewTipIndex: U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: U64(t.Time)}
+	ch := reconciled.HistoryChange{Reason: reason, OldTipIndex: reconciled.U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
+		NewTipIndex: reconciled.U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: reconciled.U64(t.Time)}
 	if !c.r.Empty() {
-		ch.BlocksDiscarded = U64(c.r.Hi - c.r.Lo + 1)
+		ch.BlocksDiscarded = reconciled.U64(c.r.Hi - c.r.Lo + 1)
 	}
 	if t.Empty {
 		ch.NewTipIndex, ch.NewTipHash = 0, ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -73,7 +74,7 @@ func TestCutRefreshThenLongerHistory(t *testing.T) {
 			if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
 				t.Fatal(err)
 			}
-			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 				t.Fatalf("before the cut: %s %+v", v.Status, v.Reason)
 			}
 			if err := e.ledger.GenerateHistory(45, 1, time.Minute); err != nil {
@@ -102,13 +103,13 @@ func TestCutRefreshThenLongerHistory(t *testing.T) {
 				t.Fatalf("the new history (%d blocks) is not longer than the cut walk's tip %d", e.ledger.Len(), cutTip)
 			}
 			v := e.decide(e.intent(fresh.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusFound || !v.Final || uint64(v.Block.Index) != newIdx {
+			if v.Status != reconciled.StatusFound || !v.Final || uint64(v.Block.Index) != newIdx {
 				t.Fatalf("new history's payment: got %s final=%v %+v, want found at %d", v.Status, v.Final, v.Reason, newIdx)
 			}
 			e.closeWindow()
 			unpaid := fresh
 			unpaid.id, unpaid.amount = "unpaid", 7
-			if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusAbsent || !v.Final {
+			if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconciled.StatusAbsent || !v.Final {
 				t.Fatalf("unpaid after its window: got %s %+v, want a final absent", v.Status, v.Reason)
 			}
 		})
@@ -242,7 +243,7 @@ func TestCacheConflictIsAHistoryChange(t *testing.T) {
 	if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 		t.Fatalf("before: %s %+v", v.Status, v.Reason)
 	}
 	fresh := transferIntent{id: "new", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now()}
@@ -252,7 +253,7 @@ func TestCacheConflictIsAHistoryChange(t *testing.T) {
 	}
 	cache.refuse.Store(true)
 	v := e.decide(e.intent(fresh.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("a refused refresh page: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 	if v.Evidence == nil || v.Evidence.HistoryChanged == nil || v.Evidence.HistoryChanged.Reason != "hash" {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
@@ -159,7 +160,7 @@ func (e *env) intent(raw []byte) *matcher.Intent {
 	return in
 }
 
-func (e *env) decide(in *matcher.Intent) reconcile.Verdict {
+func (e *env) decide(in *matcher.Intent) reconciled.Verdict {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

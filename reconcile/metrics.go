@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/reconciled/reconciled"
 	"sort"
 	"time"
 
@@ -99,7 +100,7 @@ func NewMetrics() *Metrics {
 		m.rounds, m.imports, m.decisions, m.histories, m.lastRound)
 	// The outcomes are few and known: exposing them at zero lets a rate()
 	// over them start from the first scrape instead of the first event.
-	for _, k := range []OutcomeKind{Ack, Nak, Term} {
+	for _, k := range []reconciled.OutcomeKind{reconciled.Ack, reconciled.Nak, reconciled.Term} {
 		m.outcomes.WithLabelValues(k.String())
 	}
 	return m
@@ -234,13 +235,13 @@ func (m *Metrics) received() {
 	}
 }
 
-func (m *Metrics) outcome(o Outcome) {
+func (m *Metrics) outcome(o reconciled.Outcome) {
 	if m != nil {
 		m.outcomes.WithLabelValues(o.Kind.String()).Inc()
 	}
 }
 
-func (m *Metrics) verdict(s Status) {
+func (m *Metrics) verdict(s reconciled.Status) {
 	if m != nil {
 		m.verdicts.WithLabelValues(string(s)).Inc()
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
@@ -11,12 +12,12 @@ func TestMetricsCount(t *testing.T) {
 	m := NewMetrics()
 	m.received()
 	m.received()
-	m.outcome(Outcome{Kind: Ack})
-	m.outcome(Outcome{Kind: Nak})
-	m.outcome(Outcome{Kind: Ack})
-	m.verdict(StatusFound)
-	m.verdict(StatusNotYet)
-	m.verdict(StatusFound)
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.outcome(reconciled.Outcome{Kind: reconciled.Nak})
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.verdict(reconciled.StatusFound)
+	m.verdict(reconciled.StatusNotYet)
+	m.verdict(reconciled.StatusFound)
 	m.reject("E_INTENT_CONFLICT")
 	m.unreadableRetry()
 	m.round()
@@ -132,8 +133,8 @@ func TestMetricsIndependent(t *testing.T) {
 func TestMetricsNil(t *testing.T) {
 	var m *Metrics
 	m.received()
-	m.outcome(Outcome{Kind: Ack})
-	m.verdict(StatusFound)
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.verdict(reconciled.StatusFound)
 	m.reject("x")
 	m.unreadableRetry()
 	m.round()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"math/big"
 	"math/rand/v2"
 	"os"
@@ -165,7 +166,7 @@ type tally struct {
 	mu        sync.Mutex
 	worlds    int
 	scenarios int
-	verdicts  map[reconcile.Status]int
+	verdicts  map[reconciled.Status]int
 	finals    int // correct final verdicts checked after every window closed
 	executed  int // scenarios whose intent the ledger really executed
 	underF    int // verdicts decided while a fault was active
@@ -245,9 +246,9 @@ func (t *tally) covered(k string) {
 	t.cover[k]++
 }
 
-func (t *tally) count(s reconcile.Status) {
+func (t *tally) count(s reconciled.Status) {
 	if t.verdicts == nil {
-		t.verdicts = map[reconcile.Status]int{}
+		t.verdicts = map[reconciled.Status]int{}
 	}
 	t.verdicts[s]++
 }
@@ -262,7 +263,7 @@ func (t *tally) add(o *tally) {
 	t.underF += o.underF
 	t.wrong += o.wrong
 	if t.verdicts == nil {
-		t.verdicts = map[reconcile.Status]int{}
+		t.verdicts = map[reconciled.Status]int{}
 	}
 	for k, v := range o.verdicts {
 		t.verdicts[k] += v
@@ -282,7 +283,7 @@ func (t *tally) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var st []string
-	for _, s := range []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent, reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusInvalid} {
+	for _, s := range []reconciled.Status{reconciled.StatusFound, reconciled.StatusAbsent, reconciled.StatusNotYet, reconciled.StatusUnreadable, reconciled.StatusInvalid} {
 		st = append(st, fmt.Sprintf("%s=%d", s, t.verdicts[s]))
 	}
 	return fmt.Sprintf("%d worlds, %d scenarios (%d executed), verdicts: %s (%d under faults), finals checked: %d, wrong: %d",
@@ -447,12 +448,12 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 // world as a burst arrives, one intent starting the decision and the rest
 // joining it one to four at a time, between the pages of its walk; those
 // still waiting when it ends are decided next.
-func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
 	if !w.cfg.joining || len(ins) == 0 {
 		return eng.DecideMany(ctx, ins)
 	}
 	r := rand.New(rand.NewPCG(w.cfg.seed, uint64(len(round))<<32|uint64(len(ins))))
-	out := make([]reconcile.Verdict, len(ins))
+	out := make([]reconciled.Verdict, len(ins))
 	got := make([]bool, len(ins))
 	next := 1
 	join := func() []*matcher.Intent {
@@ -466,7 +467,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		next += k
 		return more
 	}
-	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
+	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], reconcile.Joins{Take: join}, func(k int, v reconciled.Verdict) {
 		if got[k] {
 			w.t.Errorf("%s: round %s: intent %d answered twice", w.cfg, round, k)
 		}
@@ -481,7 +482,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		rest := ins[next:]
 		base := next
 		next = len(ins)
-		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, reconcile.Joins{}, func(k int, v reconcile.Verdict) {
+		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, reconcile.Joins{}, func(k int, v reconciled.Verdict) {
 			got[base+k], out[base+k] = true, v
 		}); err != nil {
 			return nil, err
@@ -658,7 +659,7 @@ func (w *world) checkBad() {
 				w.badProblem(b, fmt.Sprintf("refused by the parser with %v, want %s", err, matcher.CodeBadExpiry))
 				continue
 			}
-			w.tally.count(reconcile.StatusInvalid)
+			w.tally.count(reconciled.StatusInvalid)
 			w.tally.underAdv("intent:bad_expiry", true)
 			w.tally.finals++
 			continue
@@ -677,7 +678,7 @@ func (w *world) checkBad() {
 	for i, v := range vs {
 		w.tally.count(v.Status)
 		w.tally.underAdv("intent:bad_expiry", v.Final)
-		if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry {
+		if v.Status != reconciled.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry {
 			vj, _ := json.Marshal(v)
 			w.badProblem(at[i], fmt.Sprintf("verdict %s, want invalid %s", vj, matcher.CodeBadExpiry))
 			continue
@@ -1124,7 +1125,7 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 			if s.http {
 				w.tally.covered("http")
 			}
-			if v.Status == reconcile.StatusFound && len(w.l.Archives()) > 0 && uint64(v.Block.Index) <= w.l.Archives()[len(w.l.Archives())-1].End {
+			if v.Status == reconciled.StatusFound && len(w.l.Archives()) > 0 && uint64(v.Block.Index) <= w.l.Archives()[len(w.l.Archives())-1].End {
 				w.tally.covered("archived")
 			}
 		}
@@ -1149,7 +1150,7 @@ func (w *world) describeMatches(s *scenario, execs []ledgertest.Execution) strin
 }
 
 // check says what is wrong with verdict v of s, or "".
-func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execution, after uint64, f *activeFault) string {
+func (w *world) check(s *scenario, v reconciled.Verdict, execs []ledgertest.Execution, after uint64, f *activeFault) string {
 	stamp := s.intent.stamp()
 	from, to := stamp-uint64(2*time.Minute), stamp+uint64(24*time.Hour+2*time.Minute)
 	if v.IntentID != w.ins[s.idx].ID {
@@ -1157,10 +1158,10 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	}
 	// A ledger that cannot even be detected gives no rules to compute the
 	// window with; any other verdict carries it.
-	if v.Window == nil && v.Status == reconcile.StatusUnreadable {
+	if v.Window == nil && v.Status == reconciled.StatusUnreadable {
 		return w.checkUnreadable(v, f)
 	}
-	if f != nil && f.kind == faultNarrow && v.Status != reconcile.StatusUnreadable {
+	if f != nil && f.kind == faultNarrow && v.Status != reconciled.StatusUnreadable {
 		return fmt.Sprintf("%s decided on a configured window narrower than the ledger's", v.Status)
 	}
 	if v.Window == nil || uint64(v.Window.FromTS) != from || uint64(v.Window.ToTS) != to {
@@ -1174,13 +1175,13 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	if v.Evidence != nil && v.Evidence.CertifiedTime != nil {
 		ct = uint64(*v.Evidence.CertifiedTime)
 	}
-	if v.Status != reconcile.StatusUnreadable && v.Status != reconcile.StatusInvalid {
+	if v.Status != reconciled.StatusUnreadable && v.Status != reconciled.StatusInvalid {
 		if ct == 0 || ct > after {
 			return fmt.Sprintf("certified time %d is missing or after the ledger's clock %d", ct, after)
 		}
 	}
 	switch v.Status {
-	case reconcile.StatusFound:
+	case reconciled.StatusFound:
 		if !v.Final || v.Block == nil {
 			return "found without a block or not final"
 		}
@@ -1190,7 +1191,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			}
 		}
 		return fmt.Sprintf("found block %d, which is no execution of the intent", v.Block.Index)
-	case reconcile.StatusAbsent:
+	case reconciled.StatusAbsent:
 		switch {
 		case !v.Final:
 			return "absent but not final"
@@ -1200,7 +1201,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			return fmt.Sprintf("absent while the window was open (certified time %d <= to %d)", ct, to)
 		}
 		return ""
-	case reconcile.StatusNotYet:
+	case reconciled.StatusNotYet:
 		if v.Final {
 			return "not_yet marked final"
 		}
@@ -1214,7 +1215,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			return fmt.Sprintf("not_yet, but block %d below the certified tip executes the intent", e.Index)
 		}
 		return ""
-	case reconcile.StatusUnreadable:
+	case reconciled.StatusUnreadable:
 		return w.checkUnreadable(v, f)
 	}
 	return fmt.Sprintf("status %q for a valid intent", v.Status)
@@ -1224,7 +1225,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 // blocks that v names, or "": the first block of the ledger at or after
 // from, and the last at or before to that the decision's certified tip
 // reaches. Blocks without a timestamp are in no window.
-func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
+func (w *world) checkWindowBlocks(v reconciled.Verdict, from, to uint64) string {
 	fb, lb := v.Window.FirstBlock, v.Window.LastBlock
 	if (fb == nil) != (lb == nil) {
 		return fmt.Sprintf("window blocks %v..%v: one of them missing", fb, lb)
@@ -1268,7 +1269,7 @@ func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
 	return ""
 }
 
-func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
+func (w *world) checkUnreadable(v reconciled.Verdict, f *activeFault) string {
 	if f == nil {
 		return fmt.Sprintf("unreadable without a fault: %+v", v.Reason)
 	}
@@ -1417,27 +1418,27 @@ func TestTruthCatchesWrongVerdicts(t *testing.T) {
 		if p := w.check(s, v, execs, after, nil); p != "" {
 			t.Fatalf("true verdict rejected: %s\n%s", p, s)
 		}
-		var forged []reconcile.Verdict
+		var forged []reconciled.Verdict
 		unreadable := v
-		unreadable.Status, unreadable.Final, unreadable.Reason = reconcile.StatusUnreadable, false, &reconcile.Reason{Code: "E_CHAIN", Message: "forged"}
+		unreadable.Status, unreadable.Final, unreadable.Reason = reconciled.StatusUnreadable, false, &reconciled.Reason{Code: "E_CHAIN", Message: "forged"}
 		notYet := v
-		notYet.Status, notYet.Final, notYet.Block = reconcile.StatusNotYet, false, nil
+		notYet.Status, notYet.Final, notYet.Block = reconciled.StatusNotYet, false, nil
 		forged = append(forged, unreadable, notYet)
 		switch v.Status {
-		case reconcile.StatusFound:
+		case reconciled.StatusFound:
 			found++
 			a := v
-			a.Status, a.Block = reconcile.StatusAbsent, nil
+			a.Status, a.Block = reconciled.StatusAbsent, nil
 			other := v
 			blk := *v.Block
 			blk.Index++
 			other.Block = &blk
 			forged = append(forged, a, other)
-		case reconcile.StatusAbsent:
+		case reconciled.StatusAbsent:
 			absent++
 			f := v
-			f.Status = reconcile.StatusFound
-			f.Block = &reconcile.BlockRef{Index: reconcile.U64(execs[len(execs)-1].Index)}
+			f.Status = reconciled.StatusFound
+			f.Block = &reconciled.BlockRef{Index: reconciled.U64(execs[len(execs)-1].Index)}
 			forged = append(forged, f)
 		}
 		for _, fv := range forged {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"runtime"
 	"syscall"
 	"testing"
@@ -189,7 +190,7 @@ func BenchmarkAppendVerdict(b *testing.B) {
 	for b.Loop() {
 		id := fmt.Sprintf("b%d", n)
 		n++
-		if err := s.AppendVerdict(ctx, verdict(id, 1, reconcile.StatusFound)); err != nil {
+		if err := s.AppendVerdict(ctx, verdict(id, 1, reconciled.StatusFound), nil); err != nil {
 			b.Fatal(err)
 		}
 	}

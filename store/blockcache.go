@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"math"
 	"strings"
 
@@ -438,7 +439,7 @@ func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3
 // Discard forgets a chain's blocks, tip and range and records the change,
 // in one transaction: the ledger's history changed, and no block of the old
 // one may answer again.
-func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
+func (s *Store) Discard(ctx context.Context, ledger string, ch reconciled.HistoryChange) error {
 	what := "discard chain " + ledger
 	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
 	return s.tx(ctx, what, func(t *Tx) error {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -147,7 +148,7 @@ func TestDiscardThenRecache(t *testing.T) {
 	if err := s.PutBlocks(ctx, ledgerA, blocks(0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Discard(ctx, ledgerA, reconcile.HistoryChange{Reason: "test"}); err != nil {
+	if err := s.Discard(ctx, ledgerA, reconciled.HistoryChange{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.CachedBlocks(ctx, ledgerA, 0, 10); err != nil || len(got) != 0 {

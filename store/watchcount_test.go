@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 )
@@ -14,7 +15,7 @@ func TestWatchCount(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("w%04d", i)
 		mustPut(t, s, intent(id, 1))
-		if err := s.Watch(ctx, WatchEntry{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(int64(i), 0)}); err != nil {
+		if err := s.Watch(ctx, reconciled.Watch{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(int64(i), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

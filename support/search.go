@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"github.com/reconciled/reconciled"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -87,7 +88,7 @@ func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) 
 		f.Keys = append(f.Keys, ks...)
 		readings = append(readings, what)
 	}
-	if store.ValidIntentID(q) {
+	if reconciled.ValidIntentID(q) {
 		f.IDPrefix = q
 		readings = append(readings, "intent id")
 	}

@@ -4,13 +4,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"math"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -28,9 +28,9 @@ type IntentItem struct {
 	Method     string    `json:"method"`
 	FirstSeen  time.Time `json:"first_seen"`
 	// Status is the latest verdict's status; "" before the first verdict.
-	Status    reconcile.Status `json:"status"`
-	Final     bool             `json:"final"`
-	LatestSeq uint64           `json:"latest_seq"`
+	Status    reconciled.Status `json:"status"`
+	Final     bool              `json:"final"`
+	LatestSeq uint64            `json:"latest_seq"`
 	// UpdatedAt is when this instance last recorded a change to the
 	// intent. A detail (which reads the verdicts) gives the latest
 	// verdict's decided_at instead.
@@ -111,15 +111,15 @@ type Detail struct {
 	// BodyText is the intent as received, as text to show: indented when
 	// small and shallow, cut at 64 KiB (BodyTruncated); BodyBytes is its
 	// whole size.
-	BodyText      string              `json:"body_text"`
-	BodyBytes     int                 `json:"body_bytes"`
-	BodyTruncated bool                `json:"body_truncated"`
-	Block         *BlockView          `json:"block"`
-	Window        *WindowView         `json:"window"`
-	Evidence      *EvidenceView       `json:"evidence"`
-	NearMisses    []NearMissView      `json:"near_misses"`
-	Reason        *reconcile.Reason   `json:"reason"`
-	Verdicts      []reconcile.Verdict `json:"verdicts"`
+	BodyText      string               `json:"body_text"`
+	BodyBytes     int                  `json:"body_bytes"`
+	BodyTruncated bool                 `json:"body_truncated"`
+	Block         *BlockView           `json:"block"`
+	Window        *WindowView          `json:"window"`
+	Evidence      *EvidenceView        `json:"evidence"`
+	NearMisses    []NearMissView       `json:"near_misses"`
+	Reason        *reconciled.Reason   `json:"reason"`
+	Verdicts      []reconciled.Verdict `json:"verdicts"`
 	// Accounts are the intent's accounts, searchable as shown.
 	Accounts []AccountView `json:"accounts"`
 	// Watch is the follow-up of an open intent; nil when none is
@@ -132,7 +132,7 @@ type Detail struct {
 // NearMissView is a near miss with what its block moved made readable;
 // Amount, Memo and Time are nil when the verdict predates block values.
 type NearMissView struct {
-	reconcile.NearMiss
+	reconciled.NearMiss
 	Amount *Amount    `json:"amount,omitempty"`
 	Memo   *Memo      `json:"memo,omitempty"`
 	Time   *time.Time `json:"time,omitempty"`
@@ -170,7 +170,7 @@ type Amount struct {
 
 // BlockView is the matched block with its ledger time in UTC.
 type BlockView struct {
-	reconcile.BlockRef
+	reconciled.BlockRef
 	Time *time.Time `json:"time,omitempty"`
 	// URL is the block on the configured explorer.
 	URL string `json:"url,omitempty"`
@@ -178,14 +178,14 @@ type BlockView struct {
 
 // WindowView is the window with its ends in UTC.
 type WindowView struct {
-	reconcile.Window
+	reconciled.Window
 	From *time.Time `json:"from,omitempty"`
 	To   *time.Time `json:"to,omitempty"`
 }
 
 // EvidenceView is the evidence with the certified time in UTC.
 type EvidenceView struct {
-	reconcile.Evidence
+	reconciled.Evidence
 	CertifiedAt *time.Time `json:"certified_at,omitempty"`
 }
 
@@ -229,7 +229,7 @@ func LedgerTime(ns uint64) *time.Time {
 // Advice is what support staff can tell the person for verdict v; nil
 // means no verdict yet. The detail's advice adds what only the store knows
 // (near misses' amounts, the follow-up schedule).
-func Advice(v *reconcile.Verdict) string { return advice(v, adviceContext{}) }
+func Advice(v *reconciled.Verdict) string { return advice(v, adviceContext{}) }
 
 // adviceContext is what advice says beyond the verdict.
 type adviceContext struct {
@@ -249,12 +249,12 @@ func utcText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 200
 
 func utcSeconds(t time.Time) string { return t.UTC().Format("15:04:05 UTC on 2 Jan 2006") }
 
-func advice(v *reconcile.Verdict, x adviceContext) string {
+func advice(v *reconciled.Verdict, x adviceContext) string {
 	if v == nil {
 		return "No verdict yet; do not pay again until there is one."
 	}
 	switch v.Status {
-	case reconcile.StatusFound:
+	case reconciled.StatusFound:
 		if v.Block != nil && strings.Contains(v.Block.Kind, "approve") {
 			return fmt.Sprintf("The approval is in place (block %d); no tokens moved. Do not approve again.", v.Block.Index)
 		}
@@ -266,7 +266,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			return fmt.Sprintf("The payment went through in block %d%s — do not pay again.", v.Block.Index, at)
 		}
 		return "The payment went through — do not pay again."
-	case reconcile.StatusAbsent:
+	case reconciled.StatusAbsent:
 		if x.nearMiss != "" {
 			return "It did not happen as asked, and can no longer happen. " + strings.ToUpper(x.nearMiss[:1]) + x.nearMiss[1:] +
 				" — check it before paying again."
@@ -278,7 +278,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		// "As a new payment": a retry of the same request would be refused as
 		// too old, or deduplicated; the person need not know the word stamp.
 		return "It did not happen and can no longer happen — it is safe to pay again, as a new payment."
-	case reconcile.StatusNotYet:
+	case reconciled.StatusNotYet:
 		if v.Window != nil {
 			if t := LedgerTime(uint64(v.Window.ToTS)); t != nil {
 				return fmt.Sprintf("Not known yet: the payment can still go through until %s — do not pay again before then.",
@@ -286,7 +286,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			}
 		}
 		return "Not known yet: the payment can still go through — do not pay again until there is an answer."
-	case reconcile.StatusUnreadable:
+	case reconciled.StatusUnreadable:
 		msg := "The ledger's history could not be read or verified yet, so the outcome is not known"
 		if w := x.watch; w != nil {
 			// To the second: retries come seconds apart, and a last try and
@@ -301,7 +301,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
 		return msg + ". We keep trying — do not pay again yet."
-	case reconcile.StatusInvalid:
+	case reconciled.StatusInvalid:
 		return "The request could not be checked, so the outcome is unknown: escalate to engineering with the intent id, " +
 			"and do not pay again until they answer."
 	}
@@ -335,11 +335,11 @@ func FormatAmount(units string, decimals uint8, symbol string) string {
 	return s
 }
 
-func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile.Verdict, watch *WatchView) Detail {
+func (h *handler) detail(rec *reconciled.IntentRecord, sum IntentItem, vs []reconciled.Verdict, watch *WatchView) Detail {
 	d := Detail{IntentItem: sum, Verdicts: vs, NearMisses: []NearMissView{}, Accounts: []AccountView{}, Watch: watch,
 		AsOf: time.Now().UTC()}
 	if d.Verdicts == nil {
-		d.Verdicts = []reconcile.Verdict{}
+		d.Verdicts = []reconciled.Verdict{}
 	}
 	if rec != nil {
 		d.Intent = rec.Body
@@ -355,7 +355,7 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 	} else {
 		d.Intent = json.RawMessage("null")
 	}
-	var latest *reconcile.Verdict
+	var latest *reconciled.Verdict
 	if len(vs) > 0 {
 		latest = &vs[len(vs)-1]
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"io"
 	"os"
 	"sync"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -113,7 +113,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 		case <-wctx.Done():
 		}
 	}()
-	err := c.WatchIntent(wctx, in.ID, func(v reconcile.Verdict) error {
+	err := c.WatchIntent(wctx, in.ID, func(v reconciled.Verdict) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if v.IntentHash != own {
@@ -166,7 +166,7 @@ func rejectLine(r queue.Reject) string {
 }
 
 // verdictLine: seq, status, final, block, reason.
-func verdictLine(v reconcile.Verdict) string {
+func verdictLine(v reconciled.Verdict) string {
 	block, reason := "-", "-"
 	if v.Block != nil {
 		block = fmt.Sprint(uint64(v.Block.Index))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/reconciled/reconciled"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // conflictPair starts a daemon, pays one intent, asks for it until found,
@@ -28,7 +28,7 @@ func conflictPair(t *testing.T, id string) (w *world, paid, other intentDoc) {
 		t.Fatal(err)
 	}
 	paid = transferIntent(id, l.ID(), alice.principal(), arg)
-	if v := w.ask(paid, finalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(paid, finalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("paid intent: %+v", v)
 	}
 	other = paid

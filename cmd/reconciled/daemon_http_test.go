@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -114,7 +115,7 @@ func TestMetricsScrape(t *testing.T) {
 	if _, err := l.Transfer(alice.principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	if v := w.ask(transferIntent("metrics-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(transferIntent("metrics-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("verdict %+v", v)
 	}
 	// The verdict is published before the delivery is acked: wait for the
@@ -209,7 +210,7 @@ func TestSupportShowsLedgerUnits(t *testing.T) {
 	if _, err := l.Transfer(alice.principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	if v := w.ask(transferIntent("units-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(transferIntent("units-1", l.ID(), alice.principal(), arg), finalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("verdict %+v", v)
 	}
 	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/v1/intents/units-1", nil)

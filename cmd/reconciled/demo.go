@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"io"
 	"os"
 	"text/tabwriter"
@@ -21,7 +22,6 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -56,7 +56,7 @@ func init() {
 // demoRow is one line of the demo's table.
 type demoRow struct {
 	intent, method, story string
-	v                     reconcile.Verdict
+	v                     reconciled.Verdict
 }
 
 // toolLayerActions is what a tool layer does on each status, as the
@@ -211,7 +211,7 @@ func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
 func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon, tool *queue.Conn,
 	ledger, broken *ledgertest.Ledger, alice, bob *toolUser, carol icrc3.Account) ([]demoRow, error) {
 	var rows []demoRow
-	add := func(id, method, story string, v reconcile.Verdict) {
+	add := func(id, method, story string, v reconciled.Verdict) {
 		rows = append(rows, demoRow{intent: id, method: method, story: story, v: v})
 	}
 	L := ledger.ID()
@@ -242,7 +242,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	}
 	srv.SetFaults(L, ledgertest.Faults{})
 
-	ask := func(doc intentDoc, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+	ask := func(doc intentDoc, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
 		return publishAndWait(ctx, tool, doc.Canister, doc.ID, doc.json(), until)
 	}
 

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"strconv"
 
 	"github.com/aviate-labs/agent-go"
@@ -17,7 +19,6 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The demo's tool layer: it pays through agent-go as an ed25519 identity,
@@ -119,19 +120,19 @@ var errStopWaiting = errors.New("done waiting")
 // satisfies until. The verdict stream keeps every verdict, and the watch
 // starts from the intent's latest one, so a verdict published before the
 // watch starts is not missed.
-func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
 	if _, err := c.PublishIntent(ctx, canister, id, body); err != nil {
-		return reconcile.Verdict{}, err
+		return reconciled.Verdict{}, err
 	}
 	// A verdict of another body under this id never answers this one.
-	own := reconcile.IntentHash(body)
-	return waitVerdict(ctx, c, id, func(v reconcile.Verdict) bool { return v.IntentHash == own && until(v) })
+	own := matcher.IntentHash(body)
+	return waitVerdict(ctx, c, id, func(v reconciled.Verdict) bool { return v.IntentHash == own && until(v) })
 }
 
 // waitVerdict waits for a verdict of id that satisfies until.
-func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
-	var got reconcile.Verdict
-	err := c.WatchIntent(ctx, id, func(v reconcile.Verdict) error {
+func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+	var got reconciled.Verdict
+	err := c.WatchIntent(ctx, id, func(v reconciled.Verdict) error {
 		if until(v) {
 			got = v
 			return queue.ErrStop
@@ -144,8 +145,8 @@ func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(recon
 	return got, nil
 }
 
-func anyVerdict(reconcile.Verdict) bool     { return true }
-func finalVerdict(v reconcile.Verdict) bool { return v.Final }
-func statusIs(s reconcile.Status) func(reconcile.Verdict) bool {
-	return func(v reconcile.Verdict) bool { return v.Status == s }
+func anyVerdict(reconciled.Verdict) bool     { return true }
+func finalVerdict(v reconciled.Verdict) bool { return v.Final }
+func statusIs(s reconciled.Status) func(reconciled.Verdict) bool {
+	return func(v reconciled.Verdict) bool { return v.Status == s }
 }

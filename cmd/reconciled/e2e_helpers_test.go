@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -87,7 +87,7 @@ func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo stri
 func u64(v uint64) *uint64 { return &v }
 
 // ask publishes and waits for the first verdict satisfying until.
-func (w *world) ask(doc intentDoc, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (w *world) ask(doc intentDoc, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
 	v, err := publishAndWait(w.ctx, w.tool, doc.Canister, doc.ID, doc.json(), until)
 	if err != nil {
@@ -96,7 +96,7 @@ func (w *world) ask(doc intentDoc, until func(reconcile.Verdict) bool) reconcile
 	return v
 }
 
-func (w *world) wait(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (w *world) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
 	v, err := waitVerdict(w.ctx, w.tool, id, until)
 	if err != nil {
@@ -114,7 +114,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 // history returns an intent's stored verdicts and checks their seqs run
 // 1..n without gaps.
-func history(t *testing.T, st *store.Store, id string) []reconcile.Verdict {
+func history(t *testing.T, st *store.Store, id string) []reconciled.Verdict {
 	t.Helper()
 	vs, err := st.Verdicts(context.Background(), id)
 	if err != nil {
@@ -128,7 +128,7 @@ func history(t *testing.T, st *store.Store, id string) []reconcile.Verdict {
 	return vs
 }
 
-func describe(vs []reconcile.Verdict) string {
+func describe(vs []reconciled.Verdict) string {
 	s := ""
 	for _, v := range vs {
 		s += fmt.Sprintf("[%d %s]", v.Seq, v.Status)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"io"
 	"net/http"
 	"regexp"
@@ -174,7 +175,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	}
 	doc := transferIntent("dup-1", l.ID(), alice.principal(), arg)
 	first := w.ask(doc, finalVerdict)
-	if first.Status != reconcile.StatusFound || first.Seq != 1 {
+	if first.Status != reconciled.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
 	served := l.Counters().BlocksServed
@@ -220,7 +221,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 		n := d.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 3, fmt.Sprint(n, " acks")
 	})
-	if vs := history(t, d.Store(), "dup-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+	if vs := history(t, d.Store(), "dup-1"); len(vs) != 1 || vs[0].Status != reconciled.StatusFound {
 		t.Fatalf("history after duplicates: %s", describe(vs))
 	}
 	if n := w.streamCount("dup-1"); n != 1 {
@@ -253,7 +254,7 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 	retried := transferIntent("will-retry", l.ID(), alice.principal(), retryArg)
 	never := transferIntent("never-sent", l.ID(), alice.principal(), neverArg)
 	for _, doc := range []intentDoc{retried, never} {
-		if v := w.ask(doc, anyVerdict); v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+		if v := w.ask(doc, anyVerdict); v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 			t.Fatalf("%s: first verdict %+v, want not_yet", doc.ID, v)
 		}
 	}
@@ -263,12 +264,12 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := w.wait(retried.ID, finalVerdict)
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
 		t.Fatalf("retried: %+v, want found at %d with seq 2", v, idx)
 	}
 	w.srv.Advance(24*time.Hour + 3*time.Minute)
 	v = w.wait(never.ID, finalVerdict)
-	if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+	if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 		t.Fatalf("never sent: %+v, want absent with seq 2", v)
 	}
 	for _, id := range []string{retried.ID, never.ID} {
@@ -312,9 +313,9 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 	}
 	for i, doc := range docs {
 		v := w.wait(doc.ID, anyVerdict)
-		want := reconcile.StatusNotYet
+		want := reconciled.StatusNotYet
 		if i%2 == 0 {
-			want = reconcile.StatusFound
+			want = reconciled.StatusFound
 		}
 		if v.Status != want {
 			t.Fatalf("%s: %s, want %s", doc.ID, v.Status, want)
@@ -376,7 +377,7 @@ func TestRestartMidScan(t *testing.T) {
 
 	// Watched before the restart: a not_yet intent.
 	watched := transferIntent("watched", l.ID(), alice.principal(), transferArg(bob.principal(), 7, u64(w.srv.Now()), "w"))
-	if v := w.ask(watched, anyVerdict); v.Status != reconcile.StatusNotYet {
+	if v := w.ask(watched, anyVerdict); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("watched: %+v", v)
 	}
 	// An intent stamped an hour back, behind 3000 blocks read slowly.
@@ -403,7 +404,7 @@ func TestRestartMidScan(t *testing.T) {
 	defer stop(d2, time.Second)
 	v := w.wait(slow.ID, anyVerdict)
 	t.Logf("decided after restart in %s", time.Since(t0))
-	if v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+	if v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 		t.Fatalf("slow after restart: %+v", v)
 	}
 	ws, err := d2.Store().Watches(w.ctx)
@@ -414,7 +415,7 @@ func TestRestartMidScan(t *testing.T) {
 	d2.FollowUpNow()
 	for _, id := range []string{watched.ID, slow.ID} {
 		v := w.wait(id, finalVerdict)
-		if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+		if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 			t.Fatalf("%s: %+v, want absent seq 2", id, v)
 		}
 		if vs := history(t, d2.Store(), id); len(vs) != 2 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/reconciled/reconciled"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ type outageSink struct {
 	down int // LastVerdict calls still to fail
 }
 
-func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconcile.Verdict, error) {
+func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconciled.Verdict, error) {
 	s.mu.Lock()
 	fail := s.down > 0
 	if fail {
@@ -68,8 +69,8 @@ func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.json()); err != nil {
 		t.Fatal(err)
 	}
-	v := w.rig.Wait("outage-1", func(v reconcile.Verdict) bool { return v.Final })
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
+	v := w.rig.Wait("outage-1", func(v reconciled.Verdict) bool { return v.Final })
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
 		t.Fatalf("verdict %+v, want found at block %d", v, idx)
 	}
 	mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/reconciled/reconciled"
 	"net/url"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestTestLedgerServesAnICPLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := res.Ok.BigInt().Uint64()
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != want {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != want {
 		t.Fatalf("verdict %s %+v %+v, want found in block %d", v.Status, v.Block, v.Reason, want)
 	}
 }
