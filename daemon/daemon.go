@@ -617,3 +617,5 @@ var (
 	_ reconcile.Store         = (*store.Store)(nil)
 	_ reconcile.CheckRecorder = (*store.Store)(nil)
 )
+
+var _ reconcile.Sink = queue.Sink{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reconciled/reconciled/matcher"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -280,7 +281,7 @@ func TestEmbeddedJetStreamOnFullDiskNotReadyThenRecovers(t *testing.T) {
 	publish := func(id string, n int) error {
 		ctx, cancel := context.WithTimeout(r.Ctx, time.Second)
 		defer cancel()
-		_, err := tool.PublishIntent(ctx, ledger, id, transferBody(id, ledger, n))
+		_, err := tool.PublishIntent(ctx, ledger, id, transferBody(id, ledger, n), matcher.IntentHash(transferBody(id, ledger, n)))
 		return err
 	}
 

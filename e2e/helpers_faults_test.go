@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"strconv"
 	"sync"
 	"testing"
@@ -115,7 +116,7 @@ func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 // with the message id a tool layer gives it (<intent_id>:<intent_hash>).
 func (r *rig) publish(canister, id string, body []byte) {
 	r.t.Helper()
-	r.Publish(canister, queue.IntentMsgID(id, body), body)
+	r.Publish(canister, queue.IntentMsgID(id, matcher.IntentHash(body)), body)
 }
 
 // wait returns the first verdict of id that satisfies until, reading the

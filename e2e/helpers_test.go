@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"net"
 	"net/url"
 	"os"
@@ -171,7 +172,7 @@ func publishAll(t testing.TB, ctx context.Context, c *queue.Conn, ps []*plannedI
 	for _, p := range ps {
 		for {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.PublishIntent(pctx, p.Canister, p.ID, p.Body)
+			_, err := c.PublishIntent(pctx, p.Canister, p.ID, p.Body, matcher.IntentHash(p.Body))
 			cancel()
 			if err == nil {
 				break

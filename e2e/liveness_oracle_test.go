@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestLivenessOracle(t *testing.T) {
 		w := newLvWorld(t, k, int64(*seedFlag), 4)
 		w.allowed = 3 * time.Second
 		victim := w.plan[1]
-		msgID := queue.IntentMsgID(victim.ID, victim.Body)
+		msgID := queue.IntentMsgID(victim.ID, matcher.IntentHash(victim.Body))
 		w.intake = func(_ int, dl *queue.Delivery) bool {
 			if dl.MsgID != msgID {
 				return true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"io"
 	"math/rand"
 	"net"
@@ -370,7 +371,7 @@ func (w *lvProcWorld) publishAll() {
 	for _, p := range w.plan {
 		for {
 			ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
-			_, err := w.tool.PublishIntent(ctx, p.Canister, p.ID, p.Body)
+			_, err := w.tool.PublishIntent(ctx, p.Canister, p.ID, p.Body, matcher.IntentHash(p.Body))
 			cancel()
 			if err == nil {
 				break

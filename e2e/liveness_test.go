@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -317,7 +318,7 @@ func (w *lvWorld) startInst(k int, dir string) *lvInst {
 func (w *lvWorld) publish(canister, id string, body []byte) {
 	for {
 		ctx, cancel := context.WithTimeout(w.rig.Ctx, 5*time.Second)
-		_, err := w.rig.Tool.PublishIntent(ctx, canister, id, body)
+		_, err := w.rig.Tool.PublishIntent(ctx, canister, id, body, matcher.IntentHash(body))
 		cancel()
 		if err == nil {
 			return
@@ -616,8 +617,8 @@ func (w *lvWorld) conflictRace() {
 			p.other = e.plan(id, classAbsent, 6000+j).Body
 			a, b := j%2, 1-j%2
 			ready, n := make(chan struct{}), &atomic.Int32{}
-			owners[queue.IntentMsgID(id, p.Body)] = owner{id, a, ready, n}
-			owners[queue.IntentMsgID(id, p.other)] = owner{id, b, ready, n}
+			owners[queue.IntentMsgID(id, matcher.IntentHash(p.Body))] = owner{id, a, ready, n}
+			owners[queue.IntentMsgID(id, matcher.IntentHash(p.other))] = owner{id, b, ready, n}
 			race = append(race, p)
 		}
 	}

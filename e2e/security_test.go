@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"io"
 	"io/fs"
 	"net/http"
@@ -217,7 +218,7 @@ func TestSecurityDaemonSecretsAndFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	p1 := payment{stamp: srv.Now(), amount: 5, memo: "sec"}
-	if _, err := tool.PublishIntent(ctx, l.ID().Encode(), "sec-1", jsonOf(p1.intent("sec-1", l.ID()))); err != nil {
+	if _, err := tool.PublishIntent(ctx, l.ID().Encode(), "sec-1", jsonOf(p1.intent("sec-1", l.ID())), matcher.IntentHash(jsonOf(p1.intent("sec-1", l.ID())))); err != nil {
 		t.Fatal(err)
 	}
 	if err := tool.WatchIntent(ctx, "sec-1", func(reconciled.Verdict) error { return queue.ErrStop }); err != nil {
@@ -443,7 +444,7 @@ func TestSecurityMaxMessageBytes(t *testing.T) {
 	if len(body) > 2048 {
 		t.Fatalf("test intent is %d bytes", len(body))
 	}
-	if _, err := tool.PublishIntent(ctx, ledger, "fits", body); err != nil {
+	if _, err := tool.PublishIntent(ctx, ledger, "fits", body, matcher.IntentHash(body)); err != nil {
 		t.Fatal(err)
 	}
 	var got reconciled.Verdict

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ func BenchmarkPublishIntent(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +59,7 @@ func BenchmarkIntake(b *testing.B) {
 	c := benchSetup(b)
 	ctx := context.Background()
 	for i := range b.N {
-		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -182,7 +183,7 @@ func benchIntentStreamCeiling(b *testing.B, retention jetstream.RetentionPolicy)
 				if i > int64(b.N) {
 					return
 				}
-				if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("c-%d", i), benchBody); err != nil {
+				if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("c-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 					b.Error(err)
 					return
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func publishIntent(t *testing.T, c *Conn, id string, body []byte) {
 	if body == nil {
 		body = []byte(`{"intent_id":"` + id + `"}`)
 	}
-	dup, err := c.PublishIntent(testCtx(t), canister, id, body)
+	dup, err := c.PublishIntent(testCtx(t), canister, id, body, matcher.IntentHash(body))
 	if err != nil {
 		t.Fatalf("publish intent %s: %v", id, err)
 	}
@@ -99,10 +100,10 @@ func TestDuplicateIntentWithinWindow(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	body := []byte(`{"intent_id":"dup-1"}`)
-	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body); err != nil || dup {
+	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body, matcher.IntentHash(body)); err != nil || dup {
 		t.Fatalf("first publish: duplicate=%v err=%v", dup, err)
 	}
-	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body); err != nil || !dup {
+	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body, matcher.IntentHash(body)); err != nil || !dup {
 		t.Fatalf("second publish: duplicate=%v err=%v", dup, err)
 	}
 	if m := streamInfo(t, c, IntentsStream).State.Msgs; m != 1 {

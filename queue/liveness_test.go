@@ -84,7 +84,7 @@ func TestIntentStreamRefusesOversizedIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	longID := strings.Repeat("i", maxTokenLen)
-	if _, err := c.PublishIntent(ctx, canister, longID, bytes.Repeat([]byte("x"), MaxIntentBytes)); err != nil {
+	if _, err := c.PublishIntent(ctx, canister, longID, bytes.Repeat([]byte("x"), MaxIntentBytes), matcher.IntentHash(bytes.Repeat([]byte("x"), MaxIntentBytes))); err != nil {
 		t.Fatalf("publish an intent of exactly %d bytes: %v", MaxIntentBytes, err)
 	}
 	// Bypassing the client's own check, as an older or foreign client
@@ -160,7 +160,7 @@ func TestOversizedIntentRejected(t *testing.T) {
 	})
 	subject, _ := c.Subjects().Intent(canister)
 	body := bytes.Repeat([]byte("x"), MaxIntentBytes+1)
-	if _, err := c.JetStream().Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID("huge", body))); err != nil {
+	if _, err := c.JetStream().Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID("huge", matcher.IntentHash(body)))); err != nil {
 		t.Fatal(err)
 	}
 	r := recv(t, rejects, "reject of the oversized intent")

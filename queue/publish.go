@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"strconv"
 	"time"
 
@@ -16,11 +15,13 @@ import (
 )
 
 // PublishIntent publishes an intent body on <prefix>.intents.<canister_id>
-// with Nats-Msg-Id = IntentMsgID(intent_id, body). duplicate is true when
+// with Nats-Msg-Id = IntentMsgID(intent_id, intentHash), intentHash being
+// the body's intent_hash (matcher.IntentHash, which the caller computes:
+// this package does not parse intents). duplicate is true when
 // the stream already took this very intent within its dedup window; the
 // message is then not stored again. Another body under the same id is never
 // a duplicate: it reaches a daemon, which refuses it (E_INTENT_CONFLICT).
-func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, body []byte) (duplicate bool, err error) {
+func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, body []byte, intentHash string) (duplicate bool, err error) {
 	subject, err := c.subj.Intent(canisterID)
 	if err != nil {
 		return false, err
@@ -31,7 +32,7 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 	if len(body) > MaxIntentBytes {
 		return false, fmt.Errorf("queue: publish intent %s: %d bytes are larger than the limit of %d bytes", intentID, len(body), MaxIntentBytes)
 	}
-	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, body)), jetstream.WithExpectStream(IntentsStream))
+	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, intentHash)), jetstream.WithExpectStream(IntentsStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish intent %s on %s: %w", intentID, subject, err)
 	}
@@ -43,8 +44,8 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 // the id alone, the stream would drop a different body under a recent id
 // before any daemon saw it, and its publisher would read the other body's
 // verdicts as its own.
-func IntentMsgID(intentID string, body []byte) string {
-	return intentID + ":" + matcher.IntentHash(body)
+func IntentMsgID(intentID, intentHash string) string {
+	return intentID + ":" + intentHash
 }
 
 // VerdictMsgID is the dedup id of a verdict: re-publishing the same seq of

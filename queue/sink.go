@@ -9,8 +9,6 @@ import (
 	"github.com/reconciled/reconciled"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Headers of a verdict message that carry the intent it decides, so an
@@ -56,7 +54,7 @@ func DecodeIntentHeaders(h nats.Header) (*reconciled.IntentHeader, error) {
 	return out, nil
 }
 
-// Sink adapts a Conn to reconcile.Sink.
+// Sink adapts a Conn to the service's verdict sink (reconcile.Sink).
 type Sink struct {
 	C *Conn
 	// Origin, when set, goes with every verdict as HeaderOrigin. It must
@@ -66,8 +64,6 @@ type Sink struct {
 	// needs a new origin.
 	Origin string
 }
-
-var _ reconcile.Sink = Sink{}
 
 func (s Sink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	h := IntentHeaders(in)

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,10 +16,10 @@ func TestBadTokensRefused(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	for _, tok := range badTokens {
-		if _, err := c.PublishIntent(ctx, tok, "ok-id", []byte("{}")); err == nil {
+		if _, err := c.PublishIntent(ctx, tok, "ok-id", []byte("{}"), matcher.IntentHash([]byte("{}"))); err == nil {
 			t.Errorf("PublishIntent accepted canister %q", tok)
 		}
-		if _, err := c.PublishIntent(ctx, canister, tok, []byte("{}")); err == nil {
+		if _, err := c.PublishIntent(ctx, canister, tok, []byte("{}"), matcher.IntentHash([]byte("{}"))); err == nil {
 			t.Errorf("PublishIntent accepted intent id %q", tok)
 		}
 		if err := c.PublishVerdict(ctx, reconciled.Verdict{IntentID: tok, Seq: 1, Status: reconciled.StatusNotYet}); err == nil {
@@ -34,7 +35,7 @@ func TestBadTokensRefused(t *testing.T) {
 			t.Errorf("WatchIntent accepted intent id %q", tok)
 		}
 	}
-	if _, err := c.PublishIntent(ctx, canister, "too-big", make([]byte, MaxIntentBytes+1)); err == nil {
+	if _, err := c.PublishIntent(ctx, canister, "too-big", make([]byte, MaxIntentBytes+1), matcher.IntentHash(make([]byte, MaxIntentBytes+1))); err == nil {
 		t.Error("PublishIntent accepted an intent too large for its verdicts")
 	}
 	if m := streamInfo(t, c, IntentsStream).State.Msgs + streamInfo(t, c, VerdictsStream).State.Msgs; m != 0 {

@@ -235,7 +235,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 				mu.Lock()
 				sent[ids[i]] = time.Now()
 				mu.Unlock()
-				if _, err := tool.PublishIntent(ctx, sc.Ledger, ids[i], bodies[i]); err != nil {
+				if _, err := tool.PublishIntent(ctx, sc.Ledger, ids[i], bodies[i], matcher.IntentHash(bodies[i])); err != nil {
 					pubErr <- fmt.Errorf("many: publish %s: %w", ids[i], err)
 					return
 				}

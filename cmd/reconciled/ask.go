@@ -101,7 +101,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 	}); err != nil {
 		return err
 	}
-	if _, err := c.PublishIntent(ctx, in.Canister.Encode(), in.ID, body); err != nil {
+	if _, err := c.PublishIntent(ctx, in.Canister.Encode(), in.ID, body, matcher.IntentHash(body)); err != nil {
 		return err
 	}
 	wctx, stop := context.WithCancel(ctx)

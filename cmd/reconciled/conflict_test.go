@@ -49,7 +49,7 @@ func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
 	if err := w.tool.SubscribeRejects(w.ctx, "conflict-1", func(r queue.Reject) { rejects <- r }); err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.json()); err != nil || dup {
+	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.json(), matcher.IntentHash(other.json())); err != nil || dup {
 		t.Fatalf("conflicting body published: duplicate=%v err=%v", dup, err)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)

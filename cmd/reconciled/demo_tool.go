@@ -121,7 +121,7 @@ var errStopWaiting = errors.New("done waiting")
 // starts from the intent's latest one, so a verdict published before the
 // watch starts is not missed.
 func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
-	if _, err := c.PublishIntent(ctx, canister, id, body); err != nil {
+	if _, err := c.PublishIntent(ctx, canister, id, body, matcher.IntentHash(body)); err != nil {
 		return reconciled.Verdict{}, err
 	}
 	// A verdict of another body under this id never answers this one.

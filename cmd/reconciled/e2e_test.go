@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"io"
 	"net/http"
 	"regexp"
@@ -307,7 +308,7 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 		docs = append(docs, transferIntent(fmt.Sprint("pair-", i), l.ID(), alice.principal(), arg))
 	}
 	for _, doc := range docs {
-		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json()); err != nil {
+		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json(), matcher.IntentHash(doc.json())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -385,7 +386,7 @@ func TestRestartMidScan(t *testing.T) {
 	slow := transferIntent("slow", l.ID(), alice.principal(), transferArg(bob.principal(), 9, old, "s"))
 	w.srv.SetFaults(l.ID(), ledgertest.Faults{Latency: 20 * time.Millisecond})
 	before := l.Counters().BlocksServed
-	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.json()); err != nil {
+	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.json(), matcher.IntentHash(slow.json())); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the slow scan under way", func() (bool, string) {
@@ -454,7 +455,7 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	js := w.tool.JetStream()
 	for i := range intents {
 		doc := transferIntent(fmt.Sprint("many-", i), many.ID(), alice.principal(), transferArg(bob.principal(), uint64(i+1), u64(stamp(i)), "x"))
-		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, doc.json()))); err != nil {
+		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, matcher.IntentHash(doc.json())))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestMigrateIntentsRefusesOpenIntentsThenMoves(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", "open-1", []byte(`{"intent_id":"open-1"}`)); err != nil {
+	if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", "open-1", []byte(`{"intent_id":"open-1"}`), matcher.IntentHash([]byte(`{"intent_id":"open-1"}`))); err != nil {
 		t.Fatal(err)
 	}
 	migrate := func() (int, string, string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := transferIntent("outage-1", l.ID(), alice.principal(), arg)
-	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.json()); err != nil {
+	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.json(), matcher.IntentHash(doc.json())); err != nil {
 		t.Fatal(err)
 	}
 	v := w.rig.Wait("outage-1", func(v reconciled.Verdict) bool { return v.Final })

@@ -134,7 +134,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	wantRejectSubj, _ := subj.Reject(doc.IntentID)
 	for _, c := range []struct{ what, got, want string }{
 		{"nats req subject", ex.reqSubject, wantIntentSubj},
-		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, ex.intent)},
+		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, matcher.IntentHash(ex.intent))},
 		{"nats stream get stream", ex.getStream, queue.VerdictsStream},
 		{"--last-for subject", ex.getLastFor, wantVerdictSubj},
 		{"nats sub verdicts subject", ex.subVerdicts, wantVerdictSubj},
@@ -490,7 +490,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 		t.Fatalf("intent-hash: exit %d: %s", code, errOut)
 	}
 	msgID := strings.TrimSpace(out)
-	if msgID == ex.msgID || msgID != queue.IntentMsgID(localID, body) {
+	if msgID == ex.msgID || msgID != queue.IntentMsgID(localID, matcher.IntentHash(body)) {
 		t.Fatalf("intent-hash --msg-id local.json = %s; the example's is %s", msgID, ex.msgID)
 	}
 
