@@ -19,6 +19,10 @@ var (
 	// ErrInvalidRecord: the store refuses the record itself (a malformed
 	// id, a value it cannot hold); retrying cannot succeed.
 	ErrInvalidRecord = errors.New("reconcile: record refused by the store")
+	// ErrBlockConflict: a BlockCache refused verified blocks that contradict a
+	// block it holds inside the recorded verified range. The cached chain is
+	// then not the ledger's history any more: the chain is rebuilt.
+	ErrBlockConflict = errors.New("verified block contradicts the cached chain")
 )
 
 // ValidIntentID reports whether s is a valid intent_id: [A-Za-z0-9_-]{1,128}.

@@ -25,7 +25,7 @@ func TestVerdictJSONGolden(t *testing.T) {
 			},
 			Window: &reconciled.Window{FromTS: 1, ToTS: 2, FirstBlock: u(3), LastBlock: u(4), NarrowedBy: "ingress_expiry"},
 			Evidence: &reconciled.Evidence{Verified: "certificate+chain", TipIndex: u(9), TipHash: "ef", CertifiedTime: u(10), BlocksRead: 11,
-				IndexSource: reconciled.IndexByChainPosition,
+				IndexSource:    reconciled.IndexByChainPosition,
 				HistoryChanged: &reconciled.HistoryChange{Reason: "hash", OldTipIndex: 1, OldTipHash: "aa", NewTipIndex: 2, NewTipHash: "bb", CertifiedAt: 3, BlocksDiscarded: 4}},
 			DecidedAt: time.Date(2026, 12, 4, 2, 0, 0, 123456789, time.UTC)},
 		{IntentID: "pay-2", Seq: 1, Status: reconciled.StatusInvalid, Final: true,
@@ -71,7 +71,12 @@ func TestSameDecision(t *testing.T) {
 		a, b reconciled.Verdict
 		want bool
 	}{
-		{"re-encoded at another time", base, func() reconciled.Verdict { v := base; v.DecidedAt = time.Unix(9, 0); v.Block = &reconciled.BlockRef{Index: 3, Hash: "h"}; return v }(), true},
+		{"re-encoded at another time", base, func() reconciled.Verdict {
+			v := base
+			v.DecidedAt = time.Unix(9, 0)
+			v.Block = &reconciled.BlockRef{Index: 3, Hash: "h"}
+			return v
+		}(), true},
 		{"one without intent_hash", base, func() reconciled.Verdict { v := base; v.IntentHash = ""; return v }(), true},
 		{"another body", base, func() reconciled.Verdict { v := base; v.IntentHash = "y"; return v }(), false},
 		{"another block", base, func() reconciled.Verdict { v := base; v.Block = &other; return v }(), false},

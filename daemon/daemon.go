@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
@@ -619,3 +619,5 @@ var (
 )
 
 var _ reconcile.Sink = queue.Sink{}
+
+var _ reconcile.BlockCache = (*store.Store)(nil)

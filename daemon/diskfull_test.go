@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled/matcher"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/store"
 )

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"io"
 	"net/http"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
 )

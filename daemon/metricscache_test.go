@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"github.com/reconciled/reconciled"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // A scrape reads the store's figures only when the store has been written

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"

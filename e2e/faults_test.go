@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 

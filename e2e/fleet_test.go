@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/queue"
 )

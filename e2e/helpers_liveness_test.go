@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"

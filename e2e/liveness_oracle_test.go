@@ -1,12 +1,12 @@
 package e2e_test
 
 import (
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 )
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"io"
 	"math/rand"
 	"net"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 )
 

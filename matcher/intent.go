@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/reconciled/reconciled/icrc3"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Method is the ledger method the intent called.

@@ -3,13 +3,14 @@ package queue
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 func benchSetup(b *testing.B) *Conn {

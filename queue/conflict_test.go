@@ -2,9 +2,10 @@ package queue
 
 import (
 	"context"
-	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"testing"
+
+	"github.com/reconciled/reconciled/matcher"
 )
 
 // A different body under an intent id the stream has just taken must still

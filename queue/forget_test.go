@@ -2,8 +2,9 @@ package queue
 
 import (
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // A follower forgotten (its store started empty) reads the whole stream

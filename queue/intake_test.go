@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 const canister = "mxzaz-hqaaa-aaaar-qaada-cai"

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled"
 )
 
 // PublishIntent publishes an intent body on <prefix>.intents.<canister_id>

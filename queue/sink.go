@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Headers of a verdict message that carry the intent it decides, so an

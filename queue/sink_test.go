@@ -5,13 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestSinkCarriesIntentToFollowers(t *testing.T) {

@@ -2,12 +2,13 @@ package queue
 
 import (
 	"context"
-	"github.com/reconciled/reconciled/matcher"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled/matcher"
 )
 
 func TestEnsureStreamsIdempotentAcrossConnections(t *testing.T) {

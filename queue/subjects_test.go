@@ -2,12 +2,13 @@ package queue
 
 import (
 	"context"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 var badTokens = []string{"", "a.b", "a*", "*", ">", "a>", "a b", "a\tb", "a\nb", "a\x00b", "\u00a0", strings.Repeat("x", 257), "\xff"}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // holdBatches makes the next first verdicts queue behind a batch that runs

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled"
 )
 
 func verdict(id string, seq uint64, status reconciled.Status) reconciled.Verdict {

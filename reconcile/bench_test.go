@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sort"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -68,7 +68,7 @@ type chain struct {
 	w      *pageWriter
 	loaded bool
 	has    bool
-	r      VerifiedRange
+	r      icrc3.VerifiedRange
 
 	// reuse: a tip verified less than this long ago (wall clock) serves
 	// again without a query. An older tip is always a safe answer: found
@@ -151,7 +151,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	if !c.has {
 		h := t.Hash
-		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.r = icrc3.VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
 		c.has = true
 		return c.tip(t), 0, c.save(ctx)
 	}
@@ -196,7 +196,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			return err
 		}
 		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
-			floorBroken = errors.Is(err, ErrBlockConflict)
+			floorBroken = errors.Is(err, reconciled.ErrBlockConflict)
 			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
 		}
 		read += uint64(len(page))
@@ -210,7 +210,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			return icrc3.Tip{}, read, err
 		}
 		h := t.Hash
-		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.r = icrc3.VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
 		c.has = true
 		return c.tip(t), read, c.save(ctx)
 	}
@@ -308,7 +308,7 @@ func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
 		c.onChange(ch)
 	}
 	c.hist.Forget()
-	c.r, c.has, c.fetchedAt = VerifiedRange{}, false, time.Time{}
+	c.r, c.has, c.fetchedAt = icrc3.VerifiedRange{}, false, time.Time{}
 	return nil
 }
 
@@ -326,11 +326,11 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 // It keeps none of blocks past its return, not even CreatedAt: the page
 // writer builds the next page in the same memory.
 type pageRangeCache interface {
-	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error
+	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r icrc3.VerifiedRange) error
 }
 
 // putPage caches a verified page and saves r, the range grown by it.
-func (c *chain) putPage(ctx context.Context, page []icrc3.Block, r VerifiedRange) error {
+func (c *chain) putPage(ctx context.Context, page []icrc3.Block, r icrc3.VerifiedRange) error {
 	if pc, ok := c.cache.(pageRangeCache); ok {
 		if err := pc.PutVerifiedRange(ctx, c.ledger, page, r); err != nil {
 			return fmt.Errorf("reconcile: cache blocks and range of %s: %w", c.ledger, err)

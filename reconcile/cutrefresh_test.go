@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
@@ -147,7 +147,7 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 			c := newCache()
 			const stamp = 1_000
 			b0 := mk(0, 100, 1, 1, nil)
-			r := reconcile.VerifiedRange{Lo: 0, Hi: 0, HiHash: b0.Hash, LoTS: 100, HiTS: 100, TipTime: 100}
+			r := icrc3.VerifiedRange{Lo: 0, Hi: 0, HiHash: b0.Hash, LoTS: 100, HiTS: 100, TipTime: 100}
 			if err := c.PutVerified(ctx, key, []icrc3.Block{b0}); err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 				t.Fatalf("window [240, 360]: %d..%d %v %v, want 1..2", first, last, ok, err)
 			}
 			// Inside the range a block is a fact: another one is refused.
-			if err := c.PutVerified(ctx, key, []icrc3.Block{a2}); !errors.Is(err, reconcile.ErrBlockConflict) {
+			if err := c.PutVerified(ctx, key, []icrc3.Block{a2}); !errors.Is(err, reconciled.ErrBlockConflict) {
 				t.Fatalf("a block contradicting the recorded range: %v, want ErrBlockConflict", err)
 			}
 			if got, _ := c.ByStamp(ctx, key, stamp+1, 0, 3); len(got) != 1 || got[0].Hash != n2.Hash {
@@ -222,7 +222,7 @@ type conflictCache struct {
 
 func (c *conflictCache) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
 	if c.refuse.Swap(false) {
-		return fmt.Errorf("cache: block %d: %w", blocks[0].Index, reconcile.ErrBlockConflict)
+		return fmt.Errorf("cache: block %d: %w", blocks[0].Index, reconciled.ErrBlockConflict)
 	}
 	return c.MemCache.PutVerified(ctx, ledger, blocks)
 }

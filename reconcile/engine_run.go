@@ -2,11 +2,11 @@ package reconcile
 
 import (
 	"context"
-	"github.com/reconciled/reconciled"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -181,7 +181,7 @@ func (r *ledgerRun) settleWrites() {
 	c := r.c
 	if err := c.w.flush(); err != nil {
 		c.loaded, c.has, c.fetchedAt = false, false, time.Time{}
-		c.r = VerifiedRange{}
+		c.r = icrc3.VerifiedRange{}
 		r.e.log.Warn("verified blocks could not be cached; the chain goes back to the range cached before them",
 			zap.String("history", c.ledger), zap.Error(err))
 	}

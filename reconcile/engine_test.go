@@ -3,10 +3,10 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"

@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"

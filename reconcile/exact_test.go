@@ -3,12 +3,12 @@ package reconcile_test
 import (
 	"encoding/hex"
 	"encoding/json"
-	"github.com/reconciled/reconciled"
 	"slices"
 	"testing"
 
 	"github.com/aviate-labs/agent-go/candid"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/matcher"
 )

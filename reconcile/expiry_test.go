@@ -1,10 +1,10 @@
 package reconcile_test
 
 import (
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )

@@ -3,12 +3,12 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"

@@ -3,11 +3,11 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"

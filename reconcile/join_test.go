@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"

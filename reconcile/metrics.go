@@ -1,12 +1,13 @@
 package reconcile
 
 import (
-	"github.com/reconciled/reconciled"
 	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Metrics counts what the service does. Each Metrics has its own

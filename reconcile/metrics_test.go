@@ -1,11 +1,12 @@
 package reconcile
 
 import (
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestMetricsCount(t *testing.T) {

@@ -3,11 +3,11 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"

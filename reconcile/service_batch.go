@@ -3,9 +3,9 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"sync"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 

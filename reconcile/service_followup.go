@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sort"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 

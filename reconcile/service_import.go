@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/reconciled/reconciled"
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 

@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )

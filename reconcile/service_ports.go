@@ -2,9 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"github.com/reconciled/reconciled"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 

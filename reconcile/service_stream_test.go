@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"github.com/reconciled/reconciled"
 
 	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Two instances may decide the same seq of one intent: a lease holder that

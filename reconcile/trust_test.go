@@ -1,10 +1,10 @@
 package reconcile_test
 
 import (
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"

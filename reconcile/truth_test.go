@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math/big"
 	"math/rand/v2"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid/idl"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"

@@ -3,11 +3,11 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"

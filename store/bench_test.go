@@ -3,12 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -79,7 +79,7 @@ func BenchmarkWalkWrites2000(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				r := reconcile.VerifiedRange{Lo: top, Hi: top - 1, HiHash: walk[0][page-1].Hash}
+				r := icrc3.VerifiedRange{Lo: top, Hi: top - 1, HiHash: walk[0][page-1].Hash}
 				runtime.GC()
 				b.StartTimer()
 				cpu.start(b)

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -199,7 +200,7 @@ func TestCacheWritesLeaveWriterAtFullSync(t *testing.T) {
 		{"put", func() error { return s.PutBlocks(ctx, ledgerA, blocks(10, 20)) }, true},
 		{"put verified", func() error { return s.PutVerified(ctx, ledgerA, parsedRange(t, 20, 30)) }, true},
 		{"save range", func() error {
-			return s.SaveRange(ctx, ledgerA, reconcile.VerifiedRange{Lo: 10, Hi: 29, HiHash: block(29).Hash, Below: &h})
+			return s.SaveRange(ctx, ledgerA, icrc3.VerifiedRange{Lo: 10, Hi: 29, HiHash: block(29).Hash, Below: &h})
 		}, true},
 		{"conflict", func() error { return s.PutBlocks(ctx, ledgerA, []CachedBlock{blockAt(12, testTS(12)+1)}) }, false},
 		{"failing", func() error {

@@ -3,10 +3,11 @@ package store
 import (
 	"context"
 	"encoding/hex"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // A memo is found by its text in any case, in a new store and in one

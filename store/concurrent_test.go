@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Many goroutines write at once: private intents, one contested intent id

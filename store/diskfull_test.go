@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // tinyFS is a 5 MiB tmpfs of its own at dir, so that filling it fails

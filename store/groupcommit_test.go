@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"sync"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // TestGroupCommitIsolatesFailures commits one group by hand: a write that

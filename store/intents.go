@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // validateIntent refuses a record the store cannot hold faithfully.

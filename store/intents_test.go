@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 const ledgerA = "mxzaz-hqaaa-aaaar-qaada-cai"

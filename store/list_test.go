@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 var listBase = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/reconciled/reconciled"
 )
 
 // outboxRows reads the outbox table as it is committed, without applying

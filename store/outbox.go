@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
+
+	"github.com/reconciled/reconciled"
 )
 
 // The outbox (migration 0002) closes the gap between committing a verdict

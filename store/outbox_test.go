@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 func outboxOf(t *testing.T, s *Store) []OutboxEntry {

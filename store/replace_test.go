@@ -3,9 +3,10 @@ package store
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // The stream's body and verdicts take the place of what the store holds

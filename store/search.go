@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strconv"
 	"strings"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"

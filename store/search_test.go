@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"

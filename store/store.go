@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
 	"net/url"
 	"os"
@@ -19,7 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 func init() {
@@ -59,7 +58,7 @@ var (
 	// range (or, without a range, at all) with another hash or timestamp,
 	// or a tip that contradicts the cache. It is reconcile's
 	// ErrBlockConflict: the engine takes it for a history change.
-	ErrBlockConflict = fmt.Errorf("store: %w", reconcile.ErrBlockConflict)
+	ErrBlockConflict = fmt.Errorf("store: %w", reconciled.ErrBlockConflict)
 	// ErrSchemaTooNew: the database was migrated by a newer version of the
 	// daemon; running older code against it could misread it.
 	ErrSchemaTooNew = errors.New("store: database schema is newer than this program")

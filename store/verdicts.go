@@ -1,14 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
+
+	"github.com/reconciled/reconciled"
 )
 
 // AppendVerdict records the next verdict of an intent. Seq must be exactly
@@ -194,7 +194,7 @@ func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
 			v.IntentID, seq); err != nil {
 			return fmt.Errorf("store: %s: read stored: %w", what, err)
 		}
-		same, err := sameVerdict(stored, vw.doc)
+		same, err := sameVerdict(stored, vw.v)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
@@ -309,34 +309,17 @@ func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
 	return nil
 }
 
-// sameVerdict compares a stored verdict with a normalised encoded one. The
-// stored document is re-encoded first, so a verdict stored by an earlier
-// version of the Verdict type (another field order, a field added since)
-// still compares by meaning rather than by bytes.
-func sameVerdict(stored, doc []byte) (bool, error) {
-	if bytes.Equal(stored, doc) {
-		return true, nil
-	}
+// sameVerdict reports whether the stored verdict at v's seq decides what v
+// decides (reconciled.SameDecision, the project's one definition): the
+// same verdict reaches the store from the local engine and from the
+// verdict stream, possibly re-encoded by another version of the Verdict
+// type or stored before verdicts carried intent_hash, and is stored once.
+func sameVerdict(stored []byte, v reconciled.Verdict) (bool, error) {
 	var old reconciled.Verdict
 	if err := json.Unmarshal(stored, &old); err != nil {
 		return false, fmt.Errorf("decode stored verdict: %w", err)
 	}
-	if old.IntentHash == "" {
-		// Stored before verdicts carried intent_hash: the same verdict
-		// arriving with its hash is still the same verdict.
-		var cur struct {
-			IntentHash string `json:"intent_hash"`
-		}
-		if err := json.Unmarshal(doc, &cur); err != nil {
-			return false, fmt.Errorf("decode verdict: %w", err)
-		}
-		old.IntentHash = cur.IntentHash
-	}
-	re, err := json.Marshal(normalise(old))
-	if err != nil {
-		return false, fmt.Errorf("re-encode stored verdict: %w", err)
-	}
-	return bytes.Equal(re, doc), nil
+	return reconciled.SameDecision(old, v), nil
 }
 
 // normalise gives a verdict the one form it is stored and compared in, so

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 func verdict(id string, seq uint64, st reconciled.Status) reconciled.Verdict {
@@ -300,7 +301,8 @@ func watchIDs(ws []reconciled.Watch) []string {
 }
 
 // A verdict stored in another encoding of the same meaning (an older
-// program's field order and spacing) still matches its re-append.
+// program's field order and spacing) still matches its re-append: the store
+// compares verdicts by what they decide.
 func TestVerdictComparedByMeaning(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
@@ -320,8 +322,22 @@ func TestVerdictComparedByMeaning(t *testing.T) {
 	if err := s.AppendVerdict(ctx, v, nil); err != nil {
 		t.Fatalf("same meaning, other bytes: %v", err)
 	}
-	v.Evidence.BlocksRead++
-	if err := s.AppendVerdict(ctx, v, nil); !errors.Is(err, ErrSeqConflict) {
-		t.Fatalf("other meaning: %v, want ErrSeqConflict", err)
+	// What a verdict rests on is not what it decides (SameDecision): the
+	// same decision with other evidence, as another instance computes it,
+	// is the stored verdict, which stays as it is.
+	again := v
+	ev := *v.Evidence
+	ev.BlocksRead++
+	again.Evidence = &ev
+	if err := s.AppendVerdict(ctx, again, nil); err != nil {
+		t.Fatalf("same decision, other evidence: %v", err)
+	}
+	if got, err := s.LatestVerdict(ctx, "i1"); err != nil || got.Evidence.BlocksRead != v.Evidence.BlocksRead {
+		t.Fatalf("stored verdict after a re-append: %+v, %v", got.Evidence, err)
+	}
+	other := v
+	other.Status = reconciled.StatusUnreadable
+	if err := s.AppendVerdict(ctx, other, nil); !errors.Is(err, ErrSeqConflict) {
+		t.Fatalf("other decision: %v, want ErrSeqConflict", err)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strings"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 type watchRow struct {

@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"github.com/reconciled/reconciled"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Open intents imported without a watch entry (as a store written before

@@ -3,9 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestWatchCount(t *testing.T) {

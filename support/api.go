@@ -3,13 +3,13 @@ package support
 import (
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/store"
 )

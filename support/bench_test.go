@@ -2,7 +2,6 @@ package support
 
 import (
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/support/supporttest"
 )

@@ -3,7 +3,6 @@ package support
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"hash/crc32"
 	"net"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testtool"
 	"github.com/reconciled/reconciled/support/supporttest"

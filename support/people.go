@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/reconciled/reconciled"
 )
 
 // tell is what support staff read out to the customer for verdict v: the

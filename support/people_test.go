@@ -1,10 +1,11 @@
 package support
 
 import (
-	"github.com/reconciled/reconciled"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestWatchViewTimes(t *testing.T) {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/store"
 )

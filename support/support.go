@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 

@@ -4,13 +4,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"

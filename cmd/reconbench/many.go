@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"github.com/aviate-labs/agent-go"
 	"github.com/nats-io/nats.go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"math"
 	"math/bits"
 	"sort"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"

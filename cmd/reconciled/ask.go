@@ -5,12 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"io"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 )

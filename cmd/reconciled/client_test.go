@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/reconciled/reconciled"
 	"net/http/httptest"
 	"net/url"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"

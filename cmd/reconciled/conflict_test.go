@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/reconciled/reconciled"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"

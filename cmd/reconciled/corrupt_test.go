@@ -6,13 +6,13 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 

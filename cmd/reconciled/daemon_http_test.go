@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"io"
 	"os"
 	"text/tabwriter"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"

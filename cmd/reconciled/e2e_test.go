@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"io"
 	"net/http"
 	"regexp"
@@ -17,11 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )

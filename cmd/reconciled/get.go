@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"io"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support"
 )
 

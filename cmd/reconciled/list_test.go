@@ -1,13 +1,13 @@
 package main
 
 import (
-	"github.com/reconciled/reconciled"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 )
 

@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/matcher"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"

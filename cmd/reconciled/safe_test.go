@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/support"
 )

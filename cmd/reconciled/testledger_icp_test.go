@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"net/url"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/identity"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"

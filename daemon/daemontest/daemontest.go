@@ -3,7 +3,6 @@ package daemontest
 import (
 	"bytes"
 	"context"
-	"github.com/reconciled/reconciled"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"

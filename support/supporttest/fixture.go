@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"github.com/reconciled/reconciled"
 	"testing"
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/store"
