@@ -165,3 +165,34 @@ func TestSizing(t *testing.T) {
 		t.Fatalf("file grew from %d to %d bytes for as many intents after pruning: freed pages are not reused", file, again)
 	}
 }
+
+// The block cache's bytes per cached block, for blocks of the test
+// ledger's shape (a transfer with short accounts and a created_at_time;
+// mainnet blocks carry 29-byte principals and weigh more, see
+// docs/sizing.md).
+func TestSizingBlockCache(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	const n = 20000
+	empty, _ := storeSize(t, s)
+	var raw int64
+	for from := uint64(0); from < n; from += 2000 {
+		page := parsedRange(t, from, from+2000)
+		for _, b := range page {
+			raw += int64(len(b.Raw))
+		}
+		if err := s.PutVerified(ctx, ledgerA, page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, by := storeSize(t, s)
+	var sum int64
+	for _, name := range []string{"block_runs", "sqlite_autoindex_block_runs_1", "block_runs_by_ts", "block_stamps"} {
+		sum += by[name]
+		t.Logf("  %-32s %9d bytes  %5.0f bytes/block", name, by[name], float64(by[name])/n)
+	}
+	t.Logf("%d blocks (Values %.0f bytes each): block cache %d bytes, %.0f bytes/block; file grew %d", n, float64(raw)/n, sum, float64(sum)/n, file-empty)
+	if sum == 0 || sum > file {
+		t.Fatalf("block cache tables %d bytes of a file grown by %d", sum, file-empty)
+	}
+}
