@@ -90,6 +90,12 @@ type Config struct {
 	// CheckRetention.
 	Retention        time.Duration
 	RepublishHorizon time.Duration
+	// BlockCacheMargin is the ledger time of blocks the block cache keeps
+	// below what intents may still need: the oldest open intent's window
+	// and RepublishHorizon below each ledger's newest cached block
+	// (default DefaultBlockCacheMargin). Older blocks are trimmed; a window
+	// that needs them again reads them from the ledger.
+	BlockCacheMargin time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -200,6 +206,9 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	if cfg.RepublishHorizon <= 0 {
 		cfg.RepublishHorizon = DefaultRepublishHorizon
+	}
+	if cfg.BlockCacheMargin <= 0 {
+		cfg.BlockCacheMargin = DefaultBlockCacheMargin
 	}
 	if err := CheckRetention(cfg.Retention, cfg.RepublishHorizon); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)

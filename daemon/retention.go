@@ -22,6 +22,14 @@ const (
 	// window, past which re-sending the payment is a new payment, and an
 	// hour of clock drift.
 	DefaultRepublishHorizon = 25 * time.Hour
+	// DefaultBlockCacheMargin is ledger time, not a block count: what an
+	// intent needs is a span of ledger time (its window), and ledgers'
+	// block rates differ by orders of magnitude. The blocks kept already
+	// cover every window a tool layer may still send (the re-publish
+	// horizon) and every open one; the margin is slack for intents whose
+	// created_at is a little older than that, which would otherwise cost a
+	// walk down the ledger.
+	DefaultBlockCacheMargin = time.Hour
 	// pruneEvery is the period of retention's rounds.
 	pruneEvery = 5 * time.Minute
 )
@@ -72,10 +80,45 @@ func (d *Daemon) pruneFinals(ctx context.Context, every time.Duration) {
 		default:
 			d.log.Debug("retention round found nothing to prune", fields...)
 		}
+		d.trimBlockCache(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// trimBlockCache bounds each ledger's block cache to the blocks intents
+// may still need and the margin (reconcile.Engine.TrimCache).
+func (d *Daemon) trimBlockCache(ctx context.Context) {
+	start := time.Now()
+	open, err := d.store.OldestOpenWindows(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("block cache trim skipped: open windows unknown", zap.Error(err))
+		}
+		return
+	}
+	margin := uint64(d.cfg.BlockCacheMargin)
+	oldest := func(canister string) (uint64, bool) {
+		from, ok := open[canister]
+		if !ok {
+			return 0, false
+		}
+		return from - min(from, margin), true
+	}
+	n, err := d.engine.TrimCache(ctx, d.cfg.RepublishHorizon+d.cfg.BlockCacheMargin, oldest, store.DefaultTrimRuns)
+	if ctx.Err() != nil {
+		return
+	}
+	fields := []zap.Field{zap.Int("blocks", n), zap.Duration("margin", d.cfg.BlockCacheMargin), zap.Duration("took", time.Since(start))}
+	switch {
+	case err != nil:
+		d.log.Warn("block cache trim failed; next round retries", append(fields, zap.Error(err))...)
+	case n > 0:
+		d.log.Info("block cache trimmed", fields...)
+	default:
+		d.log.Debug("block cache trim found nothing to drop", fields...)
 	}
 }

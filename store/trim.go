@@ -161,3 +161,27 @@ func (r run) stamp(k int) (uint64, bool) {
 	}
 	return binary.LittleEndian.Uint64(rec[recStamp:]), true
 }
+
+// OldestOpenWindows returns, per ledger (canister id), the start (ledger
+// ns) of the oldest window among its watched intents' verdicts: the
+// oldest block an open intent still needs. Ledgers whose watched intents
+// have no window yet are absent.
+func (s *Store) OldestOpenWindows(ctx context.Context) (map[string]uint64, error) {
+	var rows []struct {
+		Canister string `db:"canister_id"`
+		From     int64  `db:"from_ts"`
+	}
+	if err := s.r.SelectContext(ctx, &rows, `SELECT w.canister_id, min(json_extract(v.json, '$.window.from_ts')) AS from_ts
+		FROM watch w JOIN verdicts v ON v.intent_id = w.intent_id
+		WHERE json_extract(v.json, '$.window.from_ts') IS NOT NULL
+		GROUP BY w.canister_id`); err != nil {
+		return nil, fmt.Errorf("store: oldest open windows: %w", err)
+	}
+	out := make(map[string]uint64, len(rows))
+	for _, r := range rows {
+		if r.From >= 0 {
+			out[r.Canister] = uint64(r.From)
+		}
+	}
+	return out, nil
+}

@@ -92,3 +92,28 @@ func TestTrimBlocksRaisesTheRangesBottom(t *testing.T) {
 		t.Fatal("the top block is gone")
 	}
 }
+
+func TestOldestOpenWindows(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	for i, from := range []uint64{300, 100, 200} {
+		id := string(rune('a' + i))
+		mustPut(t, s, intent(id, 1))
+		v := verdict(id, 1, reconcile.StatusNotYet)
+		v.Window.FromTS = reconcile.U64(from)
+		if err := s.AppendVerdictWatch(ctx, v, WatchEntry{IntentID: id, CanisterID: ledgerA, NextCheck: v.DecidedAt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A final intent is not open: its window does not count.
+	mustPut(t, s, intent("d", 1))
+	v := verdict("d", 1, reconcile.StatusFound)
+	v.Window.FromTS = 50
+	if err := s.AppendVerdict(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.OldestOpenWindows(ctx)
+	if err != nil || len(got) != 1 || got[ledgerA] != 100 {
+		t.Fatalf("oldest open windows %v, %v; want %s: 100", got, err, ledgerA)
+	}
+}
