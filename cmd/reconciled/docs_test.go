@@ -129,6 +129,44 @@ func readmeConfigTable(t *testing.T, readme string) []tableRow {
 	return rows
 }
 
+// docsConfigRows are the rows of configuration tables (the README's
+// header) in docs/*.md: the manual's pages document the settings of their
+// subject there, and together with the README's table they must list
+// every serve flag once.
+func docsConfigRows(t *testing.T) []tableRow {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []tableRow
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for i, l := range lines {
+			if strings.TrimSpace(l) != configTableHeader {
+				continue
+			}
+			for _, l := range lines[i+2:] {
+				l = strings.TrimSpace(l)
+				if !strings.HasPrefix(l, "|") {
+					break
+				}
+				cells := splitRow(l)
+				if len(cells) != 4 {
+					t.Fatalf("%s: configuration row has %d cells, want 4: %s", p, len(cells), l)
+				}
+				rows = append(rows, tableRow{flag: unquoteCell(cells[0]), env: unquoteCell(cells[1]),
+					def: unquoteCell(cells[2]), meaning: cells[3]})
+			}
+		}
+	}
+	return rows
+}
+
 // splitRow splits a Markdown table row on the '|' not escaped as '\|'.
 func splitRow(l string) []string {
 	l = strings.TrimSuffix(strings.TrimPrefix(l, "|"), "|")
@@ -161,7 +199,7 @@ const noDefault = "—"
 
 func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 	flags := serveFlags(t)
-	rows := readmeConfigTable(t, readReadme(t))
+	rows := append(readmeConfigTable(t, readReadme(t)), docsConfigRows(t)...)
 
 	// The environment variables parseServeConfig really consults.
 	consulted := map[string]bool{}
