@@ -65,28 +65,34 @@ func (d *Daemon) pruneFinals(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		cutoff := time.Now().Add(-d.cfg.Retention)
-		r, err := d.store.PruneFinalsBefore(ctx, cutoff, store.DefaultPruneBatch)
-		if ctx.Err() != nil {
-			return
-		}
-		fields := []zap.Field{zap.Int("intents", r.Intents), zap.Int("batches", r.Batches),
-			zap.Time("decided_before", cutoff), zap.Duration("took", r.Took), zap.Uint64("pruned_total", d.store.Pruned())}
-		switch {
-		case err != nil:
-			d.log.Warn("retention round failed; next round retries", append(fields, zap.Error(err))...)
-		case r.Intents > 0:
-			d.log.Info("retention pruned final intents", fields...)
-		default:
-			d.log.Debug("retention round found nothing to prune", fields...)
-		}
-		d.trimBlockCache(ctx)
+		d.retentionRound(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// retentionRound prunes the final intents decided before now - retention
+// and trims the block cache, logging what it did.
+func (d *Daemon) retentionRound(ctx context.Context, now time.Time) {
+	cutoff := now.Add(-d.cfg.Retention)
+	r, err := d.store.PruneFinalsBefore(ctx, cutoff, store.DefaultPruneBatch)
+	if ctx.Err() != nil {
+		return
+	}
+	fields := []zap.Field{zap.Int("intents", r.Intents), zap.Int("batches", r.Batches),
+		zap.Time("decided_before", cutoff), zap.Duration("took", r.Took), zap.Uint64("pruned_total", d.store.Pruned())}
+	switch {
+	case err != nil:
+		d.log.Warn("retention round failed; next round retries", append(fields, zap.Error(err))...)
+	case r.Intents > 0:
+		d.log.Info("retention pruned final intents", fields...)
+	default:
+		d.log.Debug("retention round found nothing to prune", fields...)
+	}
+	d.trimBlockCache(ctx)
 }
 
 // trimBlockCache bounds each ledger's block cache to the blocks intents
