@@ -326,7 +326,27 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatalf("unexpected reject %s", r.Data)
 	}
 
-	checkReadmeMetrics(t, ctx, readme, d)
+	checkReadmeMetrics(t, ctx, readme+docsText(t), d)
+}
+
+// docsText is the manual's pages in docs/, whose tables document the
+// metrics of their subject beside the README's.
+func docsText(t *testing.T) string {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("\n")
+		b.Write(text)
+	}
+	return b.String()
 }
 
 var metricRowRE = regexp.MustCompile("(?m)^\\| `(reconciled_[a-z_]+)` \\| (counter|gauge|histogram) \\|")
