@@ -82,6 +82,20 @@ type Config struct {
 	// OpenAgeAlert is the age past which a ledger's oldest open intent is
 	// logged as a warning (default 25 h: a day's window and an hour).
 	OpenAgeAlert time.Duration
+
+	// Retention is how long a final intent stays in the store after its
+	// final verdict (default DefaultRetention); a new verdict follower
+	// imports only that much of the stream. It may not be below
+	// RepublishHorizon (default DefaultRepublishHorizon), see
+	// CheckRetention.
+	Retention        time.Duration
+	RepublishHorizon time.Duration
+	// BlockCacheMargin is the ledger time of blocks the block cache keeps
+	// below what intents may still need: the oldest open intent's window
+	// and RepublishHorizon below each ledger's newest cached block
+	// (default DefaultBlockCacheMargin). Older blocks are trimmed; a window
+	// that needs them again reads them from the ledger.
+	BlockCacheMargin time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -186,6 +200,18 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	}
 	if cfg.OpenAgeAlert <= 0 {
 		cfg.OpenAgeAlert = defaultOpenAgeAlert
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.RepublishHorizon <= 0 {
+		cfg.RepublishHorizon = DefaultRepublishHorizon
+	}
+	if cfg.BlockCacheMargin <= 0 {
+		cfg.BlockCacheMargin = DefaultBlockCacheMargin
+	}
+	if err := CheckRetention(cfg.Retention, cfg.RepublishHorizon); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
 		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
@@ -306,6 +332,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		d.reportProgress(bg, 10_000)
 	}()
 	d.bg.Go(func() { d.watchOpenAges(bg, time.Minute) })
+	d.bg.Go(func() { d.pruneFinals(bg, pruneEvery) })
 	if d.ownEmb != nil {
 		d.bg.Go(func() { d.superviseEmbedded(bg) })
 	}
@@ -407,7 +434,8 @@ func (d *Daemon) watchStore(ctx context.Context) {
 func (d *Daemon) followVerdicts(ctx context.Context) {
 	delay := time.Second
 	for {
-		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin},
+		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin,
+			StartTime: d.followStart(time.Now())},
 			func(v reconcile.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {

@@ -218,6 +218,8 @@ var (
 	descStoreWriteErrors = prometheus.NewDesc("reconciled_store_write_errors_total",
 		"Store writes that failed for a reason of storage (disk full, I/O error, read-only, lock timeout), by write path.",
 		[]string{"path"}, nil)
+	descStorePruned = prometheus.NewDesc("reconciled_store_pruned_intents_total",
+		"Final intents deleted from the store by retention (--retention) since the start.", nil, nil)
 	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
 		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )
@@ -236,7 +238,7 @@ type daemonCollector struct {
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen,
-		descLedgerOldestOpen, descStoreWriteErrors, descEmbeddedRestarts} {
+		descLedgerOldestOpen, descStoreWriteErrors, descStorePruned, descEmbeddedRestarts} {
 		ch <- d
 	}
 }
@@ -289,6 +291,7 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	for p, n := range c.d.store.WriteErrors() {
 		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
 	}
+	ch <- prometheus.MustNewConstMetric(descStorePruned, prometheus.CounterValue, float64(c.d.store.Pruned()))
 	if e := c.d.ownEmb; e != nil {
 		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))
 	}

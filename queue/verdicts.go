@@ -70,6 +70,12 @@ type FollowConfig struct {
 	// DeliverPolicy applies when the consumer is first created (default
 	// DeliverAllPolicy); an existing consumer keeps its position.
 	DeliverPolicy jetstream.DeliverPolicy
+	// StartTime, when set and DeliverPolicy is not, makes a consumer
+	// created now start at the first verdict stored at or after it
+	// (DeliverByStartTimePolicy): a store that keeps verdicts for a
+	// retention period imports only those, not the whole stream. An
+	// existing consumer keeps its position whatever this says.
+	StartTime time.Time
 	// NakDelay is the redelivery delay after fn fails (default 1 s).
 	NakDelay time.Duration
 	// AckWait bounds one fn call before the server redelivers (default 30 s).
@@ -82,6 +88,15 @@ type FollowConfig struct {
 	// are acked without being decoded or handed to fn: those the follower's
 	// own store published (Sink.Origin).
 	SkipOrigin string
+}
+
+// start is where a consumer created for cfg begins.
+func (cfg FollowConfig) start() (jetstream.DeliverPolicy, *time.Time) {
+	if cfg.DeliverPolicy == jetstream.DeliverAllPolicy && !cfg.StartTime.IsZero() {
+		at := cfg.StartTime.UTC()
+		return jetstream.DeliverByStartTimePolicy, &at
+	}
+	return cfg.DeliverPolicy, nil
 }
 
 // FollowVerdicts calls fn for every verdict in stream order, at least once:
@@ -126,7 +141,6 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		Durable:           cfg.Durable,
 		InactiveThreshold: cfg.Inactive,
 		Description:       "verdicts into one instance's store",
-		DeliverPolicy:     cfg.DeliverPolicy,
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           cfg.AckWait,
 		// Unbounded: a store must not silently miss a verdict because it
@@ -135,6 +149,7 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		MaxAckPending: 1,
 		FilterSubject: c.subj.VerdictsFilter(),
 	}
+	ccfg.DeliverPolicy, ccfg.OptStartTime = cfg.start()
 	// The server refuses to change the deliver policy of an existing
 	// consumer, and its position is what matters then.
 	if info, err := c.js.Consumer(ctx, VerdictsStream, cfg.Durable); err == nil {

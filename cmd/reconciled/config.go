@@ -133,6 +133,9 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
+	fs.DurationVar(&c.Retention, "retention", daemon.DefaultRetention, "how long a final intent stays in the store after its final verdict (then its rows are pruned); a new pod imports only this much of the verdict stream; at least --republish-horizon")
+	fs.DurationVar(&c.RepublishHorizon, "republish-horizon", daemon.DefaultRepublishHorizon, "longest time after first sending an intent that a tool layer may re-publish it (the ledger's 24h dedup window and drift); --retention may not be below it")
+	fs.DurationVar(&c.BlockCacheMargin, "block-cache-margin", daemon.DefaultBlockCacheMargin, "ledger time of verified blocks cached below the oldest open intent's window and --republish-horizon below each ledger's newest block; older ones are dropped and read again from the ledger if ever needed")
 	fs.IntVar(&c.StuckAfter, "stuck-after", 5, "deliveries after which an intent given back for a failure is reported (a warning naming it and the failing step, reconciled_intents_stuck); it is retried regardless")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", queue.MaxIntentBytes, fmt.Sprintf("largest intent accepted (at most %d, the fleet's limit; a larger one is refused with %s)", queue.MaxIntentBytes, queue.RejectTooLarge))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
@@ -278,6 +281,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--stuck-after must be 1..1000, got %d", c.StuckAfter)
 	case c.PurgeEvery < 100*time.Millisecond || c.PurgeEvery > time.Minute:
 		return nil, bad("--purge-every must be 100ms..1m, got %s", c.PurgeEvery)
+	case c.RepublishHorizon <= 0:
+		return nil, bad("--republish-horizon must be positive, got %s", c.RepublishHorizon)
+	case c.Retention < c.RepublishHorizon:
+		return nil, bad("--retention %s is below --republish-horizon %s: an intent re-published after its rows were pruned would be decided again", c.Retention, c.RepublishHorizon)
+	case c.BlockCacheMargin < time.Minute:
+		return nil, bad("--block-cache-margin must be at least 1m, got %s", c.BlockCacheMargin)
 	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
 		return nil, bad("--stream-replicas must be 1..5, got %d", c.StreamReplicas)
 	}
