@@ -93,9 +93,7 @@ func TestCorruptStoreEndsDaemon(t *testing.T) {
 		t.Fatalf("start with the check skipped: %v", err)
 	}
 	defer d.Shutdown(ctx)
-	if err := d.Ready(ctx); err != nil {
-		t.Fatalf("not ready before any read met the damage: %v", err)
-	}
+	waitReady(t, ctx, d)
 	if _, _, err := d.Store().ListIntents(ctx, store.ListFilter{Limit: 100}); err == nil {
 		t.Fatal("listing over the damaged index succeeded")
 	}
@@ -129,7 +127,5 @@ func TestStoreRecoverMovesCorruptStoreAside(t *testing.T) {
 	if len(moved) != 1 {
 		t.Errorf("moved aside: %q, want one file", moved)
 	}
-	if err := d.Ready(ctx); err != nil {
-		t.Errorf("not ready after recovery: %v", err)
-	}
+	waitReady(t, ctx, d)
 }

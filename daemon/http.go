@@ -218,6 +218,8 @@ var (
 	descStoreWriteErrors = prometheus.NewDesc("reconciled_store_write_errors_total",
 		"Store writes that failed for a reason of storage (disk full, I/O error, read-only, lock timeout), by write path.",
 		[]string{"path"}, nil)
+	descImportLag = prometheus.NewDesc("reconciled_import_lag_verdicts",
+		"Verdicts of the fleet's stream the verdict follower has yet to import into this store, as the server counted them at the latest delivery (absent until the follower is set up).", nil, nil)
 	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
 		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )
@@ -236,7 +238,7 @@ type daemonCollector struct {
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen,
-		descLedgerOldestOpen, descStoreWriteErrors, descEmbeddedRestarts} {
+		descLedgerOldestOpen, descStoreWriteErrors, descImportLag, descEmbeddedRestarts} {
 		ch <- d
 	}
 }
@@ -288,6 +290,11 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for p, n := range c.d.store.WriteErrors() {
 		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
+	}
+	if c.d.imports != nil {
+		if lag, ok := c.d.imports.lagNow(); ok {
+			ch <- prometheus.MustNewConstMetric(descImportLag, prometheus.GaugeValue, float64(lag))
+		}
 	}
 	if e := c.d.ownEmb; e != nil {
 		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))

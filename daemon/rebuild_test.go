@@ -1,0 +1,250 @@
+package daemon_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aviate-labs/agent-go/principal"
+
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// fleetLedger is the ledger of the intents another instance decided; the
+// follower imports them without reading it.
+var fleetLedger = principal.Principal{Raw: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1}}.Encode()
+
+// publishFleetVerdicts publishes, as another instance of the fleet would,
+// a final verdict for each of the intents fleet-<from>..fleet-<to-1>.
+func publishFleetVerdicts(t *testing.T, r *daemontest.Rig, from, to int) []string {
+	t.Helper()
+	sink := queue.Sink{C: r.Tool, Origin: "other-instance:1"}
+	var ids []string
+	for n := from; n < to; n++ {
+		id := fmt.Sprintf("fleet-%05d", n)
+		body := transferBody(id, fleetLedger, n)
+		v := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusInvalid, Final: true,
+			Reason: &reconcile.Reason{Code: "E_BAD_ARGS", Message: "test"}, DecidedAt: time.Now().UTC()}
+		if err := sink.PublishVerdict(r.Ctx, v, reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}); err != nil {
+			t.Fatalf("publish the verdict of %s: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// storedCount is how many intents of ids d's store holds a verdict of.
+func storedCount(t *testing.T, d *daemon.Daemon, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		if _, err := d.Store().LatestVerdict(context.Background(), id); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// waitStored waits until d's store holds a verdict of every one of ids.
+func waitStored(t *testing.T, d *daemon.Daemon, ids []string, timeout time.Duration) {
+	t.Helper()
+	daemontest.Eventually(t, "every verdict imported", timeout, func() (bool, string) {
+		n := storedCount(t, d, ids)
+		return n == len(ids), fmt.Sprintf("%d of %d verdicts in the store", n, len(ids))
+	})
+}
+
+// gatedStore holds the follower's imports (PutIntent) until open is
+// closed.
+type gatedStore struct {
+	reconcile.Store
+	open <-chan struct{}
+}
+
+func (s gatedStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Store.PutIntent(ctx, rec)
+}
+
+func gated(open <-chan struct{}) func(*daemon.Config, *daemon.Options) {
+	return func(_ *daemon.Config, o *daemon.Options) {
+		o.ServiceStore = func(s reconcile.Store) reconcile.Store { return gatedStore{Store: s, open: open} }
+	}
+}
+
+// wipeStore leaves the store a 0-byte file, as an operator's truncation
+// or a volume restored empty does.
+func wipeStore(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "reconciled.db")
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{"-wal", "-shm"} {
+		if err := os.Remove(path + ext); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// copyStore copies the closed store of src to dst (file and WAL).
+func copyStore(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{"", "-wal", "-shm"} {
+		from := filepath.Join(src, "reconciled.db"+ext)
+		to := filepath.Join(dst, "reconciled.db"+ext)
+		b, err := os.ReadFile(from)
+		if os.IsNotExist(err) {
+			_ = os.Remove(to)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWipedStoreRebuiltAndNotReadyUntilDone: a store file wiped to 0
+// bytes under the same instance name imports every verdict of the stream
+// again, and /readyz says the daemon is not ready, and how far behind it
+// is, until it has caught up.
+func TestWipedStoreRebuiltAndNotReadyUntilDone(t *testing.T) {
+	r := daemontest.New(t, daemontest.Options{Seed: 41, NoDaemon: true})
+	dir := t.TempDir()
+	d := r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	const n = 400
+	ids := publishFleetVerdicts(t, r, 0, n)
+	waitStored(t, d, ids, 60*time.Second)
+	daemontest.Stop(d, 5*time.Second)
+
+	wipeStore(t, dir)
+	open := make(chan struct{})
+	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir, Tune: gated(open)})
+	h := d.Handler()
+	var why string
+	daemontest.Eventually(t, "/readyz not ready, naming the import", 30*time.Second, func() (bool, string) {
+		got := getReadyz(t, h)
+		if got.Code == http.StatusOK {
+			t.Fatalf("/readyz ready with %d of %d verdicts in the wiped store: %s", storedCount(t, d, ids), n, got.Body)
+		}
+		why, _ = got.failing("import")
+		return strings.Contains(why, "behind"), got.Body
+	})
+	if !strings.Contains(why, fmt.Sprintf("%d behind", n)) {
+		t.Errorf("/readyz while the import is held: %q, want %d behind", why, n)
+	}
+	t.Logf("while importing: %s", why)
+	if lag := gaugeValue(t, d, "reconciled_import_lag_verdicts"); lag != n {
+		t.Errorf("reconciled_import_lag_verdicts = %v, want %d", lag, n)
+	}
+	close(open)
+	daemontest.Eventually(t, "/readyz ready once imported", 60*time.Second, func() (bool, string) {
+		got := getReadyz(t, h)
+		if got.Code != http.StatusOK {
+			return false, got.Body
+		}
+		// Ready is caught up to within the lag a busy stream keeps.
+		if have := storedCount(t, d, ids); have < n-64 {
+			t.Fatalf("/readyz ready with %d of %d verdicts in the store", have, n)
+		}
+		return true, ""
+	})
+	waitStored(t, d, ids, 30*time.Second)
+	if !strings.Contains(r.Logs.String(), "the store is being rebuilt from the verdict stream") {
+		t.Error("the rebuild was not logged")
+	}
+}
+
+// TestOlderStoreCopyReimportsMissing: a store replaced by an older copy
+// of itself imports the verdicts its follower read after the copy was
+// taken.
+func TestOlderStoreCopyReimportsMissing(t *testing.T) {
+	r := daemontest.New(t, daemontest.Options{Seed: 42, NoDaemon: true})
+	dir, backup := t.TempDir(), t.TempDir()
+	d := r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	first := publishFleetVerdicts(t, r, 0, 150)
+	waitStored(t, d, first, 60*time.Second)
+	daemontest.Stop(d, 5*time.Second)
+	copyStore(t, dir, backup)
+
+	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	later := publishFleetVerdicts(t, r, 150, 300)
+	waitStored(t, d, later, 60*time.Second)
+	daemontest.Stop(d, 5*time.Second)
+
+	copyStore(t, backup, dir)
+	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	all := append(first, later...)
+	daemontest.Eventually(t, "the verdicts missing from the older copy imported", 20*time.Second, func() (bool, string) {
+		have := storedCount(t, d, all)
+		return have == len(all), fmt.Sprintf("%d of %d verdicts in the store (%d of the later ones)",
+			have, len(all), storedCount(t, d, later))
+	})
+}
+
+// TestRestartContinuesFollower: a normal restart resumes the follower
+// where it was: nothing is imported again and nothing is logged as
+// rebuilt.
+func TestRestartContinuesFollower(t *testing.T) {
+	r := daemontest.New(t, daemontest.Options{Seed: 43, NoDaemon: true})
+	dir := t.TempDir()
+	d := r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	ids := publishFleetVerdicts(t, r, 0, 200)
+	waitStored(t, d, ids, 60*time.Second)
+	daemontest.Stop(d, 5*time.Second)
+
+	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	more := publishFleetVerdicts(t, r, 200, 210)
+	waitStored(t, d, more, 30*time.Second)
+	if known := d.Metrics().Get(reconcile.MetricImported, "known"); known != 0 {
+		t.Errorf("%d verdicts imported again after a normal restart", known)
+	}
+	if stored := d.Metrics().Get(reconcile.MetricImported, "stored"); stored != uint64(len(more)) {
+		t.Errorf("%d verdicts stored after the restart, want the %d new ones", stored, len(more))
+	}
+	logs := r.Logs.String()
+	for _, msg := range []string{"rebuilt from the verdict stream", "imported again"} {
+		if strings.Contains(logs, msg) {
+			t.Errorf("a normal restart logged %q", msg)
+		}
+	}
+}
+
+// gaugeValue is the value of the unlabelled gauge name on /metrics.
+func gaugeValue(t *testing.T, d *daemon.Daemon, name string) float64 {
+	t.Helper()
+	var b strings.Builder
+	if err := d.WriteMetrics(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(b.String()) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(strings.TrimSpace(v), &f); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s on /metrics", name)
+	return 0
+}
