@@ -93,7 +93,9 @@ func TestCorruptStoreEndsDaemon(t *testing.T) {
 		t.Fatalf("start with the check skipped: %v", err)
 	}
 	defer d.Shutdown(ctx)
-	waitReady(t, ctx, d)
+	if err := d.Ready(ctx); err != nil {
+		t.Fatalf("not ready before any read met the damage: %v", err)
+	}
 	if _, _, err := d.Store().ListIntents(ctx, store.ListFilter{Limit: 100}); err == nil {
 		t.Fatal("listing over the damaged index succeeded")
 	}
@@ -127,5 +129,7 @@ func TestStoreRecoverMovesCorruptStoreAside(t *testing.T) {
 	if len(moved) != 1 {
 		t.Errorf("moved aside: %q, want one file", moved)
 	}
-	waitReady(t, ctx, d)
+	if err := d.Ready(ctx); err != nil {
+		t.Errorf("not ready after recovery: %v", err)
+	}
 }

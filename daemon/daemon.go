@@ -303,6 +303,12 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		d.followVerdicts(bg, startAfter)
 	}()
 	d.bg.Go(func() { d.recordImports(bg, stream, startAfter, time.Second, followed) })
+	// A daemon New returns knows how far behind its store is (one JetStream
+	// round trip): readiness then answers at once.
+	select {
+	case <-d.imports.setUpTried():
+	case <-ctx.Done():
+	}
 	go func() {
 		defer d.bg.Done()
 		d.holdLeases(bg)

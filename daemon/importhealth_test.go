@@ -1,32 +1,12 @@
 package daemon
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reconciled/reconciled/queue"
 )
-
-// waitReady waits until d is ready: a daemon that has just started is not
-// until its verdict follower has reported it caught up.
-func waitReady(t *testing.T, ctx context.Context, d *Daemon) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := d.Ready(ctx)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not ready: %v", err)
-		case <-tick.C:
-		}
-	}
-}
 
 type stepClock struct{ t time.Time }
 

@@ -45,15 +45,22 @@ type importHealth struct {
 	lag         uint64
 	seq         uint64 // highest stream seq through which the store holds every verdict
 	behindSince time.Time
-	setupErr    error // why the follower is not set up, while it is not
+	setupErr    error         // why the follower is not set up, while it is not
+	tried       chan struct{} // closed at the first report or failure
+	triedOnce   sync.Once
 }
 
 func newImportHealth(now func() time.Time) *importHealth {
-	return &importHealth{now: now, since: now()}
+	return &importHealth{now: now, since: now(), tried: make(chan struct{})}
 }
+
+// setUpTried is closed once the follower has been set up or failed to be
+// once: from then on readiness knows its lag, or why it has none.
+func (h *importHealth) setUpTried() <-chan struct{} { return h.tried }
 
 // progress takes a follower's report.
 func (h *importHealth) progress(p queue.FollowProgress) {
+	defer h.triedOnce.Do(func() { close(h.tried) })
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reported, h.setupErr = true, nil
@@ -72,6 +79,7 @@ func (h *importHealth) progress(p queue.FollowProgress) {
 
 // failed records why the follower could not be set up.
 func (h *importHealth) failed(err error) {
+	defer h.triedOnce.Do(func() { close(h.tried) })
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.setupErr = err
