@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
+	_ "modernc.org/sqlite"
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
@@ -228,6 +230,67 @@ func TestRestartContinuesFollower(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeTakesFollowerPosition: the first start after a release that
+// recorded no import position and named no store on its follower takes
+// the follower's position as the store's, imports nothing again, and
+// names the store on the follower from then on.
+func TestUpgradeTakesFollowerPosition(t *testing.T) {
+	r := daemontest.New(t, daemontest.Options{Seed: 44, NoDaemon: true})
+	dir := t.TempDir()
+	d := r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	ids := publishFleetVerdicts(t, r, 0, 100)
+	waitStored(t, d, ids, 60*time.Second)
+	daemontest.Stop(d, 5*time.Second)
+
+	// As the earlier release left them: no position in the store, no
+	// store named on the consumer.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "reconciled.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE import_position SET stream = '', stream_seq = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	js := r.Tool.JetStream()
+	cons, err := js.Consumer(r.Ctx, queue.VerdictsStream, "verdicts-pod-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	cfg.Metadata = nil
+	if _, err := js.UpdateConsumer(r.Ctx, queue.VerdictsStream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := r.Tool.FollowerInfo(r.Ctx, "verdicts-pod-0"); err != nil || fi.StoreID != "" {
+		t.Fatalf("the consumer as an earlier release left it: %+v %v", fi, err)
+	}
+
+	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
+	more := publishFleetVerdicts(t, r, 100, 105)
+	waitStored(t, d, more, 30*time.Second)
+	if known := d.Metrics().Get(reconcile.MetricImported, "known"); known != 0 {
+		t.Errorf("%d verdicts imported again after the upgrade", known)
+	}
+	if !strings.Contains(r.Logs.String(), "the verdict follower's position is taken as the store's") {
+		t.Error("taking the follower's position was not logged")
+	}
+	pos, err := d.Store().ImportPosition(r.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := r.Tool.FollowerInfo(r.Ctx, "verdicts-pod-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.StoreID != pos.StoreID || !pos.Known || pos.Stream != fi.Stream {
+		t.Fatalf("after the upgrade: consumer %+v, store %+v", fi, pos)
+	}
+}
+
 
 // gaugeValue is the value of the unlabelled gauge name on /metrics.
 func gaugeValue(t *testing.T, d *daemon.Daemon, name string) float64 {
