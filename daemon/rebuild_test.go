@@ -291,7 +291,6 @@ func TestUpgradeTakesFollowerPosition(t *testing.T) {
 	}
 }
 
-
 // gaugeValue is the value of the unlabelled gauge name on /metrics.
 func gaugeValue(t *testing.T, d *daemon.Daemon, name string) float64 {
 	t.Helper()
