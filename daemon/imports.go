@@ -176,12 +176,14 @@ func (d *Daemon) planImport(ctx context.Context) (stream string, startAfter uint
 			return fi.Stream, 0, nil
 		}
 		return fi.Stream, 0, d.store.SetImportPosition(ctx, fi.Stream, 0)
+	case d.store.Created():
+		return rebuild("the store is new, and the follower of this instance has read the stream before")
 	case fi.StoreID == "" && !pos.Known:
 		log.Info("the verdict follower's position is taken as the store's, recorded from now on",
 			zap.Uint64("stream_seq", fi.AckFloor))
 		return fi.Stream, fi.AckFloor, d.store.SetImportPosition(ctx, fi.Stream, fi.AckFloor)
-	case fi.StoreID != pos.StoreID && d.store.Created():
-		return rebuild("the store is new, and the follower of this instance fed another")
+	case fi.StoreID == "":
+		return rebuild("the follower names no store (an earlier release created or updated it), so what it read cannot be matched with this store's position")
 	case fi.StoreID != pos.StoreID:
 		return rebuild(fmt.Sprintf("the follower of this instance fed another store (%q)", fi.StoreID))
 	case pos.Stream != "" && pos.Stream != fi.Stream:
