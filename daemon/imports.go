@@ -26,11 +26,12 @@ import (
 // every support query fail instead of a few. A follower behind for longer
 // than that is stuck or too slow, and its store's answers are stale.
 const (
-	// readyLag is a tenth of a second of import at the follower's rate
-	// (about 800 verdicts/s, one outstanding at a time): on a busy stream
-	// a few are always in flight, and none of those is older than that.
+	// readyLag: on a busy stream a few verdicts are always in flight
+	// between the publishers and the follower, which imports one at a time;
+	// 64 is above that and a small fraction of a second of import.
 	readyLag uint64 = 64
-	// behindLag is over a second of import.
+	// behindLag is more than a busy stream keeps in flight, and about a
+	// second or more of import.
 	behindLag uint64 = 1000
 	behindFor        = time.Minute
 )
