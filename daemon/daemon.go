@@ -303,6 +303,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		d.followVerdicts(bg, startAfter)
 	}()
 	d.bg.Go(func() { d.recordImports(bg, stream, startAfter, time.Second, followed) })
+	d.bg.Go(func() { d.pollImportLag(bg, 5*time.Second) })
 	// A daemon New returns knows how far behind its store is (one JetStream
 	// round trip): readiness then answers at once.
 	select {

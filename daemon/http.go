@@ -219,7 +219,7 @@ var (
 		"Store writes that failed for a reason of storage (disk full, I/O error, read-only, lock timeout), by write path.",
 		[]string{"path"}, nil)
 	descImportLag = prometheus.NewDesc("reconciled_import_lag_verdicts",
-		"Verdicts of the fleet's stream the verdict follower has yet to import into this store, as the server counted them at the latest delivery (absent until the follower is set up).", nil, nil)
+		"Verdicts of the fleet's stream the verdict follower has yet to import into this store, as the server last counted them (at a delivery, or the daemon's read of the consumer every 5 s); absent until the follower is set up.", nil, nil)
 	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
 		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )

@@ -78,6 +78,17 @@ func (h *importHealth) progress(p queue.FollowProgress) {
 	}
 }
 
+// polled takes the pending count the server gave for the follower, once
+// the follower has reported itself set up.
+func (h *importHealth) polled(pending uint64) {
+	h.mu.Lock()
+	set := h.reported
+	h.mu.Unlock()
+	if set {
+		h.progress(queue.FollowProgress{Pending: pending})
+	}
+}
+
 // failed records why the follower could not be set up.
 func (h *importHealth) failed(err error) {
 	defer h.triedOnce.Do(func() { close(h.tried) })
@@ -198,6 +209,29 @@ func (d *Daemon) planImport(ctx context.Context) (stream string, startAfter uint
 		return fi.Stream, pos.Seq, d.store.SetImportPosition(ctx, fi.Stream, pos.Seq)
 	}
 	return fi.Stream, pos.Seq, nil
+}
+
+// pollImportLag reads the follower's pending count from the server every
+// period: the follower reports its lag at each delivery only, and one
+// stuck in a verdict's import would otherwise leave its last lag standing
+// while the stream grows.
+func (d *Daemon) pollImportLag(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := d.conn.FollowerInfo(ctx, d.followerName())
+		if err != nil || !fi.Exists {
+			// The follower's own set-up reports a consumer it cannot have,
+			// the nats and jetstream checks a server that does not answer.
+			continue
+		}
+		d.imports.polled(fi.Pending)
+	}
 }
 
 // recordImports writes the follower's position into the store every

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,6 +289,80 @@ func TestUpgradeTakesFollowerPosition(t *testing.T) {
 	}
 	if fi.StoreID != pos.StoreID || !pos.Known || pos.Stream != fi.Stream {
 		t.Fatalf("after the upgrade: consumer %+v, store %+v", fi, pos)
+	}
+}
+
+// holdable holds the follower's imports (PutIntent) while held.
+type holdable struct {
+	mu   sync.Mutex
+	gate chan struct{} // closed: imports go on
+}
+
+func newHoldable() *holdable {
+	h := &holdable{gate: make(chan struct{})}
+	close(h.gate)
+	return h
+}
+
+func (h *holdable) hold() {
+	h.mu.Lock()
+	h.gate = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *holdable) release() {
+	h.mu.Lock()
+	close(h.gate)
+	h.mu.Unlock()
+}
+
+type heldStore struct {
+	reconcile.Store
+	h *holdable
+}
+
+func (s heldStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+	s.h.mu.Lock()
+	gate := s.h.gate
+	s.h.mu.Unlock()
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Store.PutIntent(ctx, rec)
+}
+
+// TestBurstKeepsCaughtUpInstanceReady: an instance that has caught up
+// stays ready through a burst of the fleet's verdicts far above the ready
+// lag, which every instance meets at once, while it works it off.
+func TestBurstKeepsCaughtUpInstanceReady(t *testing.T) {
+	r := daemontest.New(t, daemontest.Options{Seed: 46, NoDaemon: true})
+	h := newHoldable()
+	d := r.Start(daemontest.Options{Instance: "pod-0", Tune: func(_ *daemon.Config, o *daemon.Options) {
+		o.ServiceStore = func(s reconcile.Store) reconcile.Store { return heldStore{Store: s, h: h} }
+	}})
+	probe := d.Handler()
+	if got := getReadyz(t, probe); got.Code != http.StatusOK {
+		t.Fatalf("an instance with nothing to import: %d %s", got.Code, got.Body)
+	}
+	h.hold()
+	const n = 1200
+	ids := publishFleetVerdicts(t, r, 0, n)
+	daemontest.Eventually(t, "the burst counted as the lag", 30*time.Second, func() (bool, string) {
+		lag := gaugeValue(t, d, "reconciled_import_lag_verdicts")
+		return lag >= n-1, fmt.Sprint(lag)
+	})
+	if got := getReadyz(t, probe); got.Code != http.StatusOK {
+		t.Fatalf("/readyz with a burst of %d verdicts pending: %d %s", n, got.Code, got.Body)
+	}
+	h.release()
+	daemontest.Eventually(t, "the burst imported", 60*time.Second, func() (bool, string) {
+		stored := d.Metrics().Get(reconcile.MetricImported, "stored")
+		return stored == uint64(len(ids)), fmt.Sprintf("%d of %d imported", stored, len(ids))
+	})
+	if got := getReadyz(t, probe); got.Code != http.StatusOK {
+		t.Fatalf("/readyz after the burst: %d %s", got.Code, got.Body)
 	}
 }
 

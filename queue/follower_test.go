@@ -76,7 +76,7 @@ func TestFollowerStoreProgressAndStart(t *testing.T) {
 		t.Fatalf("an existing follower read %s, want it to continue (StartAfter applies to a new one)", got)
 	}
 	mu.Lock()
-	if want := []FollowProgress{{Seq: 3, Pending: 1}, {Seq: 4, Pending: 0}}; !slices.Equal(reports, want) {
+	if want := []FollowProgress{{Seq: 3, Pending: 1}, {Seq: 0, Pending: 1}, {Seq: 4, Pending: 0}}; !slices.Equal(reports, want) {
 		t.Fatalf("progress %+v, want %+v", reports, want)
 	}
 	mu.Unlock()

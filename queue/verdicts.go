@@ -90,9 +90,9 @@ type FollowConfig struct {
 	// this stream sequence instead of at DeliverPolicy's start: a store
 	// older than its consumer's position re-reads what it lacks.
 	StartAfter uint64
-	// Progress, when set, is called once the consumer is set up and after
-	// each verdict is handled (before its ack), from the follower's
-	// goroutine.
+	// Progress, when set, is called once the consumer is set up, and for
+	// each verdict when it is delivered and after it is handled (before
+	// its ack), from the follower's goroutine.
 	Progress func(FollowProgress)
 }
 
@@ -122,6 +122,9 @@ type FollowerInfo struct {
 	// AckFloor is the stream sequence through which it has acked every
 	// verdict.
 	AckFloor uint64
+	// Pending counts the verdicts it has yet to handle: not delivered, or
+	// delivered and not acked.
+	Pending uint64
 	// Stream identifies the verdict stream (its creation time): sequences
 	// of another stream, even of the same name, mean nothing in this one.
 	Stream string
@@ -147,6 +150,7 @@ func (c *Conn) FollowerInfo(ctx context.Context, durable string) (FollowerInfo, 
 	}
 	info := cons.CachedInfo()
 	fi.Exists, fi.StoreID, fi.AckFloor = true, info.Config.Metadata[MetaStoreID], info.AckFloor.Stream
+	fi.Pending = info.NumPending + uint64(max(info.NumAckPending, 0))
 	return fi, nil
 }
 
@@ -251,6 +255,9 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		cfg.Progress(FollowProgress{Seq: info.AckFloor.Stream, Pending: info.NumPending + uint64(max(info.NumAckPending, 0))})
 	}
 	return c.iterate(ctx, cons, log, true, func(msg jetstream.Msg) error {
+		// Reported on delivery too: a handler that does not return must not
+		// leave the last lag standing.
+		progress(msg, false)
 		if cfg.SkipOrigin != "" && msg.Headers().Get(HeaderOrigin) == cfg.SkipOrigin {
 			progress(msg, true)
 			return msg.Ack()
