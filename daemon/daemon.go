@@ -155,7 +155,11 @@ type Daemon struct {
 	leases  *queue.Leases
 	// origin names this opening of the store on the verdicts its service
 	// publishes, so that its own follower skips them (queue.HeaderOrigin).
-	origin  string
+	origin string
+	// storeID is the store's identity (store.ImportPosition), named in the
+	// verdict follower's metadata; imports is the follower's progress.
+	storeID string
+	imports *importHealth
 	trigger chan struct{}
 	wake    chan struct{} // to the lease loop, which then triggers a round
 
@@ -216,6 +220,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
 		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
+	dm.imports = newImportHealth(time.Now)
 	defer func() {
 		if err != nil {
 			// A start that met a damaged store says so, whichever step
@@ -265,13 +270,11 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if err := d.conn.EnsureStreams(ctx); err != nil {
 		return nil, err
 	}
-	if d.store.Created() {
-		// A new store under a name whose follower has read the stream
-		// before (the same pod after its store was moved away) must
-		// import every verdict again, not resume where the old one was.
-		if err := d.conn.ForgetFollower(ctx, "verdicts-"+cfg.Instance); err != nil {
-			return nil, err
-		}
+	// A store that lacks verdicts its follower has read (a new file under
+	// a name that followed before, an older copy) imports them again.
+	stream, startAfter, err := d.planImport(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if d.leases, err = d.conn.Leases(ctx, queue.LeaseConfig{Holder: cfg.Instance, TTL: cfg.LeaseTTL}); err != nil {
 		return nil, err
@@ -319,10 +322,20 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		defer d.bg.Done()
 		d.svc.RunFollowUp(bg, cfg.PollInterval, d.trigger)
 	}()
+	followed := make(chan struct{})
 	go func() {
 		defer d.bg.Done()
-		d.followVerdicts(bg)
+		defer close(followed)
+		d.followVerdicts(bg, startAfter)
 	}()
+	d.bg.Go(func() { d.recordImports(bg, stream, startAfter, time.Second, followed) })
+	d.bg.Go(func() { d.pollImportLag(bg, 5*time.Second) })
+	// A daemon New returns knows how far behind its store is (one JetStream
+	// round trip): readiness then answers at once.
+	select {
+	case <-d.imports.setUpTried():
+	case <-ctx.Done():
+	}
 	go func() {
 		defer d.bg.Done()
 		d.holdLeases(bg)
@@ -431,11 +444,14 @@ func (d *Daemon) watchStore(ctx context.Context) {
 // followVerdicts imports the fleet's verdicts into the local store. The
 // store must not silently stop learning them: a follower that cannot be
 // set up is retried.
-func (d *Daemon) followVerdicts(ctx context.Context) {
+func (d *Daemon) followVerdicts(ctx context.Context, startAfter uint64) {
 	delay := time.Second
 	for {
-		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin,
-			StartTime: d.followStart(time.Now())},
+		// A consumer created now (it vanished meanwhile) starts after what
+		// the store holds.
+		fc := queue.FollowConfig{Durable: d.followerName(), SkipOrigin: d.origin, StoreID: d.storeID,
+			StartAfter: max(startAfter, d.imports.imported()), StartTime: d.followStart(time.Now()), Progress: d.imports.progress}
+		err := d.conn.FollowVerdictMsgs(ctx, fc,
 			func(v reconcile.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {
@@ -446,6 +462,7 @@ func (d *Daemon) followVerdicts(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		d.imports.failed(err)
 		d.log.Error("verdict follower stopped; restarting", zap.Duration("delay", delay), zap.Error(err))
 		select {
 		case <-ctx.Done():

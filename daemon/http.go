@@ -220,6 +220,8 @@ var (
 		[]string{"path"}, nil)
 	descStorePruned = prometheus.NewDesc("reconciled_store_pruned_intents_total",
 		"Final intents deleted from the store by retention (--retention) since the start.", nil, nil)
+	descImportLag = prometheus.NewDesc("reconciled_import_lag_verdicts",
+		"Verdicts of the fleet's stream the verdict follower has yet to import into this store, as the server last counted them (at a delivery, or the daemon's read of the consumer every 5 s); absent until the follower is set up.", nil, nil)
 	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
 		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )
@@ -238,7 +240,7 @@ type daemonCollector struct {
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen,
-		descLedgerOldestOpen, descStoreWriteErrors, descStorePruned, descEmbeddedRestarts} {
+		descLedgerOldestOpen, descStoreWriteErrors, descStorePruned, descImportLag, descEmbeddedRestarts} {
 		ch <- d
 	}
 }
@@ -292,6 +294,11 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
 	}
 	ch <- prometheus.MustNewConstMetric(descStorePruned, prometheus.CounterValue, float64(c.d.store.Pruned()))
+	if c.d.imports != nil {
+		if lag, ok := c.d.imports.lagNow(); ok {
+			ch <- prometheus.MustNewConstMetric(descImportLag, prometheus.GaugeValue, float64(lag))
+		}
+	}
 	if e := c.d.ownEmb; e != nil {
 		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))
 	}

@@ -60,7 +60,7 @@ var MetricHelp = map[string]string{
 	MetricImported:          "Verdicts read from the verdict stream into the local store, by result.",
 	MetricDecisionSeconds:   "Time from taking an intent delivery to settling it (decided, stored and published, or given back).",
 	MetricHistoryChanges:    "Certified tips that contradicted a ledger's verified chain (a new history under the same id): the cached chain was discarded and rebuilt, by reason.",
-	MetricFollowUpLastRound: "When the follow-up of each ledger whose open intents this instance follows up last completed a round (Unix seconds).",
+	MetricFollowUpLastRound: "When the follow-up of each ledger whose open intents this instance follows up last completed a round, or began its first (Unix seconds): its age is how late the follow-up is.",
 }
 
 // MetricGauges are the metrics of MetricHelp that are gauges; the others
@@ -219,6 +219,10 @@ func (m *Metrics) followUpDone(ledger string, t time.Time) {
 		m.lastRound.WithLabelValues(ledger).Set(float64(t.UnixNano()) / 1e9)
 	}
 }
+
+// followUpBegun records that this instance began following the ledger up
+// at t, before its first round completed.
+func (m *Metrics) followUpBegun(ledger string, t time.Time) { m.followUpDone(ledger, t) }
 
 // followUpGone drops the ledger's sample once this instance no longer
 // follows it up, so that no stale time stays exposed.
