@@ -24,6 +24,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -129,7 +130,7 @@ func (p *proc) stop() {
 func (p *proc) httpAddr() string {
 	p.t.Helper()
 	var addr string
-	pollUntil(p.t, "daemon serving", func() (bool, string) {
+	testutil.Eventually(p.t, 30*time.Second, "daemon serving", func() (bool, string) {
 		select {
 		case <-p.done:
 			p.t.Fatalf("daemon exited: %v\n%s", p.err, p.out.String())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
@@ -121,7 +122,7 @@ func TestMetricsScrape(t *testing.T) {
 	// The verdict is published before the delivery is acked: wait for the
 	// ack's count rather than assume it.
 	var after map[string]*dto.MetricFamily
-	eventually(t, "the delivery is acked", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the delivery is acked", func() (bool, string) {
 		after = scrape(t, hs)
 		v, _ := sample(after, reconcile.MetricIntentOutcomes, map[string]string{"outcome": "ack"})
 		if v != 1 {

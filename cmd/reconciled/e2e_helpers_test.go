@@ -106,13 +106,6 @@ func (w *world) wait(id string, until func(reconcile.Verdict) bool) reconcile.Ve
 	return v
 }
 
-// eventually polls cond until it holds or the deadline passes: for state
-// that no subscription announces (another instance's store).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	daemontest.Eventually(t, what, 30*time.Second, cond)
-}
-
 // history returns an intent's stored verdicts and checks their seqs run
 // 1..n without gaps.
 func history(t *testing.T, st *store.Store, id string) []reconcile.Verdict {

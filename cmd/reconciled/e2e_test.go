@@ -13,6 +13,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -77,7 +78,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	}
 	// The re-publication was handled before the conflict (one stream, in
 	// order, and the reject proves the conflict was handled).
-	eventually(t, "both re-publications settled", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "both re-publications settled", func() (bool, string) {
 		n := d.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 3, fmt.Sprint(n, " acks")
 	})
@@ -190,7 +191,7 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 		t.Logf("instance a decided %d, b decided %d", da, db)
 	}
 	for _, d := range []*daemon.Daemon{a, b} {
-		eventually(t, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
+		testutil.Eventually(t, 30*time.Second, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
 			missing := 0
 			for _, doc := range docs {
 				vs, err := d.Store().Verdicts(w.ctx, doc.ID)
@@ -248,7 +249,7 @@ func TestRestartMidScan(t *testing.T) {
 	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.JSON()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the slow scan under way", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the slow scan under way", func() (bool, string) {
 		got := l.Counters().BlocksServed - before
 		return got > 0, fmt.Sprint(got, " blocks")
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -41,7 +42,7 @@ func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 	if first.Status != reconcile.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
-	eventually(t, "the intent acknowledged", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the intent acknowledged", func() (bool, string) {
 		n := d1.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 1, fmt.Sprint(n, " acks")
 	})
@@ -53,7 +54,7 @@ func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 
 	d2 := w.daemon("again", dir, time.Hour)
 	defer stop(d2, time.Second)
-	eventually(t, "the intent delivered again and acknowledged", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the intent delivered again and acknowledged", func() (bool, string) {
 		n := d2.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 1, fmt.Sprint(n, " acks")
 	})
