@@ -23,21 +23,23 @@ type pkg struct {
 // Groups of forbidden dependencies. A name ending in "/..." stands for the
 // package and everything under it, as in a go pattern.
 var (
-	// testSupport is what exists for tests only: the test replica (its keys
-	// derive from a public seed), the tool layer that drives it, the
-	// helpers of other packages' tests, and package testing itself.
-	testSupport = []string{
+	// testHelpers is what only tests may link: package testing and the
+	// helpers of the project's tests.
+	testHelpers = []string{
 		"testing",
-		module + "/ledgertest/...",
-		module + "/internal/toollayer",
+		module + "/ledgertest/testworld",
 		module + "/internal/testtool",
 		module + "/internal/testutil",
 		module + "/daemon/daemontest",
 		module + "/reconcile/cachetest",
 		module + "/support/supporttest",
 	}
-	nats   = []string{"github.com/nats-io/..."}
-	sqlite = []string{"modernc.org/sqlite/...", "github.com/jmoiron/sqlx/..."}
+	// testSupport is what exists for testing: the helpers, and the test
+	// replica (its keys derive from a public seed) with the tool layer that
+	// drives it, which the development commands also run.
+	testSupport = join(testHelpers, []string{module + "/ledgertest/...", module + "/internal/toollayer"})
+	nats        = []string{"github.com/nats-io/..."}
+	sqlite      = []string{"modernc.org/sqlite/...", "github.com/jmoiron/sqlx/..."}
 	// The layers above the ledger models, bottom up.
 	clients  = []string{module + "/icagent", module + "/icrc1", module + "/icrc3history", module + "/icphistory"}
 	engine   = []string{module + "/reconcile/..."}
@@ -82,6 +84,10 @@ var fences = []fence{
 	{"internal/group", "a goroutine helper below every layer", join(clients, engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"daemon", "the production wiring", join([]string{module + "/cmd/..."}, testSupport)},
 	{"cmd/reconciled", "the production binary (.ci/run, the Dockerfile)", testSupport},
+	// The development and benchmark commands run the test replica and the
+	// tool layer, but they are programs, not tests.
+	{"cmd/reconciled-dev", "a program: the demo and the test ledger", testHelpers},
+	{"cmd/reconbench", "a program: the benchmark", testHelpers},
 }
 
 // matches reports whether path is pattern, or under it for "x/...".
