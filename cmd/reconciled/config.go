@@ -21,6 +21,10 @@ import (
 	"github.com/reconciled/reconciled/support"
 )
 
+// demoMoved says where the demo and the test ledger are: a command of
+// their own, so that this binary links no test replica.
+const demoMoved = "the demo and the test ledger are not part of reconciled: run them with `go run ./cmd/reconciled-dev demo` and `go run ./cmd/reconciled-dev testledger`"
+
 // serveConfig is everything `reconciled serve` is told: the daemon's
 // configuration and what only the command itself uses.
 type serveConfig struct {
@@ -142,7 +146,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a ledger's follow-up lease outlives an instance that vanished without SIGTERM (the instance started last sets it for the fleet)")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&c.Demo, "demo", false, "run the demo instead")
+	fs.BoolVar(&c.Demo, "demo", false, "refused, with how to run the demo: it is not part of this binary (go run ./cmd/reconciled-dev demo)")
 
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -177,7 +181,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, envErr
 	}
 	if c.Demo {
-		return c, nil
+		// The demo runs the test replica, which the production binary does
+		// not link; an old --demo or RECONCILED_DEMO says where it went
+		// rather than serving something else.
+		return nil, fmt.Errorf("%w: %s", errUsage, demoMoved)
 	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))

@@ -85,6 +85,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "reconciled: unknown command %q\n", args[0])
+		if args[0] == "demo" || args[0] == "testledger" {
+			fmt.Fprintf(stderr, "reconciled: %s\n", demoMoved)
+		}
 		usage(stderr)
 		return 2
 	}

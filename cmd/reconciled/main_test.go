@@ -15,6 +15,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/queue"
 )
 
@@ -79,9 +80,9 @@ func TestAskTimeoutExitCode(t *testing.T) {
 	// No daemon consumes it: no verdict ever comes.
 	ledger := principal.MustDecode("mxzaz-hqaaa-aaaar-qaada-cai")
 	caller := principal.MustDecode("xevnm-gaaaa-aaaar-qafnq-cai")
-	doc := transferIntent("exit-3", ledger, caller, transferArg(caller, 5, u64(uint64(time.Now().UnixNano())), ""))
+	doc := toollayer.Transfer("exit-3", ledger, caller, transferArg(caller, 5, u64(uint64(time.Now().UnixNano())), ""))
 	f := filepath.Join(t.TempDir(), "intent.json")
-	if err := os.WriteFile(f, doc.json(), 0o600); err != nil {
+	if err := os.WriteFile(f, doc.JSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer

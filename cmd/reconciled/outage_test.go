@@ -10,6 +10,7 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -42,7 +43,7 @@ func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconcile.Ver
 func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	sink := &outageSink{down: 15}
 	var mu sync.Mutex
 	var delivered uint64
@@ -59,13 +60,13 @@ func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 		}
 	}})
 
-	arg := transferArg(bob.principal(), 42, u64(w.srv.Now()), "outage")
-	idx, err := l.Transfer(alice.principal(), arg)
+	arg := transferArg(bob.Principal(), 42, u64(w.srv.Now()), "outage")
+	idx, err := l.Transfer(alice.Principal(), arg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := transferIntent("outage-1", l.ID(), alice.principal(), arg)
-	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.json()); err != nil {
+	doc := toollayer.Transfer("outage-1", l.ID(), alice.Principal(), arg)
+	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.JSON()); err != nil {
 		t.Fatal(err)
 	}
 	v := w.rig.Wait("outage-1", func(v reconcile.Verdict) bool { return v.Final })

@@ -31,9 +31,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if cfg.Demo {
-		return runDemo(ctx, nil, stdout, stderr, nil)
-	}
 	log, err := newLogger(cfg.LogLevel, stderr)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -138,7 +139,7 @@ func TestServeRunsAndStops(t *testing.T) {
 			"--fetch-root-key", "--instance", "t1", "--grace", "2s", "--poll-interval", "1s"}, io.Discard, logs)
 	}()
 	var addr string
-	eventually(t, "serve logs its HTTP address", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "serve logs its HTTP address", func() (bool, string) {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "reconciled serving" {
