@@ -272,7 +272,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		Decider: d.engine, Store: port, Sink: sink,
 		Log: log.Named("service"), Metrics: d.metrics,
 		BackoffBase: o.BackoffBase, BackoffMax: o.BackoffMax,
-		Owns: d.leases.Holds,
+		Owns: d.leases.Holds, Serves: d.serves(),
 	})
 	if err != nil {
 		return nil, err
@@ -435,9 +435,21 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
 	}
-	o := d.svc.HandleIntent(ctx, dl.Data)
+	o := d.svc.HandleIntentOn(ctx, dl.CanisterID(), dl.Data)
 	if err := dl.Settle(ctx, o); err != nil {
 		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
+	}
+}
+
+// serves is the service's Serves: under strict ledgers only the configured
+// ledgers are read; otherwise any canister may be one (nil).
+func (d *Daemon) serves() func(string) bool {
+	if !d.cfg.StrictLedgers {
+		return nil
+	}
+	return func(ledger string) bool {
+		_, ok := d.cfg.Ledgers[ledger]
+		return ok
 	}
 }
 

@@ -120,7 +120,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	var ledgers ledgerFlags
 	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT][,allow_narrow_window=true] (repeatable; env: ';'-separated; a tw/drift below 24h/60s needs allow_narrow_window)")
 	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting, allow_narrow_window}")
-	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
+	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for canisters no --ledger or --ledgers-file names are refused at intake: a final invalid verdict E_UNKNOWN_LEDGER, without reading the IC")
 	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
 	fs.BoolVar(&c.StoreRecover, "store-recover", false, "a corrupt store is moved aside (reconciled.db.corrupt-<time>, with its -wal and -shm) and an empty one started, which imports the fleet's verdicts from the stream; without it a corrupt store fails the start (exit 65)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
