@@ -44,6 +44,11 @@ type Config struct {
 
 	Ledgers       map[string]Ledger
 	StrictLedgers bool
+	// MaxStrangers bounds the unconfigured canisters followed at once and
+	// MaxStrangerOpen the open intents of each (strangers.go; defaults
+	// DefaultMaxStrangers and DefaultMaxStrangerOpen). Unused under
+	// StrictLedgers, which reads no unconfigured canister.
+	MaxStrangers, MaxStrangerOpen int
 
 	DataDir string
 	// StoreRecover moves a corrupt store aside (with its -wal and -shm)
@@ -119,6 +124,10 @@ type Options struct {
 	// IntakeRetryMax caps the delay before an intent whose handling failed
 	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
 	IntakeRetryMax time.Duration
+	// StrangerWait is how long an intent of an unconfigured canister over
+	// a cap waits on the intake stream before it is offered again
+	// (default 30 s).
+	StrangerWait time.Duration
 	// Store tunes the store's opening (store.Options; the zero value is
 	// the production setting).
 	Store store.Options
@@ -147,6 +156,10 @@ type Daemon struct {
 
 	clientsMu sync.Mutex
 	clients   map[string]*icrc3history.Client
+	// strangers bounds what unconfigured canisters cost; retired sums the
+	// counters of their evicted clients.
+	strangers *strangers
+	retired   retiredStats
 
 	http   *http.Server
 	httpLn net.Listener
@@ -188,7 +201,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		cfg.OpenAgeAlert = defaultOpenAgeAlert
 	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
-		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
+		clients: map[string]*icrc3history.Client{}, strangers: newStrangers(cfg.MaxStrangers, cfg.MaxStrangerOpen), trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
 	defer func() {
 		if err != nil {
@@ -251,6 +264,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.engine = reconcile.NewEngine(d.sources, d.store, log.Named("engine"))
+	d.metrics.LabelLedgers(d.ledgerLabel)
 	// A burst of intents of one ledger shares a certified tip for a quarter
 	// second: one read_state and BLS check instead of one per intent. The
 	// follow-up asks for fresh tips (reconcile.FreshTip).
@@ -435,6 +449,9 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
 	}
+	if !d.admitStranger(dl, dl.CanisterID(), dl.MsgID) {
+		return
+	}
 	o := d.svc.HandleIntentOn(ctx, dl.CanisterID(), dl.Data)
 	if err := dl.Settle(ctx, o); err != nil {
 		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
@@ -485,6 +502,9 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	var h reconcile.History = icphistory.Choose(c)
 	if d.opts.History != nil {
 		h = d.opts.History(ledger, c)
+	}
+	if !ok {
+		h = &strangerHistory{History: h, ledger: ledger, conn: c}
 	}
 	return h, spec.Rules, nil
 }

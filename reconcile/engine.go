@@ -133,6 +133,18 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 	return s, c, nil
 }
 
+// Forget drops what the engine keeps of a ledger (its source and verified
+// chain; the block cache is the store's): a daemon evicts ledgers nobody
+// configured once their last open intent ends, so that such canisters do
+// not cost memory for ever. A decision running on the ledger keeps what it
+// holds; the next one asks Sources again.
+func (e *Engine) Forget(ledger string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.hists, ledger)
+	delete(e.chains, ledger)
+}
+
 // Rules returns the matching rules of a ledger: its configuration, with the
 // minting account the ledger reports unless the operator overrode it.
 //

@@ -130,6 +130,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.ExplorerAccountURL, "explorer-account-url", "", "support page's link to an account: URL template with {ledger}, {account} (ICRC-1 text) or {account_id} (ICP hex)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
+	fs.IntVar(&c.MaxStrangers, "max-unconfigured-ledgers", daemon.DefaultMaxStrangers, "unconfigured canisters (without --strict-ledgers) whose open intents are followed at once; intents of others wait on the intake stream until one ends")
+	fs.IntVar(&c.MaxStrangerOpen, "max-unconfigured-open", daemon.DefaultMaxStrangerOpen, "open intents of one unconfigured canister at once; more wait on the intake stream until one ends")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
@@ -264,6 +266,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--poll-interval %s is too short (minimum 10ms)", c.PollInterval)
 	case c.QueryTimeout < 100*time.Millisecond || c.QueryTimeout > 5*time.Minute:
 		return nil, bad("--query-timeout must be 100ms..5m, got %s", c.QueryTimeout)
+	case c.MaxStrangers < 1 || c.MaxStrangers > 100_000:
+		return nil, bad("--max-unconfigured-ledgers must be 1..100000, got %d", c.MaxStrangers)
+	case c.MaxStrangerOpen < 1 || c.MaxStrangerOpen > 1_000_000:
+		return nil, bad("--max-unconfigured-open must be 1..1000000, got %d", c.MaxStrangerOpen)
 	case c.MaxInflight < 1 || c.MaxInflight > 1024:
 		return nil, bad("--max-inflight must be 1..1024, got %d", c.MaxInflight)
 	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > queue.MaxIntentBytes:

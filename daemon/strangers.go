@@ -1,0 +1,255 @@
+package daemon
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled/icagent"
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reconcile"
+)
+
+// Canisters nobody configured ("strangers") are read only when
+// --strict-ledgers is off. Anyone who may publish an intent chooses them,
+// so what they cost is bounded here: at most MaxStrangers of them are
+// followed at once (leases, clients, engine chains) and at most
+// MaxStrangerOpen open intents each; an intent over either cap is given
+// back to the intake stream with a long delay (it costs the stream's
+// storage, which it occupies anyway, and no memory here) and admitted once
+// a slot frees. Clients of strangers are evicted when their last open
+// intent ends, and their metrics share the ledger label value
+// StrangerLabel.
+
+// StrangerLabel is the ledger label value of every unconfigured canister.
+const StrangerLabel = "unconfigured"
+
+// Defaults of the caps. 64 canisters followed at once is what a deployment
+// reading every ledger of the IC's token list needs with room to spare,
+// and costs at most 64 leases renewed per poll and 64 clients (~35 KB
+// each); 256 open intents per canister is more than a day of retried
+// payments of one merchant, and a watch row costs disk, not memory.
+const (
+	DefaultMaxStrangers    = 64
+	DefaultMaxStrangerOpen = 256
+	// strangerWait is how long an intent over a cap stays on the intake
+	// stream before it is offered again: long enough that a flood of
+	// intents for strangers does not spin the intake, short enough that
+	// one admitted once a slot frees waits less than a follow-up backoff.
+	strangerWait = 30 * time.Second
+)
+
+// strangers tracks the open intents of unconfigured canisters.
+type strangers struct {
+	maxCanisters, maxOpen int
+
+	mu sync.Mutex
+	// open counts, per stranger, its watched intents as the store last
+	// said plus the intents admitted since (a reservation each: an
+	// admitted intent that ended final at once is counted until the next
+	// refresh, which can only make the caps stricter for a moment).
+	open map[string]int
+}
+
+func newStrangers(maxCanisters, maxOpen int) *strangers {
+	if maxCanisters <= 0 {
+		maxCanisters = DefaultMaxStrangers
+	}
+	if maxOpen <= 0 {
+		maxOpen = DefaultMaxStrangerOpen
+	}
+	return &strangers{maxCanisters: maxCanisters, maxOpen: maxOpen, open: map[string]int{}}
+}
+
+// admit reserves a slot for one intent of stranger c; false when a cap is
+// reached.
+func (s *strangers) admit(c string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.open[c]
+	if n >= s.maxOpen || (n == 0 && len(s.open) >= s.maxCanisters) {
+		return false
+	}
+	s.open[c] = n + 1
+	return true
+}
+
+// refresh replaces the counts by the store's watch counts of strangers.
+func (s *strangers) refresh(counts map[string]int, stranger func(string) bool) {
+	open := map[string]int{}
+	for l, n := range counts {
+		if stranger(l) && n > 0 {
+			open[l] = n
+		}
+	}
+	s.mu.Lock()
+	s.open = open
+	s.mu.Unlock()
+}
+
+// followed keeps, of the watched ledgers, every configured one and at
+// most maxCanisters strangers (the first by id, so that every instance
+// contends for the same ones): the rest wait for a slot, without a lease.
+func (s *strangers) followed(ledgers []string, stranger func(string) bool) []string {
+	sort.Strings(ledgers)
+	out := ledgers[:0:0]
+	n := 0
+	for _, l := range ledgers {
+		if stranger(l) {
+			if n >= s.maxCanisters {
+				continue
+			}
+			n++
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// stranger reports whether the daemon reads ledger without configuration.
+func (d *Daemon) stranger(ledger string) bool {
+	_, ok := d.cfg.Ledgers[ledger]
+	return !ok && !d.cfg.StrictLedgers
+}
+
+// ledgerLabel is the metrics' ledger label value of ledger.
+func (d *Daemon) ledgerLabel(ledger string) string {
+	if _, ok := d.cfg.Ledgers[ledger]; ok {
+		return ledger
+	}
+	return StrangerLabel
+}
+
+// admitStranger gives an intent of a stranger over a cap back to the
+// intake stream and reports false; true lets it through.
+func (d *Daemon) admitStranger(dl interface{ Nak(time.Duration) error }, canister, msgID string) bool {
+	if !d.stranger(canister) || d.strangers.admit(canister) {
+		return true
+	}
+	wait := d.opts.StrangerWait
+	if wait <= 0 {
+		wait = strangerWait
+	}
+	if err := dl.Nak(wait); err != nil {
+		d.log.Warn("give back an intent of an unconfigured canister over its cap", zap.String("msg_id", msgID), zap.Error(err))
+	}
+	return false
+}
+
+// strangerHistory makes the first use of a stranger's history prove that
+// the canister holds code: a canister the IC certifies missing, or without
+// a module, is refused for good (reconcile.NoSuchCanisterError, a final
+// invalid); any answer that is not certified proves nothing and leaves the
+// intent unreadable, to retry.
+type strangerHistory struct {
+	reconcile.History
+	ledger string
+	conn   interface {
+		CanisterExistence(context.Context) (icagent.Existence, error)
+	}
+	mu        sync.Mutex
+	installed bool
+}
+
+func (h *strangerHistory) Detect(ctx context.Context) (icrc3.Features, error) {
+	h.mu.Lock()
+	ok := h.installed
+	h.mu.Unlock()
+	if !ok {
+		e, err := h.conn.CanisterExistence(ctx)
+		switch {
+		case err != nil:
+			return icrc3.Features{}, err
+		case e == icagent.CanisterMissing:
+			return icrc3.Features{}, &reconcile.NoSuchCanisterError{Ledger: h.ledger}
+		case e == icagent.CanisterEmpty:
+			return icrc3.Features{}, &reconcile.NoSuchCanisterError{Ledger: h.ledger, NoModule: true}
+		}
+		h.mu.Lock()
+		h.installed = true
+		h.mu.Unlock()
+	}
+	return h.History.Detect(ctx)
+}
+
+// evictStrangers drops the clients and engine chains of strangers without
+// a watched intent, folding their counters into the retired totals so the
+// shared metric series stay monotonic.
+func (d *Daemon) evictStrangers(watched map[string]int) {
+	d.clientsMu.Lock()
+	var gone []string
+	for l, c := range d.clients {
+		if d.stranger(l) && watched[l] == 0 {
+			d.retired.add(c.Stats())
+			delete(d.clients, l)
+			gone = append(gone, l)
+		}
+	}
+	d.clientsMu.Unlock()
+	for _, l := range gone {
+		d.engine.Forget(l)
+	}
+}
+
+// retiredStats sums the counters of evicted clients.
+type retiredStats struct {
+	mu sync.Mutex
+	s  icagent.Stats
+}
+
+func (r *retiredStats) add(s icagent.Stats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.s.Queries == nil {
+		r.s.Queries = map[string]uint64{}
+	}
+	for k, v := range s.Queries {
+		r.s.Queries[k] += v
+	}
+	r.s.Total += s.Total
+	r.s.Blocks += s.Blocks
+}
+
+// LabelledClientStats is ClientStats by metric label: every stranger,
+// live or evicted, under StrangerLabel.
+func (d *Daemon) LabelledClientStats() map[string]icagent.Stats {
+	out := map[string]icagent.Stats{}
+	merge := func(label string, s icagent.Stats) {
+		t := out[label]
+		if t.Queries == nil {
+			t.Queries = map[string]uint64{}
+		}
+		for k, v := range s.Queries {
+			t.Queries[k] += v
+		}
+		t.Total += s.Total
+		t.Blocks += s.Blocks
+		out[label] = t
+	}
+	for l, s := range d.ClientStats() {
+		merge(d.ledgerLabel(l), s)
+	}
+	d.retired.mu.Lock()
+	defer d.retired.mu.Unlock()
+	if r := d.retired.s; r.Total > 0 || r.Blocks > 0 {
+		merge(StrangerLabel, r)
+	}
+	return out
+}
+
+// StrangerClients is the number of cached clients of unconfigured
+// canisters.
+func (d *Daemon) StrangerClients() int {
+	d.clientsMu.Lock()
+	defer d.clientsMu.Unlock()
+	n := 0
+	for l := range d.clients {
+		if d.stranger(l) {
+			n++
+		}
+	}
+	return n
+}
