@@ -27,14 +27,17 @@ import (
 // StrangerLabel is the ledger label value of every unconfigured canister.
 const StrangerLabel = "unconfigured"
 
-// Defaults of the caps. 64 canisters followed at once is what a deployment
-// reading every ledger of the IC's token list needs with room to spare,
-// and costs at most 64 leases renewed per poll and 64 clients (~35 KB
-// each); 256 open intents per canister is more than a day of retried
-// payments of one merchant, and a watch row costs disk, not memory.
+// Defaults of the caps. What costs memory, IC queries and lease writes is
+// a canister followed, not an intent: 64 canisters at once is more ledgers
+// than a deployment that configures none uses, and costs at most 64 leases
+// renewed per poll, 64 clients and chains, one tip read per canister and
+// round. An open intent costs a watch row on disk and a share of its
+// canister's round: 10,000 per canister lets a busy unconfigured ledger
+// work as before, and bounds what one publisher can add to the store at
+// 640,000 rows.
 const (
 	DefaultMaxStrangers    = 64
-	DefaultMaxStrangerOpen = 256
+	DefaultMaxStrangerOpen = 10_000
 	// strangerWait is how long an intent over a cap stays on the intake
 	// stream before it is offered again: long enough that a flood of
 	// intents for strangers does not spin the intake, short enough that
