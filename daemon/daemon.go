@@ -456,6 +456,7 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	if err := dl.Settle(ctx, o); err != nil {
 		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
 	}
+	d.strangerDone(ctx, dl.CanisterID(), dl.IntentID())
 }
 
 // serves is the service's Serves: under strict ledgers only the configured

@@ -80,6 +80,18 @@ func (s *strangers) admit(c string) bool {
 	return true
 }
 
+// release gives back the slot admit reserved for an intent that ended
+// final at once (no watch entry holds it).
+func (s *strangers) release(c string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.open[c]; n > 1 {
+		s.open[c] = n - 1
+	} else {
+		delete(s.open, c)
+	}
+}
+
 // refresh replaces the counts by the store's watch counts of strangers.
 func (s *strangers) refresh(counts map[string]int, stranger func(string) bool) {
 	open := map[string]int{}
@@ -140,6 +152,21 @@ func (d *Daemon) admitStranger(dl interface{ Nak(time.Duration) error }, caniste
 		d.log.Warn("give back an intent of an unconfigured canister over its cap", zap.String("msg_id", msgID), zap.Error(err))
 	}
 	return false
+}
+
+// strangerDone releases the slot of a stranger's intent whose latest
+// verdict is final once its delivery is handled: a flood of intents for
+// canisters certified missing then does not wait on slots that nothing
+// holds. The intent is named by the delivery's message id; a publisher
+// that lies in it frees a slot wrongly only until the lease loop's next
+// refresh of the counts from the watch list.
+func (d *Daemon) strangerDone(ctx context.Context, canister, intentID string) {
+	if !d.stranger(canister) {
+		return
+	}
+	if v, err := d.store.LatestVerdict(ctx, intentID); err == nil && v.Final {
+		d.strangers.release(canister)
+	}
 }
 
 // strangerHistory makes the first use of a stranger's history prove that
