@@ -124,10 +124,6 @@ type Options struct {
 	// IntakeRetryMax caps the delay before an intent whose handling failed
 	// is delivered again (queue.IntakeConfig.RetryMax; default 10 s).
 	IntakeRetryMax time.Duration
-	// StrangerWait is how long an intent of an unconfigured canister over
-	// a cap waits on the intake stream before it is offered again
-	// (default 30 s).
-	StrangerWait time.Duration
 	// Store tunes the store's opening (store.Options; the zero value is
 	// the production setting).
 	Store store.Options
@@ -286,7 +282,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		Decider: d.engine, Store: port, Sink: sink,
 		Log: log.Named("service"), Metrics: d.metrics,
 		BackoffBase: o.BackoffBase, BackoffMax: o.BackoffMax,
-		Owns: d.leases.Holds, Serves: d.serves(),
+		Owns: d.leases.Holds, Serves: d.serves(), Hold: d.holdStranger,
 	})
 	if err != nil {
 		return nil, err
@@ -448,9 +444,6 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	defer func() { d.metrics.Decided(time.Since(start)) }()
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
-	}
-	if !d.admitStranger(dl, dl.CanisterID(), dl.MsgID) {
-		return
 	}
 	o := d.svc.HandleIntentOn(ctx, dl.CanisterID(), dl.Data)
 	if err := dl.Settle(ctx, o); err != nil {

@@ -20,12 +20,13 @@ func (d *Daemon) holdLeases(ctx context.Context) {
 	woken := false
 	for {
 		counts, err := d.store.WatchCounts(ctx)
+		followed := d.followedLedgers(counts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			d.log.Warn("watched ledgers unreadable; leases kept as they are", zap.Error(err))
-		} else if gained := d.leases.Hold(ctx, d.followedLedgers(counts)); len(gained) > 0 || woken {
+		} else if gained := d.leases.Hold(ctx, followed); len(gained) > 0 || woken {
 			select {
 			case d.trigger <- struct{}{}:
 			default:
@@ -34,7 +35,7 @@ func (d *Daemon) holdLeases(ctx context.Context) {
 		woken = false
 		if err == nil {
 			d.strangers.refresh(counts, d.stranger)
-			d.evictStrangers(counts)
+			d.evictStrangers(counts, followed)
 		}
 		select {
 		case <-ctx.Done():

@@ -2,11 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc3"
@@ -16,13 +14,13 @@ import (
 // Canisters nobody configured ("strangers") are read only when
 // --strict-ledgers is off. Anyone who may publish an intent chooses them,
 // so what they cost is bounded here: at most MaxStrangers of them are
-// followed at once (leases, clients, engine chains) and at most
-// MaxStrangerOpen open intents each; an intent over either cap is given
-// back to the intake stream with a long delay (it costs the stream's
-// storage, which it occupies anyway, and no memory here) and admitted once
-// a slot frees. Clients of strangers are evicted when their last open
-// intent ends, and their metrics share the ledger label value
-// StrangerLabel.
+// followed at once (leases, clients, engine chains), and an intent is
+// decided at intake only while its canister has fewer than
+// MaxStrangerOpen open intents and a slot; an intent over either cap is
+// stored unread with a waiting verdict (holdStranger) and decided by the
+// follow-up once its canister is followed. Clients of strangers are
+// evicted when their last open intent ends or they are no longer
+// followed, and their metrics share the ledger label value StrangerLabel.
 
 // StrangerLabel is the ledger label value of every unconfigured canister.
 const StrangerLabel = "unconfigured"
@@ -38,11 +36,6 @@ const StrangerLabel = "unconfigured"
 const (
 	DefaultMaxStrangers    = 64
 	DefaultMaxStrangerOpen = 10_000
-	// strangerWait is how long an intent over a cap stays on the intake
-	// stream before it is offered again: long enough that a flood of
-	// intents for strangers does not spin the intake, short enough that
-	// one admitted once a slot frees waits less than a follow-up backoff.
-	strangerWait = 30 * time.Second
 )
 
 // strangers tracks the open intents of unconfigured canisters.
@@ -138,20 +131,20 @@ func (d *Daemon) ledgerLabel(ledger string) string {
 	return StrangerLabel
 }
 
-// admitStranger gives an intent of a stranger over a cap back to the
-// intake stream and reports false; true lets it through.
-func (d *Daemon) admitStranger(dl interface{ Nak(time.Duration) error }, canister, msgID string) bool {
-	if !d.stranger(canister) || d.strangers.admit(canister) {
-		return true
+// holdStranger is the service's Hold: an intent of a stranger over a cap
+// is stored with a waiting verdict (reconcile.CodeUnconfiguredWait) and a
+// watch entry instead of being decided. It costs a row on disk, no memory,
+// no client and no IC request; the follow-up decides it once its canister
+// is among those followed (strangers.followed). It is not left on the
+// intake stream: intents given back with a delay count against the
+// consumer's pending acknowledgements, and a flood of them would stall
+// the intake of every ledger.
+func (d *Daemon) holdStranger(ledger string) *reconcile.Reason {
+	if !d.stranger(ledger) || d.strangers.admit(ledger) {
+		return nil
 	}
-	wait := d.opts.StrangerWait
-	if wait <= 0 {
-		wait = strangerWait
-	}
-	if err := dl.Nak(wait); err != nil {
-		d.log.Warn("give back an intent of an unconfigured canister over its cap", zap.String("msg_id", msgID), zap.Error(err))
-	}
-	return false
+	return &reconcile.Reason{Code: reconcile.CodeUnconfiguredWait, Field: "canister_id",
+		Message: fmt.Sprintf("canister %s is not configured and this daemon follows as many unconfigured canisters, or open intents of this one, as it may at once; the intent is stored and checked once a slot frees", ledger)}
 }
 
 // strangerDone releases the slot of a stranger's intent whose latest
@@ -206,13 +199,17 @@ func (h *strangerHistory) Detect(ctx context.Context) (icrc3.Features, error) {
 }
 
 // evictStrangers drops the clients and engine chains of strangers without
-// a watched intent, folding their counters into the retired totals so the
+// a watched intent or no longer followed, folding their counters into the retired totals so the
 // shared metric series stay monotonic.
-func (d *Daemon) evictStrangers(watched map[string]int) {
+func (d *Daemon) evictStrangers(watched map[string]int, followed []string) {
+	keep := make(map[string]bool, len(followed))
+	for _, l := range followed {
+		keep[l] = true
+	}
 	d.clientsMu.Lock()
 	var gone []string
 	for l, c := range d.clients {
-		if d.stranger(l) && watched[l] == 0 {
+		if d.stranger(l) && (watched[l] == 0 || !keep[l]) {
 			d.retired.add(c.Stats())
 			delete(d.clients, l)
 			gone = append(gone, l)

@@ -38,7 +38,6 @@ func startStrangers(t *testing.T, seed int64, caps func(*daemon.Config, *daemon.
 		Tune: func(c *daemon.Config, o *daemon.Options) {
 			c.HTTPAddr = "127.0.0.1:0"
 			o.BackoffBase, o.BackoffMax = 50*time.Millisecond, 200*time.Millisecond
-			o.StrangerWait = 100 * time.Millisecond
 			if caps != nil {
 				caps(c, o)
 			}
@@ -185,10 +184,10 @@ func TestStrangersAcceptanceLong(t *testing.T) {
 	t.Run("2000 canisters", func(t *testing.T) { measureStrangers(t, 2000, 5) })
 }
 
-// Intents of unconfigured canisters over a cap wait on the intake stream,
-// are not lost, and reach their final verdict once the intents holding the
-// slots end. The canisters answer nothing certified at first (every
-// request fails with HTTP 500), so their first intents stay open.
+// Intents of unconfigured canisters over a cap are stored unread with a
+// waiting verdict, are not lost, and reach their final verdict once the
+// canisters followed end. The canisters answer nothing certified at first
+// (every request fails with HTTP 500), so their intents stay open.
 func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 	s := startStrangers(t, 42, func(c *daemon.Config, _ *daemon.Options) { c.MaxStrangers, c.MaxStrangerOpen = 2, 3 })
 	var cans []principal.Principal
@@ -198,36 +197,34 @@ func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 		cans = append(cans, id)
 	}
 	s.publish(cans, 5)
-	// Two canisters hold slots, three open intents each; nothing of the
-	// third canister is admitted.
-	daemontest.Eventually(t, "the caps filled", 30*time.Second, func() (bool, string) {
-		ws, err := s.d.Store().WatchCounts(context.Background())
-		return err == nil && len(ws) == 2 && ws[cans[0].Encode()]+ws[cans[1].Encode()]+ws[cans[2].Encode()] == 6, fmt.Sprintf("%v %v", ws, err)
+	// Every intent has its first verdict: at most two canisters' first
+	// three intents were decided (and failed), the rest wait unread.
+	daemontest.Eventually(t, "a first verdict for every intent", 30*time.Second, func() (bool, string) {
+		c, err := s.d.Store().CountByStatus(context.Background())
+		return err == nil && c[reconcile.StatusUnreadable] == len(s.ids), fmt.Sprintf("%v %v", c, err)
 	})
+	_, codes := s.finalCount(t)
+	if codes["E_TRANSPORT"] > 6 || codes[reconcile.CodeUnconfiguredWait] < 9 {
+		t.Fatalf("codes %v: want at most 2 canisters × 3 intents decided, the rest waiting", codes)
+	}
 	s.d.FollowUpNow()
-	ws, _ := s.d.Store().WatchCounts(context.Background())
-	for c, n := range ws {
-		if n > 3 {
-			t.Fatalf("canister %s has %d open intents, cap 3", c, n)
-		}
-	}
-	if len(ws) > 2 {
-		t.Fatalf("%d unconfigured canisters followed, cap 2", len(ws))
-	}
-	if n := s.d.StrangerClients(); n > 2 {
-		t.Fatalf("%d clients cached, cap 2", n)
-	}
+	daemontest.Eventually(t, "at most two canisters followed", 30*time.Second, func() (bool, string) {
+		l, c := len(s.d.Leases().Held()), s.d.StrangerClients()
+		return l == 2 && c <= 2, fmt.Sprintf("%d leases, %d clients", l, c)
+	})
 	// The IC now answers: each canister is certified missing.
 	for _, c := range cans {
 		s.r.Replica.SetFaults(c, ledgertest.Faults{})
 	}
 	daemontest.Eventually(t, "every intent final", 2*time.Minute, func() (bool, string) {
 		s.d.FollowUpNow()
+		if l, c := len(s.d.Leases().Held()), s.d.StrangerClients(); l > 2 || c > 2 {
+			t.Fatalf("%d leases, %d clients: caps are 2", l, c)
+		}
 		n, codes := s.finalCount(t)
 		return n == len(s.ids), fmt.Sprintf("%d of %d final; codes %v", n, len(s.ids), codes)
 	})
-	_, codes := s.finalCount(t)
-	if codes[reconcile.CodeNoSuchCanister] != len(s.ids) {
+	if _, codes := s.finalCount(t); codes[reconcile.CodeNoSuchCanister] != len(s.ids) {
 		t.Fatalf("codes %v", codes)
 	}
 }

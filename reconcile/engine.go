@@ -464,6 +464,10 @@ const (
 	// CodeNotALedger: the IC certifies that the canister exists but has
 	// no code installed, so no ledger method can answer; final invalid.
 	CodeNotALedger = "E_NOT_A_LEDGER"
+	// CodeUnconfiguredWait: the daemon follows as many unconfigured
+	// canisters (or open intents of this one) as it may at once; the
+	// intent is stored, unread, and checked once a slot frees. Not final.
+	CodeUnconfiguredWait = "E_UNCONFIGURED_WAIT"
 )
 
 // ReasonCode maps a failure to the stable code published in verdicts.

@@ -75,6 +75,13 @@ type ServiceConfig struct {
 	// answer, so nothing later can change the answer, and deciding it
 	// here costs no lease, client, watch entry or ledger query.
 	Serves func(ledger string) bool
+	// Hold says, for an intent about to be decided at intake, why it must
+	// wait instead (nil: decide it now). A held intent is stored with a
+	// first verdict unreadable with that reason and a watch entry, without
+	// reading the ledger: the follow-up decides it once this instance
+	// follows its ledger. A daemon bounds so what canisters nobody
+	// configured cost, without leaving intents on the intake stream.
+	Hold func(ledger string) *Reason
 }
 
 // Service takes intents from the work queue, decides them, stores and
@@ -154,6 +161,13 @@ func (s *Service) handle(ctx context.Context, subjectCanister string, data []byt
 	if s.cfg.Serves != nil && !s.cfg.Serves(rec.Canister) {
 		return s.refuse(ctx, rec, &Reason{Code: CodeUnknownLedger, Field: "canister_id",
 			Message: fmt.Sprintf("canister %s is not a ledger this daemon is configured to read (strict ledgers)", rec.Canister)})
+	}
+	if s.cfg.Hold != nil {
+		if r := s.cfg.Hold(rec.Canister); r != nil {
+			v := Verdict{IntentID: rec.ID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusUnreadable,
+				Reason: r, DecidedAt: s.cfg.Now().UTC()}
+			return s.admit(ctx, rec, in, &v)
+		}
 	}
 	return s.admit(ctx, rec, in, nil)
 }
@@ -375,8 +389,9 @@ func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecor
 	return s.publishDecided(ctx, log, rec, v)
 }
 
-// firstVerdict decides rec (or takes its invalid verdict) as its seq 1, with
-// the watch entry a verdict that is not final needs.
+// firstVerdict decides rec (or takes the verdict given: an invalid one, or
+// a held intent's unreadable one) as its seq 1, with the watch entry a
+// verdict that is not final needs.
 func (s *Service) firstVerdict(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) (Verdict, *Watch, error) {
 	var v Verdict
 	if invalid != nil {
