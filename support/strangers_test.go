@@ -36,6 +36,11 @@ func TestAdviceForRefusedCanisters(t *testing.T) {
 			t.Errorf("%s: %q / %q waits for an answer that never comes", tc.code, a, p)
 		}
 	}
+	w := &reconcile.Verdict{IntentID: "z", Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: reconcile.CodeUnconfiguredWait},
+		DecidedAt: time.Unix(1_800_000_000, 0)}
+	if a := Advice(w); !strings.Contains(a, "not configured for") || !strings.Contains(a, "We keep trying") {
+		t.Errorf("unreadable %s: %q", reconcile.CodeUnconfiguredWait, a)
+	}
 	u := &reconcile.Verdict{IntentID: "y", Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_UNKNOWN_CANISTER"},
 		DecidedAt: time.Unix(1_800_000_000, 0)}
 	if a := Advice(u); !strings.Contains(a, "check that the request names the ledger") || !strings.Contains(a, "We keep trying") {

@@ -301,6 +301,9 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		} else {
 			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
+		if v.Reason != nil && v.Reason.Code == reconcile.CodeUnconfiguredWait {
+			msg = "Not checked yet: the request names a ledger this service is not configured for, and it is already checking as many such ledgers as it may; it is checked once one of them is done"
+		}
 		if v.Reason != nil && v.Reason.Code == icrc3.KindUnknownCanister.Code() {
 			// A boundary node's word, not certified: it may be a lie, so
 			// the intent stays open, but it is most often a mistyped id.
