@@ -31,8 +31,8 @@ const StrangerLabel = "unconfigured"
 // renewed per poll, 64 clients and chains, one tip read per canister and
 // round. An open intent costs a watch row on disk and a share of its
 // canister's round: 10,000 per canister lets a busy unconfigured ledger
-// work as before, and bounds what one publisher can add to the store at
-// 640,000 rows.
+// be decided at intake as before; past it, intents of the canister are
+// left to its follow-up.
 const (
 	DefaultMaxStrangers    = 64
 	DefaultMaxStrangerOpen = 10_000
@@ -44,9 +44,9 @@ type strangers struct {
 
 	mu sync.Mutex
 	// open counts, per stranger, its watched intents as the store last
-	// said plus the intents admitted since (a reservation each: an
-	// admitted intent that ended final at once is counted until the next
-	// refresh, which can only make the caps stricter for a moment).
+	// said plus the intents admitted since (a reservation each, released
+	// by strangerDone when the intent ended final at once; the next
+	// refresh corrects any other difference).
 	open map[string]int
 }
 
