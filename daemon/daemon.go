@@ -44,6 +44,11 @@ type Config struct {
 
 	Ledgers       map[string]Ledger
 	StrictLedgers bool
+	// MaxStrangers bounds the unconfigured canisters followed at once and
+	// MaxStrangerOpen the open intents of each (strangers.go; defaults
+	// DefaultMaxStrangers and DefaultMaxStrangerOpen). Unused under
+	// StrictLedgers, which reads no unconfigured canister.
+	MaxStrangers, MaxStrangerOpen int
 
 	DataDir string
 	// StoreRecover moves a corrupt store aside (with its -wal and -shm)
@@ -165,6 +170,10 @@ type Daemon struct {
 
 	clientsMu sync.Mutex
 	clients   map[string]*icrc3history.Client
+	// strangers bounds what unconfigured canisters cost; retired sums the
+	// counters of their evicted clients.
+	strangers *strangers
+	retired   retiredStats
 
 	http   *http.Server
 	httpLn net.Listener
@@ -218,7 +227,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
-		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
+		clients: map[string]*icrc3history.Client{}, strangers: newStrangers(cfg.MaxStrangers, cfg.MaxStrangerOpen), trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
 	dm.imports = newImportHealth(time.Now)
 	defer func() {
@@ -280,6 +289,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.engine = reconcile.NewEngine(d.sources, d.store, log.Named("engine"))
+	d.metrics.LabelLedgers(d.ledgerLabel)
 	// A burst of intents of one ledger shares a certified tip for a quarter
 	// second: one read_state and BLS check instead of one per intent. The
 	// follow-up asks for fresh tips (reconcile.FreshTip).
@@ -301,7 +311,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		Decider: d.engine, Store: port, Sink: sink,
 		Log: log.Named("service"), Metrics: d.metrics,
 		BackoffBase: o.BackoffBase, BackoffMax: o.BackoffMax,
-		Owns: d.leases.Holds,
+		Owns: d.leases.Holds, Serves: d.serves(), Hold: d.holdStranger,
 	})
 	if err != nil {
 		return nil, err
@@ -480,9 +490,22 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
 	}
-	o := d.svc.HandleIntent(ctx, dl.Data)
+	o := d.svc.HandleIntentOn(ctx, dl.CanisterID(), dl.Data)
 	if err := dl.Settle(ctx, o); err != nil {
 		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
+	}
+	d.strangerDone(ctx, dl.CanisterID(), dl.IntentID())
+}
+
+// serves is the service's Serves: under strict ledgers only the configured
+// ledgers are read; otherwise any canister may be one (nil).
+func (d *Daemon) serves() func(string) bool {
+	if !d.cfg.StrictLedgers {
+		return nil
+	}
+	return func(ledger string) bool {
+		_, ok := d.cfg.Ledgers[ledger]
+		return ok
 	}
 }
 
@@ -518,6 +541,9 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	var h reconcile.History = icphistory.Choose(c)
 	if d.opts.History != nil {
 		h = d.opts.History(ledger, c)
+	}
+	if !ok {
+		h = &strangerHistory{History: h, ledger: ledger, conn: c}
 	}
 	return h, spec.Rules, nil
 }

@@ -248,7 +248,7 @@ func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	// The clients count monotonically from their creation, which is the
 	// daemon's lifetime: they are counters, exposed as constant samples.
-	for ledger, s := range c.d.ClientStats() {
+	for ledger, s := range c.d.LabelledClientStats() {
 		ch <- prometheus.MustNewConstMetric(descBlocksRead, prometheus.CounterValue, float64(s.Blocks), ledger)
 		for ep, n := range s.Queries {
 			ch <- prometheus.MustNewConstMetric(descQueries, prometheus.CounterValue, float64(n), ledger, ep)

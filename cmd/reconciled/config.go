@@ -124,7 +124,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	var ledgers ledgerFlags
 	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT][,allow_narrow_window=true] (repeatable; env: ';'-separated; a tw/drift below 24h/60s needs allow_narrow_window)")
 	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting, allow_narrow_window}")
-	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
+	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for canisters no --ledger or --ledgers-file names are refused at intake: a final invalid verdict E_UNKNOWN_LEDGER, without reading the IC")
 	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
 	fs.BoolVar(&c.StoreRecover, "store-recover", false, "a corrupt store is moved aside (reconciled.db.corrupt-<time>, with its -wal and -shm) and an empty one started, which imports the fleet's verdicts from the stream; without it a corrupt store fails the start (exit 65)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
@@ -134,6 +134,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.ExplorerAccountURL, "explorer-account-url", "", "support page's link to an account: URL template with {ledger}, {account} (ICRC-1 text) or {account_id} (ICP hex)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
+	fs.IntVar(&c.MaxStrangers, "max-unconfigured-ledgers", daemon.DefaultMaxStrangers, "unconfigured canisters (without --strict-ledgers) followed at once; intents of others are stored unread (unreadable E_UNCONFIGURED_WAIT) until a slot frees")
+	fs.IntVar(&c.MaxStrangerOpen, "max-unconfigured-open", daemon.DefaultMaxStrangerOpen, "open intents of one unconfigured canister past which a new one is stored unread (E_UNCONFIGURED_WAIT) and left to the follow-up")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
@@ -274,6 +276,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--poll-interval %s is too short (minimum 10ms)", c.PollInterval)
 	case c.QueryTimeout < 100*time.Millisecond || c.QueryTimeout > 5*time.Minute:
 		return nil, bad("--query-timeout must be 100ms..5m, got %s", c.QueryTimeout)
+	case c.MaxStrangers < 1 || c.MaxStrangers > 100_000:
+		return nil, bad("--max-unconfigured-ledgers must be 1..100000, got %d", c.MaxStrangers)
+	case c.MaxStrangerOpen < 1 || c.MaxStrangerOpen > 1_000_000:
+		return nil, bad("--max-unconfigured-open must be 1..1000000, got %d", c.MaxStrangerOpen)
 	case c.MaxInflight < 1 || c.MaxInflight > 1024:
 		return nil, bad("--max-inflight must be 1..1024, got %d", c.MaxInflight)
 	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > queue.MaxIntentBytes:
