@@ -16,6 +16,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	_ "modernc.org/sqlite"
 
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/queue"
@@ -60,7 +61,7 @@ func storedCount(t *testing.T, d *daemon.Daemon, ids []string) int {
 // waitStored waits until d's store holds a verdict of every one of ids.
 func waitStored(t *testing.T, d *daemon.Daemon, ids []string, timeout time.Duration) {
 	t.Helper()
-	daemontest.Eventually(t, "every verdict imported", timeout, func() (bool, string) {
+	testutil.Eventually(t, timeout, "every verdict imported", func() (bool, string) {
 		n := storedCount(t, d, ids)
 		return n == len(ids), fmt.Sprintf("%d of %d verdicts in the store", n, len(ids))
 	})
@@ -144,7 +145,7 @@ func TestWipedStoreRebuiltAndNotReadyUntilDone(t *testing.T) {
 	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir, Tune: gated(open)})
 	h := d.Handler()
 	var why string
-	daemontest.Eventually(t, "/readyz not ready, naming the import", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "/readyz not ready, naming the import", func() (bool, string) {
 		got := getReadyz(t, h)
 		if got.Code == http.StatusOK {
 			t.Fatalf("/readyz ready with %d of %d verdicts in the wiped store: %s", storedCount(t, d, ids), n, got.Body)
@@ -160,7 +161,7 @@ func TestWipedStoreRebuiltAndNotReadyUntilDone(t *testing.T) {
 		t.Errorf("reconciled_import_lag_verdicts = %v, want %d", lag, n)
 	}
 	close(open)
-	daemontest.Eventually(t, "/readyz ready once imported", 60*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 60*time.Second, "/readyz ready once imported", func() (bool, string) {
 		got := getReadyz(t, h)
 		if got.Code != http.StatusOK {
 			return false, got.Body
@@ -197,7 +198,7 @@ func TestOlderStoreCopyReimportsMissing(t *testing.T) {
 	copyStore(t, backup, dir)
 	d = r.Start(daemontest.Options{Instance: "pod-0", DataDir: dir})
 	all := append(first, later...)
-	daemontest.Eventually(t, "the verdicts missing from the older copy imported", 20*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 20*time.Second, "the verdicts missing from the older copy imported", func() (bool, string) {
 		have := storedCount(t, d, all)
 		return have == len(all), fmt.Sprintf("%d of %d verdicts in the store (%d of the later ones)",
 			have, len(all), storedCount(t, d, later))
@@ -349,7 +350,7 @@ func TestBurstKeepsCaughtUpInstanceReady(t *testing.T) {
 	h.hold()
 	const n = 1200
 	ids := publishFleetVerdicts(t, r, 0, n)
-	daemontest.Eventually(t, "the burst counted as the lag", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the burst counted as the lag", func() (bool, string) {
 		lag := gaugeValue(t, d, "reconciled_import_lag_verdicts")
 		return lag >= n-1, fmt.Sprint(lag)
 	})
@@ -357,7 +358,7 @@ func TestBurstKeepsCaughtUpInstanceReady(t *testing.T) {
 		t.Fatalf("/readyz with a burst of %d verdicts pending: %d %s", n, got.Code, got.Body)
 	}
 	h.release()
-	daemontest.Eventually(t, "the burst imported", 60*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 60*time.Second, "the burst imported", func() (bool, string) {
 		stored := d.Metrics().Get(reconcile.MetricImported, "stored")
 		return stored == uint64(len(ids)), fmt.Sprintf("%d of %d imported", stored, len(ids))
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/reconcile"
@@ -29,7 +30,7 @@ func TestFreshStoreImportsOnlyTheRetention(t *testing.T) {
 	// The stream's clock is this machine's: once the retention has passed
 	// since the last old verdict, every old one is older than it.
 	old := time.Now()
-	daemontest.Eventually(t, "the old verdicts to age past the retention", 10*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 10*time.Second, "the old verdicts to age past the retention", func() (bool, string) {
 		return time.Since(old) > retention+100*time.Millisecond, "waiting"
 	})
 	for i := range 2 {
@@ -39,7 +40,7 @@ func TestFreshStoreImportsOnlyTheRetention(t *testing.T) {
 		c.Retention, c.RepublishHorizon = retention, time.Second
 	}})
 	st := d.Store()
-	daemontest.Eventually(t, "the young verdicts imported", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the young verdicts imported", func() (bool, string) {
 		for i := range 2 {
 			if _, err := st.LatestVerdict(r.Ctx, fmt.Sprintf("young-%d", i)); err != nil {
 				return false, err.Error()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -63,7 +64,7 @@ func TestIntakeStrictLedgersRefuseUnconfiguredFinal(t *testing.T) {
 	if n := st.ReadStates(stranger.ID()) + st.Queries(stranger.ID(), ""); n != 0 {
 		t.Fatalf("%d IC requests for an unconfigured canister", n)
 	}
-	daemontest.Eventually(t, "no lease", 5*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 5*time.Second, "no lease", func() (bool, string) {
 		return len(d.Leases().Held()) == 0, "leases held"
 	})
 }

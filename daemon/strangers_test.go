@@ -16,6 +16,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -137,7 +138,7 @@ func measureStrangers(t *testing.T, canisters, perCanister int) {
 	s.publish(ids, perCanister)
 	// Polled by one count over the store (every intent is the run's); each
 	// intent is checked once at the end.
-	daemontest.Eventually(t, "every intent final", 8*time.Minute, func() (bool, string) {
+	testutil.Eventually(t, 8*time.Minute, "every intent final", func() (bool, string) {
 		c, err := s.d.Store().CountByStatus(context.Background())
 		return err == nil && c[reconcile.StatusInvalid] == len(s.ids), fmt.Sprintf("%v %v of %d", c, err, len(s.ids))
 	})
@@ -150,7 +151,7 @@ func measureStrangers(t *testing.T, canisters, perCanister int) {
 		t.Fatalf("codes %v, want %d × %s", codes, len(s.ids), reconcile.CodeNoSuchCanister)
 	}
 	// The lease loop evicts clients without open intents at its next tick.
-	daemontest.Eventually(t, "clients of strangers evicted", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "clients of strangers evicted", func() (bool, string) {
 		n := s.d.StrangerClients()
 		return n == 0, fmt.Sprintf("%d clients of unconfigured canisters cached", n)
 	})
@@ -199,7 +200,7 @@ func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 	s.publish(cans, 5)
 	// Every intent has its first verdict: at most two canisters' first
 	// three intents were decided (and failed), the rest wait unread.
-	daemontest.Eventually(t, "a first verdict for every intent", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "a first verdict for every intent", func() (bool, string) {
 		c, err := s.d.Store().CountByStatus(context.Background())
 		return err == nil && c[reconcile.StatusUnreadable] == len(s.ids), fmt.Sprintf("%v %v", c, err)
 	})
@@ -208,7 +209,7 @@ func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 		t.Fatalf("codes %v: want at most 2 canisters × 3 intents decided, the rest waiting", codes)
 	}
 	s.d.FollowUpNow()
-	daemontest.Eventually(t, "at most two canisters followed", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "at most two canisters followed", func() (bool, string) {
 		l, c := len(s.d.Leases().Held()), s.d.StrangerClients()
 		return l == 2 && c <= 2, fmt.Sprintf("%d leases, %d clients", l, c)
 	})
@@ -216,7 +217,7 @@ func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 	for _, c := range cans {
 		s.r.Replica.SetFaults(c, ledgertest.Faults{})
 	}
-	daemontest.Eventually(t, "every intent final", 2*time.Minute, func() (bool, string) {
+	testutil.Eventually(t, 2*time.Minute, "every intent final", func() (bool, string) {
 		s.d.FollowUpNow()
 		if l, c := len(s.d.Leases().Held()), s.d.StrangerClients(); l > 2 || c > 2 {
 			t.Fatalf("%d leases, %d clients: caps are 2", l, c)
