@@ -2,7 +2,6 @@ package icagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -103,18 +102,9 @@ func (c *Conn) CanisterExistence(ctx context.Context) (Existence, error) {
 // provably absent (the zero lookup), or an error when pruning hides it or
 // the tree holds something other than a leaf there.
 func lookupPathLeaf(cert *certification.Certificate, path []hashtree.Label) (lookup, error) {
-	v, err := cert.Tree.Lookup(path...)
-	if err == nil {
-		return lookup{val: v, found: true}, nil
+	r, err := lookupAt(cert.Tree.Root, path...)
+	if err == nil && r.unknown {
+		return lookup{}, fmt.Errorf("the certificate prunes the path: it proves neither presence nor absence")
 	}
-	var le hashtree.LookupError
-	if errors.As(err, &le) {
-		switch le.Type {
-		case hashtree.LookupResultAbsent:
-			return lookup{}, nil
-		case hashtree.LookupResultUnknown:
-			return lookup{}, fmt.Errorf("the certificate prunes the path: it proves neither presence nor absence")
-		}
-	}
-	return lookup{}, err
+	return r, err
 }

@@ -27,9 +27,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "demo",
-		summary: "run everything in one process against a local test ledger and print a verdict table",
-		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		Name:    "demo",
+		Summary: "run everything in one process against a local test ledger and print a verdict table",
+		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 			fs.SetOutput(stderr)
 			verbose := fs.Bool("v", false, "log the daemon's JSON lines to stderr")

@@ -22,11 +22,11 @@ import (
 // withCommand registers a command for one test.
 func withCommand(t *testing.T, name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
 	t.Helper()
-	if _, ok := commands[name]; ok {
+	if app.Has(name) {
 		t.Fatalf("command %s exists", name)
 	}
-	register(command{name: name, summary: "test", run: run})
-	t.Cleanup(func() { delete(commands, name) })
+	register(command{Name: name, Summary: "test", Run: run})
+	t.Cleanup(func() { app.Unregister(name) })
 }
 
 func TestRunExitCodes(t *testing.T) {

@@ -20,9 +20,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "serve",
-		summary: "run the daemon: take intents from NATS, publish verdicts, follow up",
-		run:     runServe,
+		Name:    "serve",
+		Summary: "run the daemon: take intents from NATS, publish verdicts, follow up",
+		Run:     runServe,
 	})
 }
 
