@@ -45,6 +45,11 @@ type Config struct {
 
 	Ledgers       map[string]Ledger
 	StrictLedgers bool
+	// MaxStrangers bounds the unconfigured canisters followed at once and
+	// MaxStrangerOpen the open intents of each (strangers.go; defaults
+	// DefaultMaxStrangers and DefaultMaxStrangerOpen). Unused under
+	// StrictLedgers, which reads no unconfigured canister.
+	MaxStrangers, MaxStrangerOpen int
 
 	DataDir string
 	// StoreRecover moves a corrupt store aside (with its -wal and -shm)
@@ -83,6 +88,20 @@ type Config struct {
 	// OpenAgeAlert is the age past which a ledger's oldest open intent is
 	// logged as a warning (default 25 h: a day's window and an hour).
 	OpenAgeAlert time.Duration
+
+	// Retention is how long a final intent stays in the store after its
+	// final verdict (default DefaultRetention); a new verdict follower
+	// imports only that much of the stream. It may not be below
+	// RepublishHorizon (default DefaultRepublishHorizon), see
+	// CheckRetention.
+	Retention        time.Duration
+	RepublishHorizon time.Duration
+	// BlockCacheMargin is the ledger time of blocks the block cache keeps
+	// below what intents may still need: the oldest open intent's window
+	// and RepublishHorizon below each ledger's newest cached block
+	// (default DefaultBlockCacheMargin). Older blocks are trimmed; a window
+	// that needs them again reads them from the ledger.
+	BlockCacheMargin time.Duration
 }
 
 // Ledger is one ledger's operator configuration.
@@ -142,12 +161,20 @@ type Daemon struct {
 	leases  *queue.Leases
 	// origin names this opening of the store on the verdicts its service
 	// publishes, so that its own follower skips them (queue.HeaderOrigin).
-	origin  string
+	origin string
+	// storeID is the store's identity (store.ImportPosition), named in the
+	// verdict follower's metadata; imports is the follower's progress.
+	storeID string
+	imports *importHealth
 	trigger chan struct{}
 	wake    chan struct{} // to the lease loop, which then triggers a round
 
 	clientsMu sync.Mutex
 	clients   map[string]*icrc3history.Client
+	// strangers bounds what unconfigured canisters cost; retired sums the
+	// counters of their evicted clients.
+	strangers *strangers
+	retired   retiredStats
 
 	http   *http.Server
 	httpLn net.Listener
@@ -188,9 +215,22 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if cfg.OpenAgeAlert <= 0 {
 		cfg.OpenAgeAlert = defaultOpenAgeAlert
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.RepublishHorizon <= 0 {
+		cfg.RepublishHorizon = DefaultRepublishHorizon
+	}
+	if cfg.BlockCacheMargin <= 0 {
+		cfg.BlockCacheMargin = DefaultBlockCacheMargin
+	}
+	if err := CheckRetention(cfg.Retention, cfg.RepublishHorizon); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
 	dm := &Daemon{cfg: cfg, opts: o, log: log, failed: make(chan struct{}),
-		clients: map[string]*icrc3history.Client{}, trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
+		clients: map[string]*icrc3history.Client{}, strangers: newStrangers(cfg.MaxStrangers, cfg.MaxStrangerOpen), trigger: make(chan struct{}, 1), wake: make(chan struct{}, 1), metrics: reconcile.NewMetrics()}
 	d = dm
+	dm.imports = newImportHealth(time.Now)
 	defer func() {
 		if err != nil {
 			// A start that met a damaged store says so, whichever step
@@ -240,18 +280,17 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if err := d.conn.EnsureStreams(ctx); err != nil {
 		return nil, err
 	}
-	if d.store.Created() {
-		// A new store under a name whose follower has read the stream
-		// before (the same pod after its store was moved away) must
-		// import every verdict again, not resume where the old one was.
-		if err := d.conn.ForgetFollower(ctx, "verdicts-"+cfg.Instance); err != nil {
-			return nil, err
-		}
+	// A store that lacks verdicts its follower has read (a new file under
+	// a name that followed before, an older copy) imports them again.
+	stream, startAfter, err := d.planImport(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if d.leases, err = d.conn.Leases(ctx, queue.LeaseConfig{Holder: cfg.Instance, TTL: cfg.LeaseTTL}); err != nil {
 		return nil, err
 	}
 	d.engine = reconcile.NewEngine(d.sources, d.store, log.Named("engine"))
+	d.metrics.LabelLedgers(d.ledgerLabel)
 	// A burst of intents of one ledger shares a certified tip for a quarter
 	// second: one read_state and BLS check instead of one per intent. The
 	// follow-up asks for fresh tips (reconcile.FreshTip).
@@ -273,7 +312,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		Decider: d.engine, Store: port, Sink: sink,
 		Log: log.Named("service"), Metrics: d.metrics,
 		BackoffBase: o.BackoffBase, BackoffMax: o.BackoffMax,
-		Owns: d.leases.Holds,
+		Owns: d.leases.Holds, Serves: d.serves(), Hold: d.holdStranger,
 	})
 	if err != nil {
 		return nil, err
@@ -294,10 +333,20 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		defer d.bg.Done()
 		d.svc.RunFollowUp(bg, cfg.PollInterval, d.trigger)
 	}()
+	followed := make(chan struct{})
 	go func() {
 		defer d.bg.Done()
-		d.followVerdicts(bg)
+		defer close(followed)
+		d.followVerdicts(bg, startAfter)
 	}()
+	d.bg.Go(func() { d.recordImports(bg, stream, startAfter, time.Second, followed) })
+	d.bg.Go(func() { d.pollImportLag(bg, 5*time.Second) })
+	// A daemon New returns knows how far behind its store is (one JetStream
+	// round trip): readiness then answers at once.
+	select {
+	case <-d.imports.setUpTried():
+	case <-ctx.Done():
+	}
 	go func() {
 		defer d.bg.Done()
 		d.holdLeases(bg)
@@ -307,6 +356,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 		d.reportProgress(bg, 10_000)
 	}()
 	d.bg.Go(func() { d.watchOpenAges(bg, time.Minute) })
+	d.bg.Go(func() { d.pruneFinals(bg, pruneEvery) })
 	if d.ownEmb != nil {
 		d.bg.Go(func() { d.superviseEmbedded(bg) })
 	}
@@ -405,10 +455,14 @@ func (d *Daemon) watchStore(ctx context.Context) {
 // followVerdicts imports the fleet's verdicts into the local store. The
 // store must not silently stop learning them: a follower that cannot be
 // set up is retried.
-func (d *Daemon) followVerdicts(ctx context.Context) {
+func (d *Daemon) followVerdicts(ctx context.Context, startAfter uint64) {
 	delay := time.Second
 	for {
-		err := d.conn.FollowVerdictMsgs(ctx, queue.FollowConfig{Durable: "verdicts-" + d.cfg.Instance, SkipOrigin: d.origin},
+		// A consumer created now (it vanished meanwhile) starts after what
+		// the store holds.
+		fc := queue.FollowConfig{Durable: d.followerName(), SkipOrigin: d.origin, StoreID: d.storeID,
+			StartAfter: max(startAfter, d.imports.imported()), StartTime: d.followStart(time.Now()), Progress: d.imports.progress}
+		err := d.conn.FollowVerdictMsgs(ctx, fc,
 			func(v reconciled.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {
@@ -419,6 +473,7 @@ func (d *Daemon) followVerdicts(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		d.imports.failed(err)
 		d.log.Error("verdict follower stopped; restarting", zap.Duration("delay", delay), zap.Error(err))
 		select {
 		case <-ctx.Done():
@@ -436,9 +491,22 @@ func (d *Daemon) handle(ctx context.Context, dl *queue.Delivery) {
 	if dl.NumDelivered > 1 {
 		d.metrics.Redelivered()
 	}
-	o := d.svc.HandleIntent(ctx, dl.Data)
+	o := d.svc.HandleIntentOn(ctx, dl.CanisterID(), dl.Data)
 	if err := dl.Settle(ctx, o); err != nil {
 		d.log.Warn("settle intent delivery", zap.String("msg_id", dl.MsgID), zap.String("outcome", o.Kind.String()), zap.Error(err))
+	}
+	d.strangerDone(ctx, dl.CanisterID(), dl.IntentID())
+}
+
+// serves is the service's Serves: under strict ledgers only the configured
+// ledgers are read; otherwise any canister may be one (nil).
+func (d *Daemon) serves() func(string) bool {
+	if !d.cfg.StrictLedgers {
+		return nil
+	}
+	return func(ledger string) bool {
+		_, ok := d.cfg.Ledgers[ledger]
+		return ok
 	}
 }
 
@@ -474,6 +542,9 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	var h reconcile.History = icphistory.Choose(c)
 	if d.opts.History != nil {
 		h = d.opts.History(ledger, c)
+	}
+	if !ok {
+		h = &strangerHistory{History: h, ledger: ledger, conn: c}
 	}
 	return h, spec.Rules, nil
 }
@@ -612,12 +683,11 @@ func (d *Daemon) closeResources() {
 }
 
 // The store is the service's persistence and the engine's block cache as
-// it is, speaking the vocabulary: no adapter stands between them.
+// it is, and queue.Sink the service's verdict sink: both speak the
+// vocabulary, and no adapter stands between them and the service.
 var (
 	_ reconcile.Store         = (*store.Store)(nil)
 	_ reconcile.CheckRecorder = (*store.Store)(nil)
+	_ reconcile.BlockCache    = (*store.Store)(nil)
+	_ reconcile.Sink          = queue.Sink{}
 )
-
-var _ reconcile.Sink = queue.Sink{}
-
-var _ reconcile.BlockCache = (*store.Store)(nil)

@@ -20,6 +20,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
@@ -177,7 +178,7 @@ func waitVerdicts(t *testing.T, c *queue.Conn, ids []string, timeout time.Durati
 	for _, id := range ids {
 		left[id] = true
 	}
-	daemontest.Eventually(t, "a verdict for every acknowledged intent", timeout, func() (bool, string) {
+	testutil.Eventually(t, timeout, "a verdict for every acknowledged intent", func() (bool, string) {
 		for id := range left {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			v, err := c.LastVerdict(ctx, id)
@@ -245,7 +246,7 @@ func TestStoreOnFullDiskNotReadyThenRecovers(t *testing.T) {
 
 	fs.free()
 	waitVerdicts(t, r.Tool, ids, 60*time.Second)
-	daemontest.Eventually(t, "/readyz ready again", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "/readyz ready again", func() (bool, string) {
 		got := getReadyz(t, h)
 		return got.Code == http.StatusOK, got.Body
 	})
@@ -332,7 +333,7 @@ func TestEmbeddedJetStreamOnFullDiskNotReadyThenRecovers(t *testing.T) {
 	t.Logf("with JetStream's disk full (%d acknowledged, %d refused): %s", len(acked), refused, why)
 
 	fs.free()
-	daemontest.Eventually(t, "/readyz ready again", 60*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 60*time.Second, "/readyz ready again", func() (bool, string) {
 		got := getReadyz(t, h)
 		return got.Code == http.StatusOK, got.Body
 	})

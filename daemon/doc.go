@@ -11,7 +11,7 @@
 // or a restart of its embedded server failed) gives up (Failed), for its
 // process to exit.
 //
-// `reconciled serve` and `reconciled demo` only turn flags into a Config;
+// `reconciled serve` and `reconciled-dev demo` only turn flags into a Config;
 // benchmarks and end-to-end tests run the very same wiring (see
 // daemon/daemontest).
 //

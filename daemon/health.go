@@ -15,7 +15,8 @@ import (
 // Problem is one failing readiness check.
 type Problem struct {
 	// Check names it: "failed" (the daemon gave up, see Failed), "nats",
-	// "jetstream", "embedded_jetstream" or "store".
+	// "jetstream", "embedded_jetstream", "import" (the verdict follower
+	// has not caught up with the stream, importHealth) or "store".
 	Check string `json:"check"`
 	// Since is when it started failing, when known.
 	Since time.Time `json:"since,omitzero"`
@@ -41,8 +42,9 @@ func (e *NotReadyError) Error() string {
 
 // Ready returns nil when the daemon can take work: it has not given up,
 // NATS is connected and its JetStream answers, the embedded server's
-// JetStream (if any) can store, and the store takes writes (no real write
-// path failing, and the probe write commits). Otherwise a *NotReadyError
+// JetStream (if any) can store, the verdict follower has caught up with
+// the fleet's verdicts, and the store takes writes (no real write path
+// failing, and the probe write commits). Otherwise a *NotReadyError
 // names every failing check.
 func (d *Daemon) Ready(ctx context.Context) error {
 	// A corrupt store is the whole answer: nothing it says can be
@@ -67,6 +69,9 @@ func (d *Daemon) Ready(ctx context.Context) error {
 			}
 			ps = append(ps, Problem{Check: "embedded_jetstream", Since: st.Since, Error: msg})
 		}
+	}
+	if p := d.imports.problem(); p != nil {
+		ps = append(ps, *p)
 	}
 	failing := false
 	for _, f := range d.store.WriteFailures() {

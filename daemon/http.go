@@ -218,6 +218,10 @@ var (
 	descStoreWriteErrors = prometheus.NewDesc("reconciled_store_write_errors_total",
 		"Store writes that failed for a reason of storage (disk full, I/O error, read-only, lock timeout), by write path.",
 		[]string{"path"}, nil)
+	descStorePruned = prometheus.NewDesc("reconciled_store_pruned_intents_total",
+		"Final intents deleted from the store by retention (--retention) since the start.", nil, nil)
+	descImportLag = prometheus.NewDesc("reconciled_import_lag_verdicts",
+		"Verdicts of the fleet's stream the verdict follower has yet to import into this store, as the server last counted them (at a delivery, or the daemon's read of the consumer every 5 s); absent until the follower is set up.", nil, nil)
 	descEmbeddedRestarts = prometheus.NewDesc("reconciled_embedded_nats_restarts_total",
 		"Restarts of the embedded NATS server that reopened its JetStream store after it failed.", nil, nil)
 )
@@ -236,7 +240,7 @@ type daemonCollector struct {
 
 func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBlocksRead, descQueries, descWatchList, descLeases, descByStatus, descOldestOpen,
-		descLedgerOldestOpen, descStoreWriteErrors, descEmbeddedRestarts} {
+		descLedgerOldestOpen, descStoreWriteErrors, descStorePruned, descImportLag, descEmbeddedRestarts} {
 		ch <- d
 	}
 }
@@ -244,7 +248,7 @@ func (c daemonCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	// The clients count monotonically from their creation, which is the
 	// daemon's lifetime: they are counters, exposed as constant samples.
-	for ledger, s := range c.d.ClientStats() {
+	for ledger, s := range c.d.LabelledClientStats() {
 		ch <- prometheus.MustNewConstMetric(descBlocksRead, prometheus.CounterValue, float64(s.Blocks), ledger)
 		for ep, n := range s.Queries {
 			ch <- prometheus.MustNewConstMetric(descQueries, prometheus.CounterValue, float64(n), ledger, ep)
@@ -288,6 +292,12 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for p, n := range c.d.store.WriteErrors() {
 		ch <- prometheus.MustNewConstMetric(descStoreWriteErrors, prometheus.CounterValue, float64(n), string(p))
+	}
+	ch <- prometheus.MustNewConstMetric(descStorePruned, prometheus.CounterValue, float64(c.d.store.Pruned()))
+	if c.d.imports != nil {
+		if lag, ok := c.d.imports.lagNow(); ok {
+			ch <- prometheus.MustNewConstMetric(descImportLag, prometheus.GaugeValue, float64(lag))
+		}
 	}
 	if e := c.d.ownEmb; e != nil {
 		ch <- prometheus.MustNewConstMetric(descEmbeddedRestarts, prometheus.CounterValue, float64(e.Restarts()))

@@ -19,19 +19,24 @@ func (d *Daemon) holdLeases(ctx context.Context) {
 	defer t.Stop()
 	woken := false
 	for {
-		ledgers, err := d.store.WatchedLedgers(ctx)
+		counts, err := d.store.WatchCounts(ctx)
+		followed := d.followedLedgers(counts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			d.log.Warn("watched ledgers unreadable; leases kept as they are", zap.Error(err))
-		} else if gained := d.leases.Hold(ctx, ledgers); len(gained) > 0 || woken {
+		} else if gained := d.leases.Hold(ctx, followed); len(gained) > 0 || woken {
 			select {
 			case d.trigger <- struct{}{}:
 			default:
 			}
 		}
 		woken = false
+		if err == nil {
+			d.strangers.refresh(counts, d.stranger)
+			d.evictStrangers(counts, followed)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -40,4 +45,15 @@ func (d *Daemon) holdLeases(ctx context.Context) {
 			woken = true
 		}
 	}
+}
+
+// followedLedgers is the ledgers with watched intents this instance
+// contends for: every configured one, and at most MaxStrangers
+// unconfigured ones (strangers.followed).
+func (d *Daemon) followedLedgers(counts map[string]int) []string {
+	ledgers := make([]string, 0, len(counts))
+	for l := range counts {
+		ledgers = append(ledgers, l)
+	}
+	return d.strangers.followed(ledgers, d.stranger)
 }

@@ -884,6 +884,43 @@ func TestKubernetesFleetSettings(t *testing.T) {
 		}
 	})
 
+	t.Run("the store fits its emptyDir at the stated rate", func(t *testing.T) {
+		// docs/sizing.md: a pod's store holds about rate x retention x
+		// bytes per intent (4,160 measured by store.TestSizing, and 10%
+		// of free pages), plus the block cache and the WAL. The manifest
+		// states the rate it is sized for (sizedRate) and sets the
+		// retention; the default retention (30 d) would need 10x the
+		// volume at this rate.
+		const sizedRate = 1.0 // intents/s, the manifest's comment on RECONCILED_RETENTION
+		const bytesPerIntent = 4160 * 11 / 10
+		const cacheAndWAL = 1 << 30
+		var retention time.Duration
+		for _, e := range rc.Env {
+			if e.Name == "RECONCILED_RETENTION" {
+				d, err := time.ParseDuration(e.Value)
+				if err != nil {
+					t.Fatalf("RECONCILED_RETENTION %q: %v", e.Value, err)
+				}
+				retention = d
+			}
+		}
+		if retention == 0 {
+			t.Fatal("RECONCILED_RETENTION is not set: the default (30 d) fits no sizeLimit the manifest states")
+		}
+		if retention < 25*time.Hour {
+			t.Errorf("RECONCILED_RETENTION %v is below the default re-publish horizon (25h): reconciled refuses to start", retention)
+		}
+		need := int64(sizedRate*retention.Seconds()*bytesPerIntent) + cacheAndWAL
+		v := mountedAt["/data"]
+		if v.EmptyDir == nil {
+			t.Fatal("/data is not an emptyDir")
+		}
+		if got := quantity(v.EmptyDir.SizeLimit); got < need {
+			t.Errorf("/data sizeLimit %q (%d MiB) below the %d MiB a store needs at %.1f intents/s with retention %v",
+				v.EmptyDir.SizeLimit, got>>20, need>>20, sizedRate, retention)
+		}
+	})
+
 	t.Run("image pinnable by digest", func(t *testing.T) {
 		// name:tag in the manifest, and a kustomize images entry of that
 		// name, whose digest field then replaces the tag in the rendered

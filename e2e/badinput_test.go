@@ -19,6 +19,7 @@ import (
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -384,7 +385,7 @@ func TestBadInputTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "intent stream drained", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "intent stream drained", func() (bool, string) {
 		info, err := st.Info(r.ctx)
 		if err != nil {
 			return false, err.Error()

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/queue"
 )
 
@@ -35,7 +35,7 @@ func leaseHolder(t *testing.T, ctx context.Context, js jetstream.JetStream, ledg
 	if err != nil {
 		t.Fatal(err)
 	}
-	daemontest.Eventually(t, "lease of "+ledger+" held by "+want, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "lease of "+ledger+" held by "+want, func() (bool, string) {
 		e, err := kv.Get(ctx, ledger)
 		if err != nil {
 			return false, err.Error()
@@ -78,7 +78,7 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 
 	// B learns the intent from the verdict stream only, and watches it.
 	b := startDaemonProc(t, args("b", dirB), logB)
-	daemontest.Eventually(t, "b's store watches the intent", 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "b's store watches the intent", func() (bool, string) {
 		n, err := storeCount(ctx, dirB, "watch")
 		return err == nil && n == 1, fmt.Sprintf("%d watched (%v)", n, err)
 	})

@@ -247,9 +247,3 @@ func (h gaugedHistory) BlocksDesc(ctx context.Context, start, end uint64, fn fun
 	defer h.g.enter()()
 	return h.History.BlocksDesc(ctx, start, end, fn)
 }
-
-// pollUntil polls cond (state no subscription announces) until it holds.
-func pollUntil(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	daemontest.Eventually(t, what, 30*time.Second, cond)
-}

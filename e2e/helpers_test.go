@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -739,11 +738,9 @@ func (a daemonArgs) flags() []string {
 
 // daemonProc is one `reconciled serve` subprocess.
 type daemonProc struct {
+	*child
 	t       testing.TB
-	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{}
-	waitErr error
 }
 
 // startDaemonProc starts the daemon binary; its output is appended to
@@ -756,53 +753,14 @@ func startDaemonProc(t testing.TB, a daemonArgs, logPath string) *daemonProc {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "---- start %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(a.flags(), " "))
-	cmd := exec.Command(bin, a.flags()...)
-	// Only the flags configure it: no RECONCILED_* from the environment.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RECONCILED_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// A test binary that dies without its cleanups (a timeout, a broken
-	// pipe) takes its daemons with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start daemon: %v", err)
-	}
-	p := &daemonProc{t: t, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
-	})
-	return p
-}
-
-// kill is kill -9: no drain, no deferred cleanup, nothing flushed.
-func (p *daemonProc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	c := startChild(t, bin, a.flags(), nil, logf, func() { logf.Close() })
+	return &daemonProc{child: c, t: t, logPath: logPath}
 }
 
 // terminate sends SIGTERM and expects a clean exit within timeout.
 func (p *daemonProc) terminate(timeout time.Duration) {
 	p.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -819,12 +777,7 @@ func (p *daemonProc) terminate(timeout time.Duration) {
 // dumpStacks makes a stuck daemon write every goroutine's stack to its log
 // (SIGQUIT) and exit, for the failure report.
 func (p *daemonProc) dumpStacks() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	p.signal(syscall.SIGQUIT)
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
 	select {

@@ -69,8 +69,7 @@ type natsProc struct {
 	routes      []int
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *child // nil while it is down
 }
 
 func startNATSProc(t testing.TB, token string) *natsProc {
@@ -131,21 +130,9 @@ func (n *natsProc) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		n.t.Fatalf("start nats-server: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
+	proc := startChild(n.t, bin, args, nil, logf, func() { logf.Close() })
 	n.mu.Lock()
-	n.cmd, n.done = cmd, done
+	n.proc = proc
 	n.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -155,7 +142,7 @@ func (n *natsProc) start() {
 			return
 		}
 		select {
-		case <-done:
+		case <-proc.done:
 			n.t.Fatalf("nats-server exited at start\n%s", logTail(n.logPath, 20))
 		default:
 		}
@@ -169,14 +156,12 @@ func (n *natsProc) start() {
 // kill is kill -9 of the server.
 func (n *natsProc) kill() {
 	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd = nil
+	c := n.proc
+	n.proc = nil
 	n.mu.Unlock()
-	if cmd == nil {
-		return
+	if c != nil {
+		c.kill()
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
 }
 
 // pause waits d (a span of a fault's schedule, not a synchronisation).
@@ -667,7 +652,7 @@ func runServerDown(t *testing.T, k *lvKind, seed int64, perLedger int, stream st
 // stopDaemon sends SIGTERM and waits up to grace for the exit, whatever
 // its status, then kills.
 func stopDaemon(p *daemonProc, grace time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {

@@ -25,6 +25,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
@@ -60,42 +61,17 @@ func authNATS(t *testing.T, user, password, token string) string {
 
 // proc is one run of the daemon binary with its combined output.
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	out  *daemontest.LogBuffer
-	done chan struct{}
-	err  error
+	*child
+	t   *testing.T
+	out *daemontest.LogBuffer
 }
 
 // runBinary starts the daemon binary with args and extra environment;
 // RECONCILED_* variables of the test's own environment are not passed on.
 func runBinary(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(daemonBinary(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RECONCILED_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	p := &proc{t: t, cmd: cmd, out: &daemontest.LogBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
-	})
-	return p
+	out := &daemontest.LogBuffer{}
+	return &proc{child: startChild(t, daemonBinary(t), args, env, out, nil), t: t, out: out}
 }
 
 // exit waits for the process to end on its own and returns its exit code.
@@ -107,11 +83,11 @@ func (p *proc) exit(timeout time.Duration) int {
 		p.t.Fatalf("daemon still running after %s:\n%s", timeout, p.out.String())
 	}
 	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
+	if errors.As(p.waitErr, &ee) {
 		return ee.ExitCode()
 	}
-	if p.err != nil {
-		p.t.Fatal(p.err)
+	if p.waitErr != nil {
+		p.t.Fatal(p.waitErr)
 	}
 	return 0
 }
@@ -119,7 +95,7 @@ func (p *proc) exit(timeout time.Duration) int {
 // stop sends SIGTERM and waits for a clean exit.
 func (p *proc) stop() {
 	p.t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	if code := p.exit(30 * time.Second); code != 0 {
 		p.t.Fatalf("exit code %d after SIGTERM:\n%s", code, p.out.String())
 	}
@@ -130,10 +106,10 @@ func (p *proc) stop() {
 func (p *proc) httpAddr() string {
 	p.t.Helper()
 	var addr string
-	pollUntil(p.t, "daemon serving", func() (bool, string) {
+	testutil.Eventually(p.t, 30*time.Second, "daemon serving", func() (bool, string) {
 		select {
 		case <-p.done:
-			p.t.Fatalf("daemon exited: %v\n%s", p.err, p.out.String())
+			p.t.Fatalf("daemon exited: %v\n%s", p.waitErr, p.out.String())
 		default:
 		}
 		sc := bufio.NewScanner(strings.NewReader(p.out.String()))

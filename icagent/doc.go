@@ -9,5 +9,8 @@
 // lock held across the network. It parses
 // certificates and hash trees strictly, since they come from a single node,
 // reads tip and data certificates, and classifies agent-go's errors into
-// icrc3 error kinds. It knows no ledger's methods.
+// icrc3 error kinds. CanisterExistence tells from the certified state
+// whether a canister id exists and has code, taking absence only from a
+// fresh certificate of the subnet responsible for the id. It knows no
+// ledger's methods.
 package icagent

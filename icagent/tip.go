@@ -109,7 +109,18 @@ type lookup struct {
 }
 
 func lookupLeaf(tree hashtree.Node, label string) (lookup, error) {
-	v, err := hashtree.Lookup(tree, hashtree.Label(label))
+	r, err := lookupAt(tree, hashtree.Label(label))
+	if err != nil {
+		return lookup{}, fmt.Errorf("%s: %w", label, err)
+	}
+	return r, nil
+}
+
+// lookupAt looks path up in tree: found, provably absent (the zero
+// lookup), or hidden by pruning (unknown); any other failure (a subtree
+// where a leaf belongs) is an error.
+func lookupAt(tree hashtree.Node, path ...hashtree.Label) (lookup, error) {
+	v, err := hashtree.Lookup(tree, path...)
 	if err == nil {
 		return lookup{val: v, found: true}, nil
 	}
@@ -122,7 +133,7 @@ func lookupLeaf(tree hashtree.Node, label string) (lookup, error) {
 			return lookup{unknown: true}, nil
 		}
 	}
-	return lookup{}, fmt.Errorf("%s: %w", label, err)
+	return lookup{}, err
 }
 
 // ReadTipTree reads the tip from a ledger's certified tree. A tip_hash

@@ -17,6 +17,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest/testworld"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -50,30 +51,14 @@ func newWorld(t *testing.T) *world {
 // capacity given.
 func newWorldArchiving(t *testing.T, threshold, batch, capacity uint64) *world {
 	t.Helper()
-	srv, err := ledgertest.NewServer(ledgertest.WithSeed(15))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	l, err := srv.NewICPLedger(ledgertest.LedgerConfig{
+	tw := testworld.New(t, testworld.Options{Seed: 15, ICP: true, Ledger: ledgertest.LedgerConfig{
 		ArchiveThreshold: threshold, ArchiveBatch: batch, ArchiveCapacity: capacity,
 		InitialBalances: []ledgertest.Balance{
 			{Account: icrc3.Account{Owner: alice}, Amount: icrc3.NatFromUint64(1_000_000_000)},
 			{Account: icrc3.Account{Owner: bob}, Amount: icrc3.NatFromUint64(1_000_000_000)},
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := srv.NewAgent(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Concurrency: 2,
-		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &world{t: t, srv: srv, l: l, client: c}
+		}},
+		Client: &icrc3history.ClientConfig{Concurrency: 2}, ReplicaClock: true})
+	return &world{t: t, srv: tw.Server, l: tw.ICP, client: tw.Client}
 }
 
 // engine is a fresh engine (and cache) over the world's ledger.
@@ -337,25 +322,9 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 }
 
 func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
-	srv, err := ledgertest.NewServer(ledgertest.WithSeed(16))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	l, err := srv.NewICPLedger(ledgertest.LedgerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := srv.NewAgent(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(),
-		Now: func() time.Time { return time.Unix(0, int64(srv.Now())) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, srv: srv, l: l, client: c}
+	tw := testworld.New(t, testworld.Options{Seed: 16, ICP: true, Client: &icrc3history.ClientConfig{}, ReplicaClock: true})
+	srv := tw.Server
+	w := &world{t: t, srv: srv, l: tw.ICP, client: tw.Client}
 	never := w.intent("icrc1_transfer", alice, map[string]any{"from_subaccount": nil, "to": icrc3.Account{Owner: carol}.String(),
 		"amount": "5", "fee": nil, "memo": nil, "created_at_time": fmt.Sprint(srv.Now())})
 	e := w.engine()

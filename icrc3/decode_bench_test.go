@@ -4,12 +4,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aviate-labs/agent-go/candid"
 	"github.com/aviate-labs/agent-go/candid/idl"
+
+	"github.com/reconciled/reconciled/internal/testutil"
 )
 
 // dfinityTransfer is a block as the DFINITY ICRC ledger writes an
@@ -29,21 +30,13 @@ func dfinityTransfer(r *rand.Rand, i uint64, phash *Hash) Value {
 	return MapValue(fs...)
 }
 
-// cpuTime is the process's user+system CPU time. On a shared machine wall
-// time depends on the neighbours; with -cpu 1 the CPU time is what one core
-// spent, so blocks per CPU-second is the figure to compare.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportRate reports blocks per wall second and per CPU second.
+// reportRate reports blocks per wall second and per CPU second: on a
+// shared machine wall time depends on the neighbours; with -cpu 1 the CPU
+// time is what one core spent, so blocks per CPU-second is the figure to
+// compare.
 func reportRate(b *testing.B, blocks int, cpu0 time.Duration) {
 	b.ReportMetric(float64(blocks*b.N)/b.Elapsed().Seconds(), "blocks/s")
-	b.ReportMetric(float64(blocks*b.N)/(cpuTime(b)-cpu0).Seconds(), "blocks/cpu-s")
+	b.ReportMetric(float64(blocks*b.N)/(testutil.CPUTime(b)-cpu0).Seconds(), "blocks/cpu-s")
 }
 
 func benchPage(b testing.TB, n int) ([]byte, page) {
@@ -108,7 +101,7 @@ func fromAg(a agValue) Value {
 func benchDecode[R any](b *testing.B, raw []byte, n int, decode func([]byte) (R, error), blocks func(R) int) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := testutil.CPUTime(b)
 	for b.Loop() {
 		res, err := decode(raw)
 		if err != nil || blocks(res) != n {
@@ -131,7 +124,7 @@ func BenchmarkDecodeGetBlocks(b *testing.B) {
 		b.Run(fmt.Sprintf("agent-go/%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
-			cpu0 := cpuTime(b)
+			cpu0 := testutil.CPUTime(b)
 			for b.Loop() {
 				var res agGetBlocksResult
 				if err := candid.Unmarshal(raw, []any{&res}); err != nil || len(res.Blocks) != n {
@@ -197,7 +190,7 @@ func BenchmarkSHA256PerBlock(b *testing.B) {
 	}{{"crypto", func(p []byte) Hash { return sha256.Sum256(p) }}, {"blocks", sum256}} {
 		b.Run(c.name, func(b *testing.B) {
 			buf := make([]byte, 384)
-			cpu0 := cpuTime(b)
+			cpu0 := testutil.CPUTime(b)
 			for b.Loop() {
 				for range 2000 {
 					for _, n := range sizes {
@@ -235,15 +228,15 @@ func BenchmarkDecodeInterleaved(b *testing.B) {
 		b.Run(pg.name, func(b *testing.B) {
 			var ours, tree time.Duration
 			for b.Loop() {
-				t0 := cpuTime(b)
+				t0 := testutil.CPUTime(b)
 				if n, err := pg.ours(pg.raw); err != nil || n != 2000 {
 					b.Fatal(n, err)
 				}
-				t1 := cpuTime(b)
+				t1 := testutil.CPUTime(b)
 				if n, err := pg.tree(pg.raw); err != nil || n != 2000 {
 					b.Fatal(n, err)
 				}
-				ours, tree = ours+t1-t0, tree+cpuTime(b)-t1
+				ours, tree = ours+t1-t0, tree+testutil.CPUTime(b)-t1
 			}
 			b.ReportMetric(float64(2000*b.N)/ours.Seconds(), "ours-blocks/cpu-s")
 			b.ReportMetric(float64(2000*b.N)/tree.Seconds(), "tree-blocks/cpu-s")

@@ -16,12 +16,14 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest/testworld"
 )
 
 // testAgentConfig: signed-query verification on, as in production.
 var testAgentConfig = agent.Config{}
 
 type env struct {
+	w      *testworld.World
 	srv    *ledgertest.Server
 	ledger *ledgertest.Ledger
 	agent  *agent.Agent
@@ -29,36 +31,14 @@ type env struct {
 
 func newEnv(t testing.TB, cfg ledgertest.LedgerConfig, blocks int, opts ...ledgertest.Option) *env {
 	t.Helper()
-	srv, err := ledgertest.NewServer(append([]ledgertest.Option{ledgertest.WithSeed(7)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	l, err := srv.NewLedger(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if blocks > 0 {
-		if err := l.GenerateHistory(blocks, 11, 10*time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a, err := srv.NewAgentWithConfig(testAgentConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{srv: srv, ledger: l, agent: a}
+	w := testworld.New(t, testworld.Options{Seed: 7, Server: opts, Ledger: cfg,
+		Blocks: blocks, HistorySeed: 11, HistorySpan: 10 * time.Hour, Agent: testAgentConfig})
+	return &env{w: w, srv: w.Server, ledger: w.Ledger, agent: w.Agent}
 }
 
 func (e *env) client(t testing.TB, cfg icrc3history.ClientConfig) *icrc3history.Client {
 	t.Helper()
-	cfg.Agent = e.agent
-	cfg.Ledger = e.ledger.ID()
-	c, err := icrc3history.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return e.w.NewClient(t, cfg)
 }
 
 func archived() ledgertest.LedgerConfig {

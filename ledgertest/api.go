@@ -105,6 +105,15 @@ type Faults struct {
 	// WrongKey: certificates (read_state, data certificates) are signed by a
 	// key other than the root/subnet key the client trusts.
 	WrongKey bool `json:"wrong_key,omitempty"`
+	// PruneCanisters: read_state certificates prune the whole /canister
+	// subtree instead of revealing the paths asked for, so they prove
+	// neither presence nor absence of a canister.
+	PruneCanisters bool `json:"prune_canisters,omitempty"`
+	// AnswerOutOfRange: a lying node answers requests for this id, which
+	// lies outside the subnet's canister range, instead of the boundary
+	// node's 400: its read_state certificate is genuinely signed and proves
+	// the id absent from a subnet that was never responsible for it.
+	AnswerOutOfRange bool `json:"answer_out_of_range,omitempty"`
 	// ForeignCertificate: data certificates certify another canister's id.
 	ForeignCertificate bool `json:"foreign_certificate,omitempty"`
 	// StaleTime: certificates carry a /time this far in the past.

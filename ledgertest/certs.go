@@ -141,6 +141,16 @@ func (k *keys) rangeBounds() (lo, hi principal.Principal) {
 	return canisterIDFromCounter(k.rangeLo), canisterIDFromCounter(k.rangeLo + canisterRangeSize - 1)
 }
 
+// controllersCBOR is every canister's /canister/<id>/controllers: a CBOR
+// array of principals (one, derived from the node key, for all).
+func (k *keys) controllersCBOR() []byte {
+	b, err := cbor.Marshal(cbor.Tag{Number: selfDescribeTag, Content: [][]byte{k.nodeID.Raw}})
+	if err != nil {
+		panic(err) // a fixed shape of byte strings always encodes
+	}
+	return b
+}
+
 func (k *keys) rangesCBOR() []byte {
 	lo, hi := k.rangeBounds()
 	b, err := cbor.Marshal([][][]byte{{lo.Raw, hi.Raw}})

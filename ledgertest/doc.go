@@ -3,5 +3,5 @@
 // of net/http/httptest. It speaks the real IC HTTP interface (CBOR
 // envelopes, node-signed query replies, BLS-certified state) so an
 // unmodified agent-go talks to it exactly as it would to mainnet. Tests,
-// the demo, the testledger command and the benchmark use it.
+// the demo and test ledger of cmd/reconciled-dev and the benchmark use it.
 package ledgertest

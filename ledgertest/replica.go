@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -99,13 +100,13 @@ func (s *Server) handleCanister(w http.ResponseWriter, hr *http.Request) {
 	}
 	s.stats.count(ecid, ep, req.method)
 
-	if s.canister(ecid) == nil && !s.hostsRange(ecid) {
+	f := s.Faults(ecid)
+	if s.canister(ecid) == nil && !s.hostsRange(ecid) && !f.AnswerOutOfRange {
 		// No subnet of this replica is assigned the id: the IC's boundary
 		// nodes answer such a request with 400 canister_not_found.
 		textError(w, http.StatusBadRequest, "canister_not_found: canister %s is not hosted by any subnet", ecid)
 		return
 	}
-	f := s.Faults(ecid)
 	if !s.applyTransportFaults(w, hr, f) {
 		return
 	}
@@ -551,10 +552,22 @@ func (s *Server) stateCertificate(ecid principal.Principal, paths [][][]byte, f 
 	for _, h := range s.canisters {
 		hostedNow = append(hostedNow, h.c)
 	}
+	var empty []skid
+	for id := range s.empty {
+		// A canister without code: its controllers, nothing else.
+		empty = append(empty, lbl([]byte(id), branch(lbl([]byte("controllers"), leaf(s.keys.controllersCBOR())))))
+	}
 	s.mu.RUnlock()
-	var cans []skid
+	cans := empty
 	for _, c := range hostedNow {
-		var kids []skid
+		// Every installed canister has controllers and a module hash, as
+		// on the IC; the hash names the canister's Go type, which stands
+		// for its code.
+		mh := sha256.Sum256(fmt.Appendf(nil, "ledgertest module %T", c))
+		kids := []skid{
+			lbl([]byte("controllers"), leaf(s.keys.controllersCBOR())),
+			lbl([]byte("module_hash"), leaf(mh[:])),
+		}
 		if d := c.CertifiedData(); d != nil {
 			kids = append(kids, lbl([]byte("certified_data"), leaf(d)))
 		}
@@ -575,6 +588,15 @@ func (s *Server) stateCertificate(ecid principal.Principal, paths [][][]byte, f 
 	}
 	if len(statuses) > 0 {
 		top = append(top, lbl([]byte("request_status"), branch(statuses...)))
+	}
+	if f.PruneCanisters {
+		kept := make([][][]byte, 0, len(paths))
+		for _, p := range paths {
+			if string(p[0]) != "canister" {
+				kept = append(kept, p)
+			}
+		}
+		paths = kept
 	}
 	// Every certificate reveals /time, requested or not, as on the IC.
 	paths = append(paths[:len(paths):len(paths)], [][]byte{[]byte("time")})

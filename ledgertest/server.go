@@ -68,7 +68,10 @@ type Server struct {
 
 	mu        sync.RWMutex
 	canisters map[string]*hosted
-	faults    map[string]Faults
+	// empty are canisters created without code: their controllers are in
+	// the certified state, their module_hash is not.
+	empty  map[string]bool
+	faults map[string]Faults
 
 	statusMu sync.Mutex
 	statuses map[[32]byte]*requestStatus
@@ -124,6 +127,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		url:       "http://" + ln.Addr().String(),
 		done:      make(chan struct{}),
 		canisters: map[string]*hosted{},
+		empty:     map[string]bool{},
 		faults:    map[string]Faults{},
 		statuses:  map[[32]byte]*requestStatus{},
 		garbage:   mrand.New(mrand.NewPCG(uint64(cfg.seed), 0x9e3779b97f4a7c15)),
@@ -201,6 +205,17 @@ func (s *Server) canister(id principal.Principal) *hosted {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.canisters[string(id.Raw)]
+}
+
+// NewEmptyCanister creates a canister with no code installed: read_state
+// certifies its controllers and proves its module_hash absent, and every
+// query or call to it is rejected.
+func (s *Server) NewEmptyCanister() principal.Principal {
+	id := s.NewCanisterID()
+	s.mu.Lock()
+	s.empty[string(id.Raw)] = true
+	s.mu.Unlock()
+	return id
 }
 
 // NewCanisterID returns a fresh id inside the subnet's canister range.

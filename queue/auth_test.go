@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/reconciled/reconciled/internal/testutil"
 )
 
 // authServer runs a plain loopback server (no JetStream) with the given
@@ -196,7 +198,7 @@ func TestReconnectsThroughAuthorizationErrors(t *testing.T) {
 	defer c.Close()
 	violations := func(atLeast int) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("%d authorization violations", atLeast), func() (bool, string) {
+		testutil.Eventually(t, testTimeout, fmt.Sprintf("%d authorization violations", atLeast), func() (bool, string) {
 			n := logs.FilterMessage("nats async error").Len()
 			return n >= atLeast || c.NATS().IsClosed(), fmt.Sprintf("%d seen", n)
 		})
@@ -212,7 +214,7 @@ func TestReconnectsThroughAuthorizationErrors(t *testing.T) {
 	}
 	connected := func(what string) {
 		t.Helper()
-		eventually(t, what, func() (bool, string) {
+		testutil.Eventually(t, testTimeout, what, func() (bool, string) {
 			return c.NATS().IsConnected(), fmt.Sprintf("status %v, closed %t, last error %v", c.NATS().Status(), c.NATS().IsClosed(), c.NATS().LastError())
 		})
 	}
@@ -299,7 +301,7 @@ func TestConnectRefusedCredentialsFailTheStart(t *testing.T) {
 			ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
 		errc <- err
 	}()
-	eventually(t, "a warning that it still tries", func() (bool, string) {
+	testutil.Eventually(t, testTimeout, "a warning that it still tries", func() (bool, string) {
 		return logs.FilterMessageSnippet("still trying").Len() > 0, fmt.Sprint(logs.All())
 	})
 	wcancel()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/reconciled/reconciled/internal/testutil"
 )
 
 // testTimeout bounds every wait in the tests; it is a failure deadline, not
@@ -130,31 +132,11 @@ func consume(t *testing.T, c *Conn, cfg IntakeConfig, h Handler) *Intake {
 	return in
 }
 
-// eventually polls cond until it holds, failing the test with cond's last
-// description when testTimeout passes first.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(testTimeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s: %s", what, why)
-		}
-	}
-}
-
 // intentSeqs waits until the intent stream holds exactly the sequences
 // first..last (first > last: none), i.e. a purge has reached first.
 func intentSeqs(t *testing.T, c *Conn, first, last uint64) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("intent stream holding %d..%d", first, last), func() (bool, string) {
+	testutil.Eventually(t, testTimeout, fmt.Sprintf("intent stream holding %d..%d", first, last), func() (bool, string) {
 		st := streamInfo(t, c, IntentsStream).State
 		want := uint64(0)
 		if last >= first {

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/reconciled/reconciled/internal/testutil"
 )
 
 // fastPurge keeps the tests' waits for a purge short.
@@ -419,7 +421,7 @@ func TestIntakeWarnsOfAConsumerHoldingThePurge(t *testing.T) {
 		publishIntent(t, c, fmt.Sprintf("held-%d", i+1), nil)
 		recv(t, acked, "intent acked")
 	}
-	eventually(t, "a warning of the idle consumer", func() (bool, string) {
+	testutil.Eventually(t, testTimeout, "a warning of the idle consumer", func() (bool, string) {
 		return logs.FilterMessageSnippet("holds the purge").Len() > 0, fmt.Sprint(logs.All())
 	})
 	for i := range 3 {

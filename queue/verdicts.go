@@ -70,6 +70,12 @@ type FollowConfig struct {
 	// DeliverPolicy applies when the consumer is first created (default
 	// DeliverAllPolicy); an existing consumer keeps its position.
 	DeliverPolicy jetstream.DeliverPolicy
+	// StartTime, when set and DeliverPolicy is not, makes a consumer
+	// created now start at the first verdict stored at or after it
+	// (DeliverByStartTimePolicy): a store that keeps verdicts for a
+	// retention period imports only those, not the whole stream. An
+	// existing consumer keeps its position whatever this says.
+	StartTime time.Time
 	// NakDelay is the redelivery delay after fn fails (default 1 s).
 	NakDelay time.Duration
 	// AckWait bounds one fn call before the server redelivers (default 30 s).
@@ -82,6 +88,91 @@ type FollowConfig struct {
 	// are acked without being decoded or handed to fn: those the follower's
 	// own store published (Sink.Origin).
 	SkipOrigin string
+	// StoreID names the store this consumer feeds, kept in the consumer's
+	// metadata (FollowerInfo.StoreID): a consumer found feeding another
+	// store must not resume for this one.
+	StoreID string
+	// StartAfter, when not 0, makes a consumer created now start after
+	// this stream sequence instead of at DeliverPolicy's start: a store
+	// older than its consumer's position re-reads what it lacks.
+	StartAfter uint64
+	// Progress, when set, is called once the consumer is set up, and for
+	// each verdict when it is delivered and after it is handled (before
+	// its ack), from the follower's goroutine.
+	Progress func(FollowProgress)
+}
+
+// FollowProgress is how far a follower has read the verdict stream.
+type FollowProgress struct {
+	// Seq is the stream sequence through which every verdict has been
+	// handled: at set-up the consumer's ack floor, then the verdict just
+	// handled (0: none yet).
+	Seq uint64
+	// Pending counts the verdicts after it the follower has yet to handle,
+	// as the server counted them when it delivered the latest one.
+	Pending uint64
+}
+
+// MetaStoreID is the follower consumer's metadata key naming the store it
+// feeds.
+const MetaStoreID = "store_id"
+
+// FollowerInfo is the state of a durable verdict follower.
+type FollowerInfo struct {
+	// Exists is false when there is no such consumer (never created,
+	// deleted, or expired after FollowConfig.Inactive).
+	Exists bool
+	// StoreID is the store it feeds ("" for a consumer created before
+	// consumers named their store).
+	StoreID string
+	// AckFloor is the stream sequence through which it has acked every
+	// verdict.
+	AckFloor uint64
+	// Pending counts the verdicts it has yet to handle: not delivered, or
+	// delivered and not acked.
+	Pending uint64
+	// Stream identifies the verdict stream (its creation time): sequences
+	// of another stream, even of the same name, mean nothing in this one.
+	Stream string
+}
+
+// FollowerInfo reads the durable verdict follower's state, and the
+// verdict stream's identity.
+func (c *Conn) FollowerInfo(ctx context.Context, durable string) (FollowerInfo, error) {
+	if err := ValidToken(durable); err != nil {
+		return FollowerInfo{}, fmt.Errorf("queue: verdict follower %q: %w", durable, err)
+	}
+	st, err := c.js.Stream(ctx, VerdictsStream)
+	if err != nil {
+		return FollowerInfo{}, fmt.Errorf("queue: verdict follower %s: stream: %w", durable, err)
+	}
+	fi := FollowerInfo{Stream: st.CachedInfo().Created.UTC().Format(time.RFC3339Nano)}
+	cons, err := st.Consumer(ctx, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fi, nil
+	}
+	if err != nil {
+		return FollowerInfo{}, fmt.Errorf("queue: verdict follower %s: %w", durable, err)
+	}
+	info := cons.CachedInfo()
+	fi.Exists, fi.StoreID, fi.AckFloor = true, info.Config.Metadata[MetaStoreID], info.AckFloor.Stream
+	fi.Pending = info.NumPending + uint64(max(info.NumAckPending, 0))
+	return fi, nil
+}
+
+// start is where a consumer created now for cfg begins reading: the one
+// place that choice is made. A store that holds the stream up to a
+// sequence resumes after it (StartAfter); otherwise a new store starts at
+// what retention keeps (StartTime); otherwise at DeliverPolicy's start.
+func (cfg FollowConfig) start() (policy jetstream.DeliverPolicy, seq uint64, at *time.Time) {
+	switch {
+	case cfg.StartAfter > 0:
+		return jetstream.DeliverByStartSequencePolicy, cfg.StartAfter + 1, nil
+	case cfg.DeliverPolicy == jetstream.DeliverAllPolicy && !cfg.StartTime.IsZero():
+		t := cfg.StartTime.UTC()
+		return jetstream.DeliverByStartTimePolicy, 0, &t
+	}
+	return cfg.DeliverPolicy, 0, nil
 }
 
 // FollowVerdicts calls fn for every verdict in stream order, at least once:
@@ -95,8 +186,9 @@ func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v r
 }
 
 // ForgetFollower deletes the durable verdict follower, if there is one, so
-// that the next FollowVerdicts under that name starts at the stream's first
-// verdict: for a store that starts empty under a name that followed before.
+// that the next FollowVerdicts under that name starts where a new follower
+// starts (FollowConfig.start): for a store that must import the stream again
+// under a name that followed before.
 func (c *Conn) ForgetFollower(ctx context.Context, durable string) error {
 	if err := ValidToken(durable); err != nil {
 		return fmt.Errorf("queue: forget verdict follower %q: %w", durable, err)
@@ -126,7 +218,6 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		Durable:           cfg.Durable,
 		InactiveThreshold: cfg.Inactive,
 		Description:       "verdicts into one instance's store",
-		DeliverPolicy:     cfg.DeliverPolicy,
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           cfg.AckWait,
 		// Unbounded: a store must not silently miss a verdict because it
@@ -134,6 +225,10 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		MaxDeliver:    -1,
 		MaxAckPending: 1,
 		FilterSubject: c.subj.VerdictsFilter(),
+	}
+	ccfg.DeliverPolicy, ccfg.OptStartSeq, ccfg.OptStartTime = cfg.start()
+	if cfg.StoreID != "" {
+		ccfg.Metadata = map[string]string{MetaStoreID: cfg.StoreID}
 	}
 	// The server refuses to change the deliver policy of an existing
 	// consumer, and its position is what matters then.
@@ -149,21 +244,48 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 		return fmt.Errorf("queue: follow verdicts %s: %w", cfg.Durable, err)
 	}
 	log := c.log.With(zap.String("consumer", cfg.Durable))
+	progress := func(msg jetstream.Msg, handled bool) {
+		if cfg.Progress == nil {
+			return
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		p := FollowProgress{Pending: meta.NumPending}
+		if handled {
+			p.Seq = meta.Sequence.Stream
+		} else {
+			p.Pending++ // this one is still to be handled
+		}
+		cfg.Progress(p)
+	}
+	if cfg.Progress != nil {
+		info := cons.CachedInfo()
+		cfg.Progress(FollowProgress{Seq: info.AckFloor.Stream, Pending: info.NumPending + uint64(max(info.NumAckPending, 0))})
+	}
 	return c.iterate(ctx, cons, log, true, func(msg jetstream.Msg) error {
+		// Reported on delivery too: a handler that does not return must not
+		// leave the last lag standing.
+		progress(msg, false)
 		if cfg.SkipOrigin != "" && msg.Headers().Get(HeaderOrigin) == cfg.SkipOrigin {
+			progress(msg, true)
 			return msg.Ack()
 		}
 		v, err := decodeVerdict(msg.Data())
 		if err != nil {
 			// Redelivery cannot make it decodable.
 			log.Error("undecodable verdict terminated", zap.String("subject", msg.Subject()), zap.Error(err))
+			progress(msg, true)
 			return msg.TermWithReason(err.Error())
 		}
 		if err := fn(v, msg.Headers()); err != nil {
 			log.Warn("verdict handler failed; will retry", zap.String("intent_id", v.IntentID),
 				zap.Uint64("seq", v.Seq), zap.Duration("delay", cfg.NakDelay), zap.Error(err))
+			progress(msg, false)
 			return msg.NakWithDelay(cfg.NakDelay)
 		}
+		progress(msg, true)
 		return msg.Ack()
 	})
 }

@@ -411,3 +411,38 @@ func followN(t *testing.T, c *Conn, cfg FollowConfig, want int) []reconciled.Ver
 	}
 	return got
 }
+
+// A follower created with a start time imports only the verdicts stored
+// since (a store's retention), and one that exists keeps its position.
+func TestFollowVerdictsStartsAtStartTime(t *testing.T) {
+	_, c := setup(t)
+	ctx := testCtx(t)
+	for i := range 3 {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("old-%d", i), 1, reconciled.StatusNotYet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every verdict published before this is older than the start.
+	start := time.Now()
+	for i := range 2 {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("young-%d", i), 1, reconciled.StatusNotYet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := FollowConfig{Durable: "store", StartTime: start}
+	var got []string
+	for _, v := range followN(t, c, cfg, 2) {
+		got = append(got, v.IntentID)
+	}
+	if fmt.Sprint(got) != "[young-0 young-1]" {
+		t.Fatalf("imported %v, want only the verdicts since the start time", got)
+	}
+	// Resumed under a later start time: the consumer's position holds.
+	if err := c.PublishVerdict(ctx, verdict("young-2", 1, reconciled.StatusNotYet)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.StartTime = time.Now().Add(time.Hour)
+	if vs := followN(t, c, cfg, 1); vs[0].IntentID != "young-2" {
+		t.Fatalf("resumed at %s, want young-2", vs[0].IntentID)
+	}
+}

@@ -64,6 +64,7 @@ const (
 	NoMintingAccount   Code = "E_NO_MINTING_ACCOUNT"
 	NoStamp            Code = "E_NO_STAMP"
 	NoSuchCanister     Code = "E_NO_SUCH_CANISTER"
+	NotALedger         Code = "E_NOT_A_LEDGER"
 	RejectCode         Code = "E_REJECT"
 	StaleCertificate   Code = "E_STALE_CERTIFICATE"
 	SubjectMismatch    Code = "E_SUBJECT_MISMATCH"
@@ -72,6 +73,7 @@ const (
 	Transport          Code = "E_TRANSPORT"
 	Uncertified        Code = "E_UNCERTIFIED"
 	Unknown            Code = "E_UNKNOWN"
+	UnconfiguredWait   Code = "E_UNCONFIGURED_WAIT"
 	UnknownCanister    Code = "E_UNKNOWN_CANISTER"
 	UnknownField       Code = "E_UNKNOWN_FIELD"
 	UnknownLedger      Code = "E_UNKNOWN_LEDGER"
@@ -107,10 +109,7 @@ const (
 // Pending lists registered codes that no code publishes yet: they are part
 // of the contract being added, and the test that every registered code is
 // used allows exactly these.
-var Pending = map[Code]bool{
-	SubjectMismatch: true,
-	NoSuchCanister:  true,
-}
+var Pending = map[Code]bool{}
 
 const (
 	fixIntent  = "Fix the intent and publish it under a new `intent_id`. Nothing was checked: do not pay again on this answer; settle the original call with a corrected intent."
@@ -264,6 +263,9 @@ var Registry = []Entry{
 	{Code: NoSuchCanister, Where: []string{Invalid},
 		Meaning: "Final: the IC certifies that no canister with the intent's `canister_id` exists, so the payment cannot have happened there.",
 		Action:  "Check the ledger id; publish the intent under a new `intent_id` with the right one."},
+	{Code: NotALedger, Where: []string{Invalid},
+		Meaning: "Final: the IC certifies that the canister exists but has no code installed, so no transfer can have executed there and its history cannot be read.",
+		Action:  "Check the ledger id; publish the intent under a new `intent_id` with the right one."},
 	{Code: NoTokenConfigured, Where: []string{API}, HTTP: 503,
 		Meaning: "The daemon runs without a support token, so the support API stays closed.",
 		Action:  "The operator sets `--support-token-file` (or `--support-token`)."},
@@ -303,15 +305,18 @@ var Registry = []Entry{
 	{Code: Unknown, Where: []string{Unreadable},
 		Meaning: "A history error of a kind without a code of its own (a programming error).",
 		Action:  waitRetry + " Report it."},
+	{Code: UnconfiguredWait, Where: []string{Unreadable},
+		Meaning: "The canister is not configured and the daemon already follows as many unconfigured canisters (or open intents of this one) as its caps allow: the intent is stored and read once a slot frees.",
+		Action:  waitRetry + " Do not republish; the operator may configure the ledger or raise `--max-unconfigured-ledgers`."},
 	{Code: UnknownCanister, Where: []string{Unreadable},
 		Meaning: "No canister with that id exists on the network the daemon reads (a mistyped `canister_id`, or a ledger of another network).",
 		Action:  "It stays unreadable until the id is fixed: publish the intent again under a new `intent_id` with the right id."},
 	{Code: UnknownField, Where: []string{Invalid},
 		Meaning: "The intent has a key the contract does not define (a misspelt field would otherwise be ignored).",
 		Action:  fixIntent},
-	{Code: UnknownLedger, Where: []string{Unreadable},
-		Meaning: "The daemon runs with `--strict-ledgers` and the intent's ledger is not configured.",
-		Action:  waitRetry + " The operator configures the ledger, or the tool layer stops sending intents for it."},
+	{Code: UnknownLedger, Where: []string{Invalid},
+		Meaning: "Final: the daemon runs with `--strict-ledgers` and the intent's ledger is not configured; nothing was read.",
+		Action:  "Nothing was checked: do not pay again on this answer. The operator configures the ledger (then publish the intent again under a new `intent_id`), or the payment is settled another way."},
 	{Code: UnknownParam, Where: []string{API}, HTTP: 400,
 		Meaning: "A support API parameter it does not know: a misspelt filter fails rather than listing everything.",
 		Action:  fixRequest},

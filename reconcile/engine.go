@@ -134,6 +134,18 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 	return s, c, nil
 }
 
+// Forget drops what the engine keeps of a ledger (its source and verified
+// chain; the block cache is the store's): a daemon evicts ledgers nobody
+// configured once their last open intent ends, so that such canisters do
+// not cost memory for ever. A decision running on the ledger keeps what it
+// holds; the next one asks Sources again.
+func (e *Engine) Forget(ledger string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.hists, ledger)
+	delete(e.chains, ledger)
+}
+
 // Rules returns the matching rules of a ledger: its configuration, with the
 // minting account the ledger reports unless the operator overrode it.
 //
@@ -410,13 +422,54 @@ func (e *Engine) settle(v reconciled.Verdict, d *decision, closed bool) reconcil
 	return v
 }
 
-// unreadable turns a failure into an unreadable verdict with a precise code.
+// unreadable turns a failure into an unreadable verdict with a precise code,
+// or into a final invalid one when the failure is a settled fact about the
+// canister (Refusal): no later read can make it a ledger.
 func (e *Engine) unreadable(v reconciled.Verdict, err error) reconciled.Verdict {
 	v.Status, v.Final, v.DecidedAt = reconciled.StatusUnreadable, false, e.now().UTC()
 	v.Reason = &reconciled.Reason{Code: ReasonCode(err), Message: err.Error()}
+	if Refusal(err) {
+		v.Status, v.Final = reconciled.StatusInvalid, true
+		e.log.Info("intent refused: its canister is not a ledger this daemon reads", zap.String("intent_id", v.IntentID),
+			zap.String("code", v.Reason.Code), zap.Error(err))
+		return v
+	}
 	e.log.Info("history unreadable", zap.String("intent_id", v.IntentID), zap.String("code", v.Reason.Code), zap.Error(err))
 	return v
 }
+
+// Refusal reports whether err settles for good that the intent's canister
+// is not a ledger the daemon reads: the configuration does not name it
+// under strict ledgers (UnknownLedgerError), or the IC certified that it
+// does not exist or runs no code (NoSuchCanisterError). Such an intent is a
+// final invalid; every other failure may pass and leaves it unreadable.
+func Refusal(err error) bool {
+	var ul *UnknownLedgerError
+	var nc *NoSuchCanisterError
+	return errors.As(err, &ul) || errors.As(err, &nc)
+}
+
+// Reason codes of intents for canisters the daemon does not read. They are
+// part of the wire contract (a verdict's reason.code).
+const (
+	// CodeUnknownLedger: the canister is not a configured ledger. Final
+	// invalid under strict ledgers (the configuration is trusted local
+	// input); otherwise only an undecodable canister id gets it.
+	CodeUnknownLedger = "E_UNKNOWN_LEDGER"
+	// CodeSubjectMismatch: the intent's intake subject names another
+	// canister than its body; final invalid.
+	CodeSubjectMismatch = "E_SUBJECT_MISMATCH"
+	// CodeNoSuchCanister: the IC certifies that no canister has the id;
+	// final invalid.
+	CodeNoSuchCanister = "E_NO_SUCH_CANISTER"
+	// CodeNotALedger: the IC certifies that the canister exists but has
+	// no code installed, so no ledger method can answer; final invalid.
+	CodeNotALedger = "E_NOT_A_LEDGER"
+	// CodeUnconfiguredWait: the daemon follows as many unconfigured
+	// canisters (or open intents of this one) as it may at once; the
+	// intent is stored, unread, and checked once a slot frees. Not final.
+	CodeUnconfiguredWait = "E_UNCONFIGURED_WAIT"
+)
 
 // ReasonCode maps a failure to the stable code published in verdicts.
 func ReasonCode(err error) string {
@@ -426,13 +479,19 @@ func ReasonCode(err error) string {
 	var hc *HistoryChangedError
 	var ce *ConfigError
 	var mc *MintingConflictError
+	var nc *NoSuchCanisterError
 	switch {
+	case errors.As(err, &nc):
+		if nc.NoModule {
+			return CodeNotALedger
+		}
+		return CodeNoSuchCanister
 	case errors.As(err, &ie):
 		return ie.Kind.Code()
 	case errors.As(err, &cf):
 		return "E_CHAIN"
 	case errors.As(err, &ul):
-		return "E_UNKNOWN_LEDGER"
+		return CodeUnknownLedger
 	case errors.As(err, &hc):
 		return "E_HISTORY_CHANGED"
 	case errors.As(err, &ce):
@@ -451,6 +510,22 @@ type MintingConflictError struct{ Configured, Certified icrc3.Account }
 
 func (e *MintingConflictError) Error() string {
 	return fmt.Sprintf("reconcile: minting=%s contradicts the ledger's certified minting account %s; fix or remove minting=", e.Configured, e.Certified)
+}
+
+// NoSuchCanisterError is returned by Sources when the IC certified (a
+// certificate valid under the root key, by a subnet whose range covers the
+// id) that no canister has the id, or, with NoModule, that the canister
+// has no code installed. One node's word never makes one.
+type NoSuchCanisterError struct {
+	Ledger   string
+	NoModule bool
+}
+
+func (e *NoSuchCanisterError) Error() string {
+	if e.NoModule {
+		return fmt.Sprintf("reconcile: canister %s has no code installed (certified): it is not a ledger", e.Ledger)
+	}
+	return fmt.Sprintf("reconcile: canister %s does not exist (certified)", e.Ledger)
 }
 
 // UnknownLedgerError is returned by Sources for ledgers the daemon does not

@@ -15,6 +15,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/ledgertest/testworld"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -42,23 +43,9 @@ type envOpt struct {
 
 func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
-	srv, err := ledgertest.NewServer(ledgertest.WithSeed(7))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	l, err := srv.NewLedger(o.ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := srv.NewAgent(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := icrc3history.NewClient(icrc3history.ClientConfig{Agent: ag, Ledger: l.ID(), RootKey: srv.RootKey(), Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testworld.New(t, testworld.Options{Seed: 7, Ledger: o.ledger,
+		Client: &icrc3history.ClientConfig{Endpoint: o.endpoint, PageSize: o.page, Verify: o.verify}})
+	srv, l, c := w.Server, w.Ledger, w.Client
 	cache := reconcile.NewMemCache()
 	var h reconcile.History = c
 	if o.wrap != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,19 +11,10 @@ import (
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
-
-// cpuTime is the process's user and system CPU time (the test replica,
-// which shares the process, included).
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // One follow-up round of the instance holding a ledger's lease, with
 // 10,000 open intents of that ledger in its SQLite store and ten new
@@ -80,7 +70,7 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		s0, c0 := e.client.Stats(), cpuTime(b)
+		s0, c0 := e.client.Stats(), testutil.CPUTime(b)
 		b.StartTimer()
 		if err := svc.FollowUp(ctx); err != nil {
 			b.Fatal(err)
@@ -89,7 +79,7 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 		s1 := e.client.Stats()
 		queries += s1.Total - s0.Total
 		tips += tipQueries(s1) - tipQueries(s0)
-		cpu += cpuTime(b) - c0
+		cpu += testutil.CPUTime(b) - c0
 		rounds++
 		b.StartTimer()
 	}

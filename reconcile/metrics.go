@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,26 @@ type Metrics struct {
 	decisions    prometheus.Histogram
 	histories    *prometheus.CounterVec
 	lastRound    *prometheus.GaugeVec
+	// ledgerLabel maps a ledger to its label value (LabelLedgers).
+	ledgerLabel atomic.Pointer[func(string) string]
+}
+
+// LabelLedgers sets how a ledger's id becomes the value of the ledger
+// label: a daemon that reads any canister maps the ones nobody configured
+// to one shared value, so that publishers cannot mint label sets. Only an
+// identity-mapped ledger's sample is dropped when its follow-up ends; a
+// shared one keeps the last round's time of any of its ledgers.
+func (m *Metrics) LabelLedgers(f func(ledger string) string) {
+	if m != nil {
+		m.ledgerLabel.Store(&f)
+	}
+}
+
+func (m *Metrics) label(ledger string) string {
+	if f := m.ledgerLabel.Load(); f != nil {
+		return (*f)(ledger)
+	}
+	return ledger
 }
 
 // MetricKey names one sample: a metric and at most one label.
@@ -62,7 +83,7 @@ var MetricHelp = map[string]string{
 	MetricImported:          "Verdicts read from the verdict stream into the local store, by result.",
 	MetricDecisionSeconds:   "Time from taking an intent delivery to settling it (decided, stored and published, or given back).",
 	MetricHistoryChanges:    "Certified tips that contradicted a ledger's verified chain (a new history under the same id): the cached chain was discarded and rebuilt, by reason.",
-	MetricFollowUpLastRound: "When the follow-up of each ledger whose open intents this instance follows up last completed a round (Unix seconds).",
+	MetricFollowUpLastRound: "When the follow-up of each ledger whose open intents this instance follows up last completed a round, or began its first (Unix seconds): its age is how late the follow-up is.",
 }
 
 // MetricGauges are the metrics of MetricHelp that are gauges; the others
@@ -218,14 +239,18 @@ func (m *Metrics) Gauge(name, value string) float64 {
 // followUpDone records that the ledger's follow-up completed a round at t.
 func (m *Metrics) followUpDone(ledger string, t time.Time) {
 	if m != nil {
-		m.lastRound.WithLabelValues(ledger).Set(float64(t.UnixNano()) / 1e9)
+		m.lastRound.WithLabelValues(m.label(ledger)).Set(float64(t.UnixNano()) / 1e9)
 	}
 }
+
+// followUpBegun records that this instance began following the ledger up
+// at t, before its first round completed.
+func (m *Metrics) followUpBegun(ledger string, t time.Time) { m.followUpDone(ledger, t) }
 
 // followUpGone drops the ledger's sample once this instance no longer
 // follows it up, so that no stale time stays exposed.
 func (m *Metrics) followUpGone(ledger string) {
-	if m != nil {
+	if m != nil && m.label(ledger) == ledger {
 		m.lastRound.DeleteLabelValues(ledger)
 	}
 }

@@ -35,6 +35,20 @@ type ServiceConfig struct {
 	// Owns says whether this instance follows up the ledger's open intents
 	// (it holds the fleet's lease on it); nil follows up every ledger.
 	Owns func(ledger string) bool
+	// Serves says whether the daemon reads the ledger at all (strict
+	// ledgers: only configured ones); nil serves every ledger. An intent
+	// for a ledger it does not serve is a final invalid CodeUnknownLedger
+	// at intake: the configuration is trusted local input, not a network
+	// answer, so nothing later can change the answer, and deciding it
+	// here costs no lease, client, watch entry or ledger query.
+	Serves func(ledger string) bool
+	// Hold says, for an intent about to be decided at intake, why it must
+	// wait instead (nil: decide it now). A held intent is stored with a
+	// first verdict unreadable with that reason and a watch entry, without
+	// reading the ledger: the follow-up decides it once this instance
+	// follows its ledger. A daemon bounds so what canisters nobody
+	// configured cost, without leaving intents on the intake stream.
+	Hold func(ledger string) *reconciled.Reason
 }
 
 // Service takes intents from the work queue, decides them, stores and
@@ -79,13 +93,22 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // for endless redelivery: a message that cannot be answered is terminated,
 // and a malformed intent with a readable id gets an invalid verdict.
 func (s *Service) HandleIntent(ctx context.Context, data []byte) reconciled.Outcome {
+	return s.HandleIntentOn(ctx, "", data)
+}
+
+// HandleIntentOn is HandleIntent for a delivery whose intake subject names
+// subjectCanister ("" when the transport names none). An intent whose body
+// names another canister is a final invalid CodeSubjectMismatch: the
+// subject is what publish permissions are granted on, so the body must
+// not choose another ledger than the one the publisher may publish for.
+func (s *Service) HandleIntentOn(ctx context.Context, subjectCanister string, data []byte) reconciled.Outcome {
 	s.m.received()
-	o := s.handle(ctx, data)
+	o := s.handle(ctx, subjectCanister, data)
 	s.m.outcome(o)
 	return o
 }
 
-func (s *Service) handle(ctx context.Context, data []byte) reconciled.Outcome {
+func (s *Service) handle(ctx context.Context, subjectCanister string, data []byte) reconciled.Outcome {
 	in, err := matcher.ParseIntent(data)
 	if err != nil {
 		var me *matcher.Error
@@ -98,7 +121,32 @@ func (s *Service) handle(ctx context.Context, data []byte) reconciled.Outcome {
 		IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(), Method: string(in.Method),
 		Body: in.Canonical(), Hash: in.Hash(), Parsed: in,
 	}
+	if subjectCanister != "" && subjectCanister != rec.CanisterID {
+		return s.refuse(ctx, rec, &reconciled.Reason{Code: CodeSubjectMismatch, Field: "canister_id",
+			Message: fmt.Sprintf("the intent was published on the subject of canister %q but names canister %s", subjectCanister, rec.CanisterID)})
+	}
+	if s.cfg.Serves != nil && !s.cfg.Serves(rec.CanisterID) {
+		return s.refuse(ctx, rec, &reconciled.Reason{Code: CodeUnknownLedger, Field: "canister_id",
+			Message: fmt.Sprintf("canister %s is not a ledger this daemon is configured to read (strict ledgers)", rec.CanisterID)})
+	}
+	if s.cfg.Hold != nil {
+		if r := s.cfg.Hold(rec.CanisterID); r != nil {
+			v := reconciled.Verdict{IntentID: rec.IntentID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: reconciled.StatusUnreadable,
+				Reason: r, DecidedAt: s.cfg.Now().UTC()}
+			return s.admit(ctx, rec, in, &v)
+		}
+	}
 	return s.admit(ctx, rec, in, nil)
+}
+
+// refuse answers a well-formed intent with a final invalid verdict without
+// deciding it; a redelivery, or an id already answered, is answered from
+// the store as any other.
+func (s *Service) refuse(ctx context.Context, rec reconciled.IntentRecord, r *reconciled.Reason) reconciled.Outcome {
+	v := reconciled.Verdict{IntentID: rec.IntentID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: reconciled.StatusInvalid, Final: true,
+		Reason: r, DecidedAt: s.cfg.Now().UTC()}
+	in, _ := rec.Parsed.(*matcher.Intent) // nil for a record without one
+	return s.admit(ctx, rec, in, &v)
 }
 
 // handleInvalid answers a malformed intent on its id when it has one.
@@ -309,8 +357,9 @@ func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec reconciled.
 	return s.publishDecided(ctx, log, rec, v)
 }
 
-// firstVerdict decides rec (or takes its invalid verdict) as its seq 1, with
-// the watch entry a verdict that is not final needs.
+// firstVerdict decides rec (or takes the verdict given: an invalid one, or
+// a held intent's unreadable one) as its seq 1, with the watch entry a
+// verdict that is not final needs.
 func (s *Service) firstVerdict(ctx context.Context, rec reconciled.IntentRecord, in *matcher.Intent, invalid *reconciled.Verdict) (reconciled.Verdict, *reconciled.Watch, error) {
 	var v reconciled.Verdict
 	if invalid != nil {

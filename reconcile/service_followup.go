@@ -21,7 +21,6 @@ import (
 // own (see FollowUp); a ledger whose round has run for more than
 // lateRounds intervals is logged as late at each tick.
 func (s *Service) RunFollowUp(ctx context.Context, interval time.Duration, trigger <-chan struct{}) {
-	s.rounds.setLate(lateRounds * interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -116,14 +115,13 @@ type ledgerRounds struct {
 	mu sync.Mutex
 	m  map[string]*ledgerRound
 	wg sync.WaitGroup
-	// late is how long a round may run before it is late (0: not told).
-	late time.Duration
 }
 
 type ledgerRound struct {
 	running bool
 	started time.Time // of the running round, by ServiceConfig.Now
 	warned  time.Time // the last late warning
+	begun   bool      // the ledger has its sample (a round began or completed)
 	// The next round, asked for while one runs: the newest due watches,
 	// the context of the request, and the channels of every request it
 	// answers.
@@ -146,6 +144,12 @@ func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, w
 	if lr == nil {
 		lr = &ledgerRound{}
 		r.m[ledger] = lr
+	}
+	if !lr.begun {
+		// The ledger's sample exists from its first round on, so that its
+		// age tells a first round that never ends as late as a later one.
+		lr.begun = true
+		s.m.followUpBegun(ledger, s.cfg.Now())
 	}
 	if lr.running {
 		lr.next, lr.nextCtx = ws, ctx
@@ -215,38 +219,13 @@ func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[stri
 		switch {
 		case lr.running || len(due[l]) > 0:
 		case followed[l] || s.cfg.Owns == nil || s.cfg.Owns(l):
+			lr.begun = true
 			s.m.followUpDone(l, now)
 		default:
 			s.m.followUpGone(l)
 			delete(r.m, l)
 		}
 	}
-}
-
-// LateFollowUps lists, sorted, the ledgers whose running follow-up round
-// has run for more than lateRounds intervals of RunFollowUp: their open
-// intents are not being followed up. Empty before RunFollowUp starts.
-func (s *Service) LateFollowUps() []string {
-	return s.rounds.lateLedgers(s.cfg.Now())
-}
-
-func (r *ledgerRounds) setLate(d time.Duration) {
-	r.mu.Lock()
-	r.late = d
-	r.mu.Unlock()
-}
-
-func (r *ledgerRounds) lateLedgers(now time.Time) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for l, lr := range r.m {
-		if r.late > 0 && lr.running && now.Sub(lr.started) > r.late {
-			out = append(out, l)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // wait waits for every running round to end.

@@ -1,6 +1,8 @@
 // Package store keeps the daemon's durable state in SQLite: intents, their
 // verdict histories, the watch list of undecided intents, and the verified
-// block cache with each ledger's verified tip.
+// block cache with each ledger's verified tip. Its size is bounded: final
+// intents older than a retention period are pruned (prune.go) and each
+// chain's oldest cached blocks trimmed (trim.go).
 //
 // All writes go through one connection opened with BEGIN IMMEDIATE
 // transactions, so every read-check-write sequence (verdict seq rules,

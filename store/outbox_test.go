@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/internal/testutil"
 )
 
 func outboxOf(t *testing.T, s *Store) []OutboxEntry {
@@ -43,7 +43,7 @@ func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
 	if got, want := outboxOf(t, s), []OutboxEntry{{"o1", 1}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outbox %+v, want %+v", got, want)
 	}
-	// The watch rules are AppendVerdictWatch's, and the caller's entry is
+	// The watch rules are AppendVerdict's, and the caller's entry is
 	// not written to.
 	ws, err := s.Watches(ctx)
 	if err != nil || len(ws) != 1 || ws[0].IntentID != "o1" || ws[0].LastStatus != reconciled.StatusNotYet || !ws[0].NextCheck.Equal(due) {
@@ -280,7 +280,7 @@ func BenchmarkBurstWrites(b *testing.B) {
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16) // 32 callers on 2 CPUs
-	cpu0 := cpuTime(b)
+	cpu0 := testutil.CPUTime(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			id := fmt.Sprintf("burst-%d", next.Add(1))
@@ -296,17 +296,7 @@ func BenchmarkBurstWrites(b *testing.B) {
 			s.MarkPublishedLater(id, 1)
 		}
 	})
-	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/intent")
-}
-
-// cpuTime is the process's user+system CPU time: on a shared machine the
-// CPU an operation costs is steadier than its wall time.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((testutil.CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/intent")
 }
 
 // An intent met for the first time and stored with its first verdict

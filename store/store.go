@@ -91,6 +91,7 @@ type Store struct {
 	checked bool        // Open's quick_check ran to its end
 	created bool        // the file held no schema before this Open
 	changes atomic.Uint64
+	pruned  atomic.Uint64 // intents deleted by retention (prune.go)
 }
 
 // Options tune Open. The zero value is the production setting.

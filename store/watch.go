@@ -205,6 +205,23 @@ func (s *Store) WatchedLedgers(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// WatchCounts returns, per ledger with at least one watched intent, how
+// many it has: what bounds the open intents of unconfigured canisters.
+func (s *Store) WatchCounts(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		CanisterID string `db:"canister_id"`
+		N          int    `db:"n"`
+	}
+	if err := s.r.SelectContext(ctx, &rows, `SELECT canister_id, count(*) AS n FROM watch GROUP BY canister_id`); err != nil {
+		return nil, fmt.Errorf("store: watch counts: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.CanisterID] = r.N
+	}
+	return out, nil
+}
+
 // WatchOpenIntents puts on the watch list every stored intent whose latest
 // verdict is not final and that is not watched yet, due at once, and
 // returns how many it added. A store written before every store watched

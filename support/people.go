@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/reason"
 )
 
 // tell is what support staff read out to the customer for verdict v: the
@@ -50,6 +51,16 @@ func tell(v *reconciled.Verdict, x adviceContext) string {
 	case reconciled.StatusUnreadable:
 		return "We cannot see the outcome yet: the ledger's history could not be read. We keep trying — do not pay again yet."
 	case reconciled.StatusInvalid:
+		if v.Reason != nil {
+			switch v.Reason.Code {
+			case string(reason.NoSuchCanister), string(reason.NotALedger):
+				return "The payment was asked of a ledger that does not exist, so no payment went through it. " +
+					"Tell us which token you paid with and we will check again before you pay again."
+			case string(reason.UnknownLedger):
+				return "We do not check payments on that ledger, so we cannot tell whether this one went through. " +
+					"Check your wallet's history on that ledger before paying again."
+			}
+		}
 		return "The request could not be checked, so the outcome is unknown. We pass it to our engineers; " +
 			"do not pay again until they answer."
 	}

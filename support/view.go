@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/reason"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -300,12 +302,48 @@ func advice(v *reconciled.Verdict, x adviceContext) string {
 		} else {
 			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
+		if v.Reason != nil && v.Reason.Code == string(reason.UnconfiguredWait) {
+			msg = "Not checked yet: the request names a ledger this service is not configured for, and it is already checking as many such ledgers as it may; it is checked once one of them is done"
+		}
+		if v.Reason != nil && v.Reason.Code == icrc3.KindUnknownCanister.Code() {
+			// A boundary node's word, not certified: it may be a lie, so
+			// the intent stays open, but it is most often a mistyped id.
+			msg += ". The network's gateway says no canister has the ledger id the request names (a claim we cannot verify, so we keep checking): check that the request names the ledger the payment was made on"
+		}
 		return msg + ". We keep trying — do not pay again yet."
 	case reconciled.StatusInvalid:
+		if t := ledgerRefusal(v); t != "" {
+			return t
+		}
 		return "The request could not be checked, so the outcome is unknown: escalate to engineering with the intent id, " +
 			"and do not pay again until they answer."
 	}
 	return "Unknown status " + string(v.Status) + "; do not pay again."
+}
+
+// ledgerRefusal is the advice for an intent refused because of the
+// canister it names ("" for any other invalid verdict): each says what is
+// true of the payment, instead of "do not pay again" for an answer that
+// will never come.
+func ledgerRefusal(v *reconciled.Verdict) string {
+	if v.Reason == nil {
+		return ""
+	}
+	switch v.Reason.Code {
+	case string(reason.NoSuchCanister):
+		return "The request names a ledger that does not exist on the Internet Computer (certified by the network), so no payment " +
+			"can have gone through it. If the person paid, it was on another ledger: find out which before paying again."
+	case string(reason.NotALedger):
+		return "The request names a canister that has no code installed (certified by the network): it is not a ledger, so no " +
+			"payment can have gone through it. If the person paid, it was on another ledger: find out which before paying again."
+	case string(reason.UnknownLedger):
+		return "This service does not check payments on the ledger the request names (it is not one it is configured for), " +
+			"so it will never have an answer. Check the payment on that ledger another way, or with engineering, before paying again."
+	case string(reason.SubjectMismatch):
+		return "The request was sent for one ledger but names another, so it was not checked and never will be: escalate to " +
+			"engineering with the intent id, and do not pay again until they answer."
+	}
+	return ""
 }
 
 // FormatAmount renders raw ledger units as tokens ("1.5 ICP") given the

@@ -256,7 +256,7 @@ func copyPackage(t *testing.T, dir string) {
 
 // TestClient installs the client from its lockfile, type-checks and builds
 // it, and runs its tests with Node's test runner: the end-to-end ones start
-// `reconciled testledger` and `reconciled serve` (built here) on loopback.
+// `reconciled-dev testledger` and `reconciled serve` (built here) on loopback.
 func TestClient(t *testing.T) {
 	node := lookTool(t, "node")
 	npm := lookTool(t, "npm")
@@ -268,8 +268,10 @@ func TestClient(t *testing.T) {
 
 	bin := t.TempDir()
 	reconciled := filepath.Join(bin, "reconciled")
+	dev := filepath.Join(bin, "reconciled-dev")
 	payer := filepath.Join(bin, "payer")
 	run(t, ctx, ".", nil, "go", "build", "-o", reconciled, "github.com/reconciled/reconciled/cmd/reconciled")
+	run(t, ctx, ".", nil, "go", "build", "-o", dev, "github.com/reconciled/reconciled/cmd/reconciled-dev")
 	run(t, ctx, ".", nil, "go", "build", "-o", payer, "./testdata/payer")
 
 	pkg := t.TempDir()
@@ -284,7 +286,7 @@ func TestClient(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no compiled tests under build/test (%v)", err)
 	}
-	env := []string{"CLIENT_TEST_DAEMON_BIN=" + reconciled, "CLIENT_TEST_PAYER_BIN=" + payer}
+	env := []string{"CLIENT_TEST_DAEMON_BIN=" + reconciled, "CLIENT_TEST_DEV_BIN=" + dev, "CLIENT_TEST_PAYER_BIN=" + payer}
 	run(t, ctx, pkg, env, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
 }
 

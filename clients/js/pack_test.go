@@ -128,16 +128,18 @@ func TestPackedClientInAFreshProject(t *testing.T) {
 	}
 }
 
-// startTestDaemon starts `reconciled testledger` and `reconciled serve`
+// startTestDaemon starts `reconciled-dev testledger` and `reconciled serve`
 // reading it, with its embedded NATS server on a free loopback port, as
 // the README's "Try it" does; it returns the NATS URL and the ledger id.
 func startTestDaemon(t *testing.T, ctx context.Context) (natsURL, ledger string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "reconciled")
+	dir := t.TempDir()
+	bin, dev := filepath.Join(dir, "reconciled"), filepath.Join(dir, "reconciled-dev")
 	run(t, ctx, ".", nil, "go", "build", "-o", bin, "github.com/reconciled/reconciled/cmd/reconciled")
-	start := func(lines func(*bufio.Scanner) error, stderr bool, args ...string) {
+	run(t, ctx, ".", nil, "go", "build", "-o", dev, "github.com/reconciled/reconciled/cmd/reconciled-dev")
+	start := func(lines func(*bufio.Scanner) error, stderr bool, prog string, args ...string) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
+		cmd := exec.Command(prog, args...)
 		var pipe io.ReadCloser
 		var err error
 		if stderr {
@@ -154,7 +156,7 @@ func startTestDaemon(t *testing.T, ctx context.Context) (natsURL, ledger string)
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		sc := bufio.NewScanner(pipe)
 		if err := lines(sc); err != nil {
-			t.Fatalf("reconciled %s: %v", args[0], err)
+			t.Fatalf("%s %s: %v", filepath.Base(prog), args[0], err)
 		}
 		go io.Copy(io.Discard, pipe) // keep it writing
 	}
@@ -174,7 +176,7 @@ func startTestDaemon(t *testing.T, ctx context.Context) (natsURL, ledger string)
 		}
 		icURL, ledger = ready.URL, ready.Ledgers[0].CanisterID
 		return nil
-	}, false, "testledger", "--listen", "127.0.0.1:0")
+	}, false, dev, "testledger", "--listen", "127.0.0.1:0")
 	start(func(sc *bufio.Scanner) error {
 		for sc.Scan() {
 			var line struct {
@@ -187,7 +189,7 @@ func startTestDaemon(t *testing.T, ctx context.Context) (natsURL, ledger string)
 			}
 		}
 		return fmt.Errorf("ended before serving: %v", sc.Err())
-	}, true, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
+	}, true, bin, "serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
 		"--ic-url", icURL, "--fetch-root-key")
 	return natsURL, ledger
 }

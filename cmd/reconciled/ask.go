@@ -17,9 +17,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "ask",
-		summary: "publish an intent and print its verdicts until a final one",
-		run:     runAsk,
+		Name:    "ask",
+		Summary: "publish an intent and print its verdicts until a final one",
+		Run:     runAsk,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -32,31 +33,31 @@ func TestAskRefusesInvalidIntentLocally(t *testing.T) {
 func TestAskPrintsVerdictsUntilFinal(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	d := w.daemon("ask", t.TempDir(), 20*time.Millisecond)
 	defer stop(d, time.Second)
 
-	arg := transferArg(bob.principal(), 42, u64(w.srv.Now()), "ask")
-	doc := transferIntent("ask-1", l.ID(), alice.principal(), arg)
-	in, err := matcher.ParseIntent(doc.json())
+	arg := transferArg(bob.Principal(), 42, u64(w.srv.Now()), "ask")
+	doc := toollayer.Transfer("ask-1", l.ID(), alice.Principal(), arg)
+	in, err := matcher.ParseIntent(doc.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Open window, never executed: ask times out after the not_yet.
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
-	err = askAndPrint(ctx, w.tool, in, doc.json(), &out)
+	err = askAndPrint(ctx, w.tool, in, doc.JSON(), &out)
 	cancel()
 	if !errors.Is(err, errTimeout) || !strings.Contains(out.String(), "seq=1 status=not_yet final=false") {
 		t.Fatalf("open intent: %v, output %q", err, out.String())
 	}
 	// It executes; asking again follows it to the final verdict.
-	idx, err := l.Transfer(alice.principal(), arg)
+	idx, err := l.Transfer(alice.Principal(), arg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := askAndPrint(w.ctx, w.tool, in, doc.json(), &out); err != nil {
+	if err := askAndPrint(w.ctx, w.tool, in, doc.JSON(), &out); err != nil {
 		t.Fatalf("%v, output %q", err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -21,6 +21,10 @@ import (
 	"github.com/reconciled/reconciled/support"
 )
 
+// demoMoved says where the demo and the test ledger are: a command of
+// their own, so that this binary links no test replica.
+const demoMoved = "the demo and the test ledger are not part of reconciled: run them with `go run ./cmd/reconciled-dev demo` and `go run ./cmd/reconciled-dev testledger`"
+
 // serveConfig is everything `reconciled serve` is told: the daemon's
 // configuration and what only the command itself uses.
 type serveConfig struct {
@@ -120,7 +124,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	var ledgers ledgerFlags
 	fs.Var(&ledgers, "ledger", "CANISTER[,tw=24h][,drift=2m][,verify=chain|queries][,minting=ACCOUNT][,allow_narrow_window=true] (repeatable; env: ';'-separated; a tw/drift below 24h/60s needs allow_narrow_window)")
 	ledgersFile := fs.String("ledgers-file", "", "JSON list of {canister_id, tw, drift, verify, minting, allow_narrow_window}")
-	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for unconfigured ledgers are unreadable (E_UNKNOWN_LEDGER)")
+	fs.BoolVar(&c.StrictLedgers, "strict-ledgers", false, "intents for canisters no --ledger or --ledgers-file names are refused at intake: a final invalid verdict E_UNKNOWN_LEDGER, without reading the IC")
 	fs.StringVar(&c.DataDir, "data", "./reconciled-data", "data directory (created 0700)")
 	fs.BoolVar(&c.StoreRecover, "store-recover", false, "a corrupt store is moved aside (reconciled.db.corrupt-<time>, with its -wal and -shm) and an empty one started, which imports the fleet's verdicts from the stream; without it a corrupt store fails the start (exit 65)")
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address (health, metrics, support API)")
@@ -130,16 +134,21 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.StringVar(&c.ExplorerAccountURL, "explorer-account-url", "", "support page's link to an account: URL template with {ledger}, {account} (ICRC-1 text) or {account_id} (ICP hex)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 5*time.Second, "follow-up period of watched intents")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
+	fs.IntVar(&c.MaxStrangers, "max-unconfigured-ledgers", daemon.DefaultMaxStrangers, "unconfigured canisters (without --strict-ledgers) followed at once; intents of others are stored unread (unreadable E_UNCONFIGURED_WAIT) until a slot frees")
+	fs.IntVar(&c.MaxStrangerOpen, "max-unconfigured-open", daemon.DefaultMaxStrangerOpen, "open intents of one unconfigured canister past which a new one is stored unread (E_UNCONFIGURED_WAIT) and left to the follow-up")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
+	fs.DurationVar(&c.Retention, "retention", daemon.DefaultRetention, "how long a final intent stays in the store after its final verdict (then its rows are pruned); a new pod imports only this much of the verdict stream; at least --republish-horizon")
+	fs.DurationVar(&c.RepublishHorizon, "republish-horizon", daemon.DefaultRepublishHorizon, "longest time after first sending an intent that a tool layer may re-publish it (the ledger's 24h dedup window and drift); --retention may not be below it")
+	fs.DurationVar(&c.BlockCacheMargin, "block-cache-margin", daemon.DefaultBlockCacheMargin, "ledger time of verified blocks cached below the oldest open intent's window and --republish-horizon below each ledger's newest block; older ones are dropped and read again from the ledger if ever needed")
 	fs.IntVar(&c.StuckAfter, "stuck-after", 5, "deliveries after which an intent given back for a failure is reported (a warning naming it and the failing step, reconciled_intents_stuck); it is retried regardless")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", queue.MaxIntentBytes, fmt.Sprintf("largest intent accepted (at most %d, the fleet's limit; a larger one is refused with %s)", queue.MaxIntentBytes, queue.RejectTooLarge))
 	fs.DurationVar(&c.Grace, "grace", 25*time.Second, "drain period on SIGTERM")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a ledger's follow-up lease outlives an instance that vanished without SIGTERM (the instance started last sets it for the fleet)")
 	fs.StringVar(&c.Instance, "instance", "", "this instance's name (verdict follower durable); default: host name")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&c.Demo, "demo", false, "run the demo instead")
+	fs.BoolVar(&c.Demo, "demo", false, "refused, with how to run the demo: it is not part of this binary (go run ./cmd/reconciled-dev demo)")
 
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -174,7 +183,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, envErr
 	}
 	if c.Demo {
-		return c, nil
+		// The demo runs the test replica, which the production binary does
+		// not link; an old --demo or RECONCILED_DEMO says where it went
+		// rather than serving something else.
+		return nil, fmt.Errorf("%w: %s", errUsage, demoMoved)
 	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
@@ -264,6 +276,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--poll-interval %s is too short (minimum 10ms)", c.PollInterval)
 	case c.QueryTimeout < 100*time.Millisecond || c.QueryTimeout > 5*time.Minute:
 		return nil, bad("--query-timeout must be 100ms..5m, got %s", c.QueryTimeout)
+	case c.MaxStrangers < 1 || c.MaxStrangers > 100_000:
+		return nil, bad("--max-unconfigured-ledgers must be 1..100000, got %d", c.MaxStrangers)
+	case c.MaxStrangerOpen < 1 || c.MaxStrangerOpen > 1_000_000:
+		return nil, bad("--max-unconfigured-open must be 1..1000000, got %d", c.MaxStrangerOpen)
 	case c.MaxInflight < 1 || c.MaxInflight > 1024:
 		return nil, bad("--max-inflight must be 1..1024, got %d", c.MaxInflight)
 	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > queue.MaxIntentBytes:
@@ -278,6 +294,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--stuck-after must be 1..1000, got %d", c.StuckAfter)
 	case c.PurgeEvery < 100*time.Millisecond || c.PurgeEvery > time.Minute:
 		return nil, bad("--purge-every must be 100ms..1m, got %s", c.PurgeEvery)
+	case c.RepublishHorizon <= 0:
+		return nil, bad("--republish-horizon must be positive, got %s", c.RepublishHorizon)
+	case c.Retention < c.RepublishHorizon:
+		return nil, bad("--retention %s is below --republish-horizon %s: an intent re-published after its rows were pruned would be decided again", c.Retention, c.RepublishHorizon)
+	case c.BlockCacheMargin < time.Minute:
+		return nil, bad("--block-cache-margin must be at least 1m, got %s", c.BlockCacheMargin)
 	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
 		return nil, bad("--stream-replicas must be 1..5, got %d", c.StreamReplicas)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
@@ -16,19 +17,19 @@ import (
 // conflictPair starts a daemon, pays one intent, asks for it until found,
 // and returns it with a second body under the same id (another amount)
 // that never executed.
-func conflictPair(t *testing.T, id string) (w *world, paid, other intentDoc) {
+func conflictPair(t *testing.T, id string) (w *world, paid, other toollayer.Intent) {
 	t.Helper()
 	w = newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	d := w.daemon(id, t.TempDir(), time.Hour)
 	t.Cleanup(func() { stop(d, time.Second) })
-	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "conflict")
-	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+	arg := transferArg(bob.Principal(), 1234, u64(w.srv.Now()), "conflict")
+	if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	paid = transferIntent(id, l.ID(), alice.principal(), arg)
-	if v := w.ask(paid, finalVerdict); v.Status != reconciled.StatusFound {
+	paid = toollayer.Transfer(id, l.ID(), alice.Principal(), arg)
+	if v := w.ask(paid, toollayer.FinalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("paid intent: %+v", v)
 	}
 	other = paid
@@ -49,7 +50,7 @@ func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
 	if err := w.tool.SubscribeRejects(w.ctx, "conflict-1", func(r queue.Reject) { rejects <- r }); err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.json(), matcher.IntentHash(other.json())); err != nil || dup {
+	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.JSON(), matcher.IntentHash(other.JSON())); err != nil || dup {
 		t.Fatalf("conflicting body published: duplicate=%v err=%v", dup, err)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)
@@ -70,14 +71,14 @@ func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
 func TestAskRefusesForeignVerdictOfAnotherBody(t *testing.T) {
 	w, paid, other := conflictPair(t, "foreign-1")
 
-	in, err := matcher.ParseIntent(other.json())
+	in, err := matcher.ParseIntent(other.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)
 	defer cancel()
-	err = askAndPrint(ctx, w.tool, in, other.json(), &out)
+	err = askAndPrint(ctx, w.tool, in, other.JSON(), &out)
 	t.Logf("ask output:\n%s", out.String())
 	if err == nil {
 		t.Fatalf("ask of a conflicting body succeeded; output %q", out.String())
@@ -89,12 +90,12 @@ func TestAskRefusesForeignVerdictOfAnotherBody(t *testing.T) {
 		t.Fatalf("the conflict reject was not reported: %q (err %v)", out.String(), err)
 	}
 	// The body the verdict belongs to is still answered.
-	pin, err := matcher.ParseIntent(paid.json())
+	pin, err := matcher.ParseIntent(paid.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := askAndPrint(w.ctx, w.tool, pin, paid.json(), &out); err != nil || !strings.Contains(out.String(), "status=found") {
+	if err := askAndPrint(w.ctx, w.tool, pin, paid.JSON(), &out); err != nil || !strings.Contains(out.String(), "status=found") {
 		t.Fatalf("ask of the stored body: %v, output %q", err, out.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/store"
@@ -62,9 +63,9 @@ func (w *world) ledger(cfg ledgertest.LedgerConfig) *ledgertest.Ledger {
 	return l
 }
 
-func (w *world) user(seed byte) *toolUser {
+func (w *world) user(seed byte) *toollayer.User {
 	w.t.Helper()
-	u, err := newToolUser(w.srv, seed)
+	u, err := toollayer.NewUser(w.srv, seed)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -87,9 +88,9 @@ func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo stri
 func u64(v uint64) *uint64 { return &v }
 
 // ask publishes and waits for the first verdict satisfying until.
-func (w *world) ask(doc intentDoc, until func(reconciled.Verdict) bool) reconciled.Verdict {
+func (w *world) ask(doc toollayer.Intent, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
-	v, err := publishAndWait(w.ctx, w.tool, doc.Canister, doc.ID, doc.json(), until)
+	v, err := toollayer.PublishAndWait(w.ctx, w.tool, doc.Canister, doc.ID, doc.JSON(), until)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -98,18 +99,11 @@ func (w *world) ask(doc intentDoc, until func(reconciled.Verdict) bool) reconcil
 
 func (w *world) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
-	v, err := waitVerdict(w.ctx, w.tool, id, until)
+	v, err := toollayer.WaitVerdict(w.ctx, w.tool, id, until)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return v
-}
-
-// eventually polls cond until it holds or the deadline passes: for state
-// that no subscription announces (another instance's store).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	daemontest.Eventually(t, what, 30*time.Second, cond)
 }
 
 // history returns an intent's stored verdicts and checks their seqs run

@@ -2,163 +2,25 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
-	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/testutil"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
-
-// The demo is the tour of every status: it must run and print them all,
-// and with --serve keep serving them on its support page.
-func TestDemoPrintsEveryStatus(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var out, errOut daemontest.LogBuffer
-	done := make(chan error, 1)
-	go func() { done <- runDemo(ctx, nil, &out, &errOut, &demoServe{addr: "127.0.0.1:0"}) }()
-	pageRE := regexp.MustCompile(`support page: (http://127\.0\.0\.1:\d+)/ui/#token=([0-9a-f]{32})\n`)
-	var m []string
-	for m == nil {
-		select {
-		case err := <-done:
-			t.Fatalf("demo ended before serving: %v\n%s\n%s", err, out.String(), errOut.String())
-		case <-time.After(20 * time.Millisecond):
-			m = pageRE.FindStringSubmatch(out.String())
-		}
-	}
-	// intent is the served detail of one demo intent.
-	intent := func(id string) (int, []byte) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", m[1]+"/api/v1/intents/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+m[2])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return res.StatusCode, body
-	}
-	if code, body := intent("demo-lost-reply"); code != 200 || !strings.Contains(string(body), `"status":"found"`) {
-		t.Errorf("served detail: %d %s", code, body)
-	}
-	// Served, the follow-ups go on: the unreadable intent is tried again,
-	// as its support page says.
-	attempts := func() int {
-		var d struct {
-			Watch *struct{ Attempts int } `json:"watch"`
-		}
-		_, body := intent("demo-forged-cert")
-		if err := json.Unmarshal(body, &d); err != nil || d.Watch == nil {
-			t.Fatalf("demo-forged-cert: %v, watch %+v: %s", err, d.Watch, body)
-		}
-		return d.Watch.Attempts
-	}
-	// Two more than first: the scenario's own retry may still be landing.
-	first := attempts()
-	for deadline := time.Now().Add(45 * time.Second); attempts() < first+2; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("demo-forged-cert at %d attempts after 45 s of serving (%d when the page was up): the follow-ups stopped", attempts(), first)
-		}
-	}
-	// The NATS address it prints serves the daemon's streams: a tool layer
-	// (or nats, or reconciled ask) can publish to the demo.
-	natsRE := regexp.MustCompile(`\nNATS: (nats://127\.0\.0\.1:\d+) `)
-	if nm := natsRE.FindStringSubmatch(out.String()); nm == nil {
-		t.Errorf("the served demo prints no NATS address:\n%s", out.String())
-	} else if nc, err := nats.Connect(nm[1], nats.Name("demo-test")); err != nil {
-		t.Errorf("connect to the printed NATS address %s: %v", nm[1], err)
-	} else {
-		js, err := jetstream.New(nc)
-		if err == nil {
-			_, err = js.Stream(ctx, queue.VerdictsStream)
-		}
-		if err != nil {
-			t.Errorf("the verdict stream at %s: %v", nm[1], err)
-		}
-		nc.Close()
-	}
-	// What a tool layer does with each status.
-	for _, want := range []string{
-		"\n  found       ", "never send it again", "\n  absent      ", "new created_at_time",
-		"\n  not_yet     ", "\n  unreadable  ", "never treat it as absent", "\n  invalid     ", "new intent_id",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the demo does not say what a tool layer does with each status (%q):\n%s", want, out.String())
-			break
-		}
-	}
-	// The open payment is checked at every round without news: its last
-	// check moves on, and its next check is one interval after it, not a
-	// time in the past.
-	checks := func() (last, next time.Time) {
-		var d struct {
-			Watch *struct {
-				LastCheck *time.Time `json:"last_check"`
-				NextCheck time.Time  `json:"next_check"`
-			} `json:"watch"`
-		}
-		_, body := intent("demo-window-open")
-		if err := json.Unmarshal(body, &d); err != nil || d.Watch == nil || d.Watch.LastCheck == nil {
-			t.Fatalf("demo-window-open: %v: %s", err, body)
-		}
-		return *d.Watch.LastCheck, d.Watch.NextCheck
-	}
-	firstCheck, next := checks()
-	if !next.After(firstCheck) {
-		t.Errorf("demo-window-open: next check %v is not after its last check %v", next, firstCheck)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if last, _ := checks(); last.After(firstCheck) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo-window-open: last check still %v after 30 s of serving", firstCheck)
-		}
-	}
-	if res, err := http.Get(m[1] + "/ui/"); err != nil || res.StatusCode != 200 {
-		t.Errorf("served page: %v %v", res, err)
-	} else {
-		res.Body.Close()
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("demo: %v\n%s\n%s", err, out.String(), errOut.String())
-	}
-	got := map[string]int{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && strings.HasPrefix(f[0], "demo-") {
-			got[f[2]]++
-		}
-	}
-	want := map[string]int{"found": 3, "absent": 1, "not_yet": 1, "unreadable": 1, "invalid": 1}
-	for s, n := range want {
-		if got[s] != n {
-			t.Errorf("status %s: %d rows, want %d", s, got[s], n)
-		}
-	}
-	if t.Failed() {
-		t.Logf("demo output:\n%s", out.String())
-	}
-}
 
 // Re-publishing an intent (same id and body, even re-encoded) gives one
 // verdict history and scans nothing; a different body under the same id is
@@ -166,16 +28,16 @@ func TestDemoPrintsEveryStatus(t *testing.T) {
 func TestDuplicateAndConflictingIntents(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	d := w.daemon("solo", t.TempDir(), time.Hour)
 	defer stop(d, time.Second)
 
-	arg := transferArg(bob.principal(), 1234, u64(w.srv.Now()), "dup")
-	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+	arg := transferArg(bob.Principal(), 1234, u64(w.srv.Now()), "dup")
+	if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	doc := transferIntent("dup-1", l.ID(), alice.principal(), arg)
-	first := w.ask(doc, finalVerdict)
+	doc := toollayer.Transfer("dup-1", l.ID(), alice.Principal(), arg)
+	first := w.ask(doc, toollayer.FinalVerdict)
 	if first.Status != reconciled.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
@@ -185,7 +47,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	// different message id gets it past JetStream's deduplication, and the
 	// body is re-encoded (other key order, "after" changed).
 	var m map[string]any
-	_ = json.Unmarshal(doc.json(), &m)
+	_ = json.Unmarshal(doc.JSON(), &m)
 	m["after"] = "unknown"
 	again, _ := json.Marshal(m)
 	republish := func(body []byte, msgID string) {
@@ -207,7 +69,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 		other.Args[k] = v
 	}
 	other.Args["amount"] = "4321"
-	republish(other.json(), "dup-1-conflict")
+	republish(other.JSON(), "dup-1-conflict")
 	select {
 	case r := <-rejects:
 		if r.Code != "E_INTENT_CONFLICT" {
@@ -218,7 +80,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	}
 	// The re-publication was handled before the conflict (one stream, in
 	// order, and the reject proves the conflict was handled).
-	eventually(t, "both re-publications settled", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "both re-publications settled", func() (bool, string) {
 		n := d.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 3, fmt.Sprint(n, " acks")
 	})
@@ -246,30 +108,30 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 func TestFollowUpSettlesNotYet(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	d := w.daemon("follow", t.TempDir(), 50*time.Millisecond)
 	defer stop(d, time.Second)
 
-	retryArg := transferArg(bob.principal(), 500, u64(w.srv.Now()), "retry-later")
-	neverArg := transferArg(bob.principal(), 600, u64(w.srv.Now()), "never")
-	retried := transferIntent("will-retry", l.ID(), alice.principal(), retryArg)
-	never := transferIntent("never-sent", l.ID(), alice.principal(), neverArg)
-	for _, doc := range []intentDoc{retried, never} {
-		if v := w.ask(doc, anyVerdict); v.Status != reconciled.StatusNotYet || v.Seq != 1 {
+	retryArg := transferArg(bob.Principal(), 500, u64(w.srv.Now()), "retry-later")
+	neverArg := transferArg(bob.Principal(), 600, u64(w.srv.Now()), "never")
+	retried := toollayer.Transfer("will-retry", l.ID(), alice.Principal(), retryArg)
+	never := toollayer.Transfer("never-sent", l.ID(), alice.Principal(), neverArg)
+	for _, doc := range []toollayer.Intent{retried, never} {
+		if v := w.ask(doc, toollayer.AnyVerdict); v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 			t.Fatalf("%s: first verdict %+v, want not_yet", doc.ID, v)
 		}
 	}
 	// The tool layer's retry (same bytes) executes inside the window.
-	idx, err := l.Transfer(alice.principal(), retryArg)
+	idx, err := l.Transfer(alice.Principal(), retryArg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := w.wait(retried.ID, finalVerdict)
+	v := w.wait(retried.ID, toollayer.FinalVerdict)
 	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
 		t.Fatalf("retried: %+v, want found at %d with seq 2", v, idx)
 	}
 	w.srv.Advance(24*time.Hour + 3*time.Minute)
-	v = w.wait(never.ID, finalVerdict)
+	v = w.wait(never.ID, toollayer.FinalVerdict)
 	if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 		t.Fatalf("never sent: %+v, want absent with seq 2", v)
 	}
@@ -290,30 +152,30 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	a := w.daemon("a", t.TempDir(), time.Hour)
 	defer stop(a, time.Second)
 	b := w.daemon("b", t.TempDir(), time.Hour)
 	defer stop(b, time.Second)
 
 	const n = 16
-	var docs []intentDoc
+	var docs []toollayer.Intent
 	for i := range n {
-		arg := transferArg(bob.principal(), uint64(100+i), u64(w.srv.Now()), fmt.Sprint("pair-", i))
+		arg := transferArg(bob.Principal(), uint64(100+i), u64(w.srv.Now()), fmt.Sprint("pair-", i))
 		if i%2 == 0 {
-			if _, err := l.Transfer(alice.principal(), arg); err != nil {
+			if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 				t.Fatal(err)
 			}
 		}
-		docs = append(docs, transferIntent(fmt.Sprint("pair-", i), l.ID(), alice.principal(), arg))
+		docs = append(docs, toollayer.Transfer(fmt.Sprint("pair-", i), l.ID(), alice.Principal(), arg))
 	}
 	for _, doc := range docs {
-		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.json(), matcher.IntentHash(doc.json())); err != nil {
+		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.JSON(), matcher.IntentHash(doc.JSON())); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i, doc := range docs {
-		v := w.wait(doc.ID, anyVerdict)
+		v := w.wait(doc.ID, toollayer.AnyVerdict)
 		want := reconciled.StatusNotYet
 		if i%2 == 0 {
 			want = reconciled.StatusFound
@@ -331,7 +193,7 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 		t.Logf("instance a decided %d, b decided %d", da, db)
 	}
 	for _, d := range []*daemon.Daemon{a, b} {
-		eventually(t, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
+		testutil.Eventually(t, 30*time.Second, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
 			missing := 0
 			for _, doc := range docs {
 				vs, err := d.Store().Verdicts(w.ctx, doc.ID)
@@ -377,19 +239,19 @@ func TestRestartMidScan(t *testing.T) {
 	d1 := w.daemonWith("one", dir, time.Hour, small)
 
 	// Watched before the restart: a not_yet intent.
-	watched := transferIntent("watched", l.ID(), alice.principal(), transferArg(bob.principal(), 7, u64(w.srv.Now()), "w"))
-	if v := w.ask(watched, anyVerdict); v.Status != reconciled.StatusNotYet {
+	watched := toollayer.Transfer("watched", l.ID(), alice.Principal(), transferArg(bob.Principal(), 7, u64(w.srv.Now()), "w"))
+	if v := w.ask(watched, toollayer.AnyVerdict); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("watched: %+v", v)
 	}
 	// An intent stamped an hour back, behind 3000 blocks read slowly.
 	old := u64(w.srv.Now() - uint64(time.Hour))
-	slow := transferIntent("slow", l.ID(), alice.principal(), transferArg(bob.principal(), 9, old, "s"))
+	slow := toollayer.Transfer("slow", l.ID(), alice.Principal(), transferArg(bob.Principal(), 9, old, "s"))
 	w.srv.SetFaults(l.ID(), ledgertest.Faults{Latency: 20 * time.Millisecond})
 	before := l.Counters().BlocksServed
-	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.json(), matcher.IntentHash(slow.json())); err != nil {
+	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.JSON(), matcher.IntentHash(slow.JSON())); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the slow scan under way", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the slow scan under way", func() (bool, string) {
 		got := l.Counters().BlocksServed - before
 		return got > 0, fmt.Sprint(got, " blocks")
 	})
@@ -403,7 +265,7 @@ func TestRestartMidScan(t *testing.T) {
 
 	d2 := w.daemonWith("one", dir, time.Hour, small)
 	defer stop(d2, time.Second)
-	v := w.wait(slow.ID, anyVerdict)
+	v := w.wait(slow.ID, toollayer.AnyVerdict)
 	t.Logf("decided after restart in %s", time.Since(t0))
 	if v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 		t.Fatalf("slow after restart: %+v", v)
@@ -415,7 +277,7 @@ func TestRestartMidScan(t *testing.T) {
 	w.srv.Advance(24*time.Hour + 3*time.Minute)
 	d2.FollowUpNow()
 	for _, id := range []string{watched.ID, slow.ID} {
-		v := w.wait(id, finalVerdict)
+		v := w.wait(id, toollayer.FinalVerdict)
 		if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 			t.Fatalf("%s: %+v, want absent seq 2", id, v)
 		}
@@ -446,7 +308,7 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	now := w.srv.Now()
 	stamp := func(i int) uint64 { return now - uint64(time.Hour) + uint64(i)*uint64(time.Hour)/intents }
 	// One scan: the intent with the earliest window, alone.
-	w.ask(transferIntent("single", one.ID(), alice.principal(), transferArg(bob.principal(), 1, u64(stamp(0)), "x")), anyVerdict)
+	w.ask(toollayer.Transfer("single", one.ID(), alice.Principal(), transferArg(bob.Principal(), 1, u64(stamp(0)), "x")), toollayer.AnyVerdict)
 	single := one.Counters().BlocksServed
 
 	start := time.Now()
@@ -454,8 +316,8 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	// waits for the server's fsync otherwise.
 	js := w.tool.JetStream()
 	for i := range intents {
-		doc := transferIntent(fmt.Sprint("many-", i), many.ID(), alice.principal(), transferArg(bob.principal(), uint64(i+1), u64(stamp(i)), "x"))
-		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.json(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, matcher.IntentHash(doc.json())))); err != nil {
+		doc := toollayer.Transfer(fmt.Sprint("many-", i), many.ID(), alice.Principal(), transferArg(bob.Principal(), uint64(i+1), u64(stamp(i)), "x"))
+		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.JSON(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, matcher.IntentHash(doc.JSON())))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,9 +18,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "get",
-		summary: "show an intent: every verdict, its evidence, near misses and block (support API)",
-		run:     runGet,
+		Name:    "get",
+		Summary: "show an intent: every verdict, its evidence, near misses and block (support API)",
+		Run:     runGet,
 	})
 }
 

@@ -13,9 +13,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "intent-hash",
-		summary: "print an intent's intent_hash, the Nats-Msg-Id to publish it with, and its subject",
-		run:     runIntentHash,
+		Name:    "intent-hash",
+		Summary: "print an intent's intent_hash, the Nats-Msg-Id to publish it with, and its subject",
+		Run:     runIntentHash,
 	})
 }
 

@@ -15,9 +15,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "list",
-		summary: "list intents and their latest verdicts (support API)",
-		run:     runList,
+		Name:    "list",
+		Summary: "list intents and their latest verdicts (support API)",
+		Run:     runList,
 	})
 }
 

@@ -15,17 +15,18 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/queue"
 )
 
 // withCommand registers a command for one test.
 func withCommand(t *testing.T, name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
 	t.Helper()
-	if _, ok := commands[name]; ok {
+	if app.Has(name) {
 		t.Fatalf("command %s exists", name)
 	}
-	register(command{name: name, summary: "test", run: run})
-	t.Cleanup(func() { delete(commands, name) })
+	register(command{Name: name, Summary: "test", Run: run})
+	t.Cleanup(func() { app.Unregister(name) })
 }
 
 func TestRunExitCodes(t *testing.T) {
@@ -79,9 +80,9 @@ func TestAskTimeoutExitCode(t *testing.T) {
 	// No daemon consumes it: no verdict ever comes.
 	ledger := principal.MustDecode("mxzaz-hqaaa-aaaar-qaada-cai")
 	caller := principal.MustDecode("xevnm-gaaaa-aaaar-qafnq-cai")
-	doc := transferIntent("exit-3", ledger, caller, transferArg(caller, 5, u64(uint64(time.Now().UnixNano())), ""))
+	doc := toollayer.Transfer("exit-3", ledger, caller, transferArg(caller, 5, u64(uint64(time.Now().UnixNano())), ""))
 	f := filepath.Join(t.TempDir(), "intent.json")
-	if err := os.WriteFile(f, doc.json(), 0o600); err != nil {
+	if err := os.WriteFile(f, doc.JSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer

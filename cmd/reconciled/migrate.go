@@ -12,9 +12,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "migrate-intents",
-		summary: "move a work-queue intent stream to limits retention (fleet stopped, no intent open)",
-		run:     runMigrateIntents,
+		Name:    "migrate-intents",
+		Summary: "move a work-queue intent stream to limits retention (fleet stopped, no intent open)",
+		Run:     runMigrateIntents,
 	})
 }
 

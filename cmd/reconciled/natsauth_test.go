@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -73,7 +74,7 @@ func TestServeReconnectsWithRotatedToken(t *testing.T) {
 		}
 	}
 	var addr string
-	eventually(t, "serve logs its HTTP address", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "serve logs its HTTP address", func() (bool, string) {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "reconciled serving" {
@@ -86,7 +87,7 @@ func TestServeReconnectsWithRotatedToken(t *testing.T) {
 	client := ledgertest.LoopbackHTTPClient()
 	ready := func(want int) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("/readyz %d", want), func() (bool, string) {
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("/readyz %d", want), func() (bool, string) {
 			running()
 			resp, err := client.Get("http://" + addr + "/readyz")
 			if err != nil {
@@ -103,7 +104,7 @@ func TestServeReconnectsWithRotatedToken(t *testing.T) {
 	ns.WaitForShutdown()
 	jetStreamTokenServer(t, natsDir, port, "second")
 	ready(http.StatusServiceUnavailable)
-	eventually(t, "three authorization violations", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "three authorization violations", func() (bool, string) {
 		running()
 		n := strings.Count(strings.ToLower(logs.String()), "authorization violation")
 		return n >= 3, fmt.Sprintf("%d seen", n)

@@ -11,6 +11,7 @@ import (
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
@@ -44,7 +45,7 @@ func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconciled.Ve
 func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	sink := &outageSink{down: 15}
 	var mu sync.Mutex
 	var delivered uint64
@@ -61,13 +62,13 @@ func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 		}
 	}})
 
-	arg := transferArg(bob.principal(), 42, u64(w.srv.Now()), "outage")
-	idx, err := l.Transfer(alice.principal(), arg)
+	arg := transferArg(bob.Principal(), 42, u64(w.srv.Now()), "outage")
+	idx, err := l.Transfer(alice.Principal(), arg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := transferIntent("outage-1", l.ID(), alice.principal(), arg)
-	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.json(), matcher.IntentHash(doc.json())); err != nil {
+	doc := toollayer.Transfer("outage-1", l.ID(), alice.Principal(), arg)
+	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.JSON(), matcher.IntentHash(doc.JSON())); err != nil {
 		t.Fatal(err)
 	}
 	v := w.rig.Wait("outage-1", func(v reconciled.Verdict) bool { return v.Final })

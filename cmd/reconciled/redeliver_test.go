@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/internal/testutil"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -23,25 +25,25 @@ import (
 func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 	w := newWorld(t)
 	alice, bob := w.user(1), w.user(2)
-	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.principal())})
+	l := w.ledger(ledgertest.LedgerConfig{InitialBalances: funded(alice.Principal())})
 	js := w.tool.JetStream()
 	if _, err := js.CreateOrUpdateConsumer(w.ctx, queue.IntentsStream, jetstream.ConsumerConfig{
 		Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	arg := transferArg(bob.principal(), 77, u64(w.srv.Now()), "again")
-	if _, err := l.Transfer(alice.principal(), arg); err != nil {
+	arg := transferArg(bob.Principal(), 77, u64(w.srv.Now()), "again")
+	if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	doc := transferIntent("again-1", l.ID(), alice.principal(), arg)
+	doc := toollayer.Transfer("again-1", l.ID(), alice.Principal(), arg)
 	dir := t.TempDir()
 	d1 := w.daemon("again", dir, time.Hour)
-	first := w.ask(doc, finalVerdict)
+	first := w.ask(doc, toollayer.FinalVerdict)
 	if first.Status != reconciled.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
-	eventually(t, "the intent acknowledged", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the intent acknowledged", func() (bool, string) {
 		n := d1.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 1, fmt.Sprint(n, " acks")
 	})
@@ -53,7 +55,7 @@ func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 
 	d2 := w.daemon("again", dir, time.Hour)
 	defer stop(d2, time.Second)
-	eventually(t, "the intent delivered again and acknowledged", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "the intent delivered again and acknowledged", func() (bool, string) {
 		n := d2.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 1, fmt.Sprint(n, " acks")
 	})

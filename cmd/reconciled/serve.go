@@ -20,9 +20,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "serve",
-		summary: "run the daemon: take intents from NATS, publish verdicts, follow up",
-		run:     runServe,
+		Name:    "serve",
+		Summary: "run the daemon: take intents from NATS, publish verdicts, follow up",
+		Run:     runServe,
 	})
 }
 
@@ -30,9 +30,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := parseServeConfig(args, os.Getenv, stderr)
 	if err != nil {
 		return err
-	}
-	if cfg.Demo {
-		return runDemo(ctx, nil, stdout, stderr, nil)
 	}
 	log, err := newLogger(cfg.LogLevel, stderr)
 	if err != nil {

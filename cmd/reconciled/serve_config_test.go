@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -40,11 +42,13 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		"RECONCILED_MAX_INFLIGHT":       "8",
 		"RECONCILED_STRICT_LEDGERS":     "true",
 		"RECONCILED_PURGE_EVERY":        "3s",
+		"RECONCILED_RETENTION":          "168h",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret-support-token-0123456789abcdef" || c.MaxInflight != 8 || !c.StrictLedgers || c.PurgeEvery != 3*time.Second {
+	if c.PollInterval != 2*time.Second || c.DataDir != dir || c.SupportToken != "s3cret-support-token-0123456789abcdef" || c.MaxInflight != 8 || !c.StrictLedgers || c.PurgeEvery != 3*time.Second ||
+		c.Retention != 7*24*time.Hour || c.RepublishHorizon != daemon.DefaultRepublishHorizon || c.BlockCacheMargin != daemon.DefaultBlockCacheMargin {
 		t.Fatalf("config %+v", c)
 	}
 	if c.Instance != "pod_7" {
@@ -87,6 +91,10 @@ func TestServeRefusesBadValues(t *testing.T) {
 		{[]string{"--max-message-bytes", "32769"}, nil, "--max-message-bytes must be 1024..32768"},
 		{[]string{"--stuck-after", "0"}, nil, "--stuck-after must be 1..1000"},
 		{[]string{"--purge-every", "10ms"}, nil, "--purge-every must be 100ms..1m"},
+		{[]string{"--retention", "24h"}, nil, "--retention 24h0m0s is below --republish-horizon 25h0m0s"},
+		{[]string{"--retention", "2h", "--republish-horizon", "3h"}, nil, "is below --republish-horizon"},
+		{[]string{"--republish-horizon", "0s"}, nil, "--republish-horizon must be positive"},
+		{[]string{"--block-cache-margin", "1s"}, nil, "--block-cache-margin must be at least 1m"},
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, nil, "not a loopback address"},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:0"}, nil, "embedded server only"},
 		{[]string{"--log-level", "loud"}, nil, "--log-level"},
@@ -131,7 +139,7 @@ func TestServeRunsAndStops(t *testing.T) {
 			"--fetch-root-key", "--instance", "t1", "--grace", "2s", "--poll-interval", "1s"}, io.Discard, logs)
 	}()
 	var addr string
-	eventually(t, "serve logs its HTTP address", func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, "serve logs its HTTP address", func() (bool, string) {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "reconciled serving" {

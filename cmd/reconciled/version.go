@@ -18,9 +18,9 @@ var (
 
 func init() {
 	register(command{
-		name:    "version",
-		summary: "print the version, commit and Go version",
-		run:     runVersion,
+		Name:    "version",
+		Summary: "print the version, commit and Go version",
+		Run:     runVersion,
 	})
 }
 

@@ -16,9 +16,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "watch",
-		summary: "print verdicts as they arrive, by polling the support API",
-		run:     runWatch,
+		Name:    "watch",
+		Summary: "print verdicts as they arrive, by polling the support API",
+		Run:     runWatch,
 	})
 }
 

@@ -190,29 +190,6 @@ func (r *Rig) Wait(id string, until func(reconciled.Verdict) bool) reconciled.Ve
 	return got
 }
 
-// Eventually polls cond, for state no subscription announces (a store, a
-// lease), every 5 ms until it holds; it fails the test with cond's last
-// description after timeout (default 30 s).
-func Eventually(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s; last state: %s", what, timeout, state)
-		}
-		<-tick.C
-	}
-}
-
 // LogBuffer is a log sink safe for concurrent writers.
 type LogBuffer struct {
 	mu sync.Mutex

@@ -66,9 +66,12 @@ func TestReadmeICPWalkthrough(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "reconciled"), "../../cmd/reconciled")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The walkthrough's test ledger is reconciled-dev's; the daemon is reconciled.
+	for _, name := range []string{"reconciled", "reconciled-dev"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, name), "../../cmd/"+name)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", name, err, out)
+		}
 	}
 	work := filepath.Join(dir, "work")
 	if err := os.Mkdir(work, 0o700); err != nil {

@@ -1,5 +1,5 @@
 // The processes the end-to-end tests run against, all on loopback: the test
-// replica (`reconciled testledger`), the daemon (`reconciled serve` with its
+// replica (`reconciled-dev testledger`), the daemon (`reconciled serve` with its
 // embedded NATS server) and the payer, which makes real transfers with
 // agent-go and reports the exact Candid bytes it sent.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -33,14 +33,17 @@ export interface PayArgs {
 
 const PAYER_SEED = "7";
 
-async function binaries(dir: string): Promise<{ daemon: string; payer: string }> {
+async function binaries(dir: string): Promise<{ daemon: string; dev: string; payer: string }> {
   const daemon = process.env.CLIENT_TEST_DAEMON_BIN;
+  const dev = process.env.CLIENT_TEST_DEV_BIN;
   const payer = process.env.CLIENT_TEST_PAYER_BIN;
-  if (daemon && payer) return { daemon, payer };
-  // Run outside `go test`: build both from this repository.
+  if (daemon && dev && payer) return { daemon, dev, payer };
+  // Run outside `go test`: build them from this repository. The test ledger
+  // is reconciled-dev's: the daemon's binary does not carry it.
   const repo = fileURLToPath(new URL("../../../../", import.meta.url));
-  const out = { daemon: join(dir, "reconciled"), payer: join(dir, "payer") };
+  const out = { daemon: join(dir, "reconciled"), dev: join(dir, "reconciled-dev"), payer: join(dir, "payer") };
   await run("go", ["build", "-o", out.daemon, "./cmd/reconciled"], { cwd: repo });
+  await run("go", ["build", "-o", out.dev, "./cmd/reconciled-dev"], { cwd: repo });
   await run("go", ["build", "-o", out.payer, "./clients/js/testdata/payer"], { cwd: repo });
   return out;
 }
@@ -90,7 +93,7 @@ export async function startWorld(): Promise<World> {
   const payer = (JSON.parse(stdout) as { principal: string }).principal;
 
   const ledgerLog: string[] = [];
-  const ledger = spawn(bin.daemon, ["testledger", "--listen", "127.0.0.1:0", "--admin", "--seed", "18", "--initial-balance", `${payer}=1000000000000000`], {
+  const ledger = spawn(bin.dev, ["testledger", "--listen", "127.0.0.1:0", "--admin", "--seed", "18", "--initial-balance", `${payer}=1000000000000000`], {
     env: childEnv(),
     stdio: ["ignore", "pipe", "pipe"],
   });

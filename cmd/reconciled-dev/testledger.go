@@ -22,9 +22,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "testledger",
-		summary: "serve a local test replica with ICRC ledgers (for integration tests)",
-		run:     runTestLedger,
+		Name:    "testledger",
+		Summary: "serve a local test replica with ICRC ledgers (for integration tests)",
+		Run:     runTestLedger,
 	})
 }
 

@@ -20,15 +20,16 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 )
 
 func init() {
 	register(command{
-		name:    "demo",
-		summary: "run everything in one process against a local test ledger and print a verdict table",
-		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		Name:    "demo",
+		Summary: "run everything in one process against a local test ledger and print a verdict table",
+		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 			fs.SetOutput(stderr)
 			verbose := fs.Bool("v", false, "log the daemon's JSON lines to stderr")
@@ -39,7 +40,7 @@ func init() {
 			}
 			var log *zap.Logger
 			if *verbose {
-				log, _ = newLogger(zapcore.InfoLevel, stderr)
+				log = newLogger(zapcore.InfoLevel, stderr)
 			}
 			var sv *demoServe
 			if *serve {
@@ -94,16 +95,16 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 		return err
 	}
 	defer srv.Close()
-	alice, err := newToolUser(srv, 1)
+	alice, err := toollayer.NewUser(srv, 1)
 	if err != nil {
 		return err
 	}
-	bob, err := newToolUser(srv, 2)
+	bob, err := toollayer.NewUser(srv, 2)
 	if err != nil {
 		return err
 	}
-	carol := icrc3.Account{Owner: mustToolUser(srv, 3).principal()}
-	funds := []ledgertest.Balance{{Account: icrc3.Account{Owner: alice.principal()}, Amount: icrc3.NatFromUint64(10_000_000_000)}}
+	carol := icrc3.Account{Owner: mustUser(srv, 3).Principal()}
+	funds := []ledgertest.Balance{{Account: icrc3.Account{Owner: alice.Principal()}, Amount: icrc3.NatFromUint64(10_000_000_000)}}
 	ledger, err := srv.NewLedger(ledgertest.LedgerConfig{InitialBalances: funds, ArchiveThreshold: 400, ArchiveBatch: 200})
 	if err != nil {
 		return err
@@ -200,8 +201,8 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 	return nil
 }
 
-func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
-	u, err := newToolUser(srv, seed)
+func mustUser(srv *ledgertest.Server, seed byte) *toollayer.User {
+	u, err := toollayer.NewUser(srv, seed)
 	if err != nil {
 		panic(err) // a fixed seed and a local replica: cannot fail but for a bug
 	}
@@ -209,7 +210,7 @@ func mustToolUser(srv *ledgertest.Server, seed byte) *toolUser {
 }
 
 func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon, tool *queue.Conn,
-	ledger, broken *ledgertest.Ledger, alice, bob *toolUser, carol icrc3.Account) ([]demoRow, error) {
+	ledger, broken *ledgertest.Ledger, alice, bob *toollayer.User, carol icrc3.Account) ([]demoRow, error) {
 	var rows []demoRow
 	add := func(id, method, story string, v reconciled.Verdict) {
 		rows = append(rows, demoRow{intent: id, method: method, story: story, v: v})
@@ -222,47 +223,47 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	xfer := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(150_000)),
 		Memo: &[]byte{'l', 'u', 'n', 'c', 'h'}, CreatedAtTime: &now}
 	var xres icrc1.TransferResult
-	if alice.call(L, "icrc1_transfer", xfer, &xres) {
+	if alice.Call(L, "icrc1_transfer", xfer, &xres) {
 		return nil, errors.New("demo: the transfer's reply was not lost")
 	}
 	// 2. An approve and a transfer_from by the spender, replies lost too.
 	approveAt := srv.Now()
-	appr := icrc1.ApproveArgs{Spender: icrc3.Account{Owner: bob.principal()}.ToCandid(),
+	appr := icrc1.ApproveArgs{Spender: icrc3.Account{Owner: bob.Principal()}.ToCandid(),
 		Amount: icrc1.IDLNat(icrc3.NatFromUint64(1_000_000)), CreatedAtTime: &approveAt}
 	var ares icrc1.ApproveResult
-	if alice.call(L, "icrc2_approve", appr, &ares) {
+	if alice.Call(L, "icrc2_approve", appr, &ares) {
 		return nil, errors.New("demo: the approve's reply was not lost")
 	}
 	fromAt := srv.Now()
-	xfrom := icrc1.TransferFromArgs{From: icrc3.Account{Owner: alice.principal()}.ToCandid(), To: carol.ToCandid(),
+	xfrom := icrc1.TransferFromArgs{From: icrc3.Account{Owner: alice.Principal()}.ToCandid(), To: carol.ToCandid(),
 		Amount: icrc1.IDLNat(icrc3.NatFromUint64(250_000)), CreatedAtTime: &fromAt}
 	var fres icrc1.TransferFromResult
-	if bob.call(L, "icrc2_transfer_from", xfrom, &fres) {
+	if bob.Call(L, "icrc2_transfer_from", xfrom, &fres) {
 		return nil, errors.New("demo: the transfer_from's reply was not lost")
 	}
 	srv.SetFaults(L, ledgertest.Faults{})
 
-	ask := func(doc intentDoc, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
-		return publishAndWait(ctx, tool, doc.Canister, doc.ID, doc.json(), until)
+	ask := func(doc toollayer.Intent, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+		return toollayer.PublishAndWait(ctx, tool, doc.Canister, doc.ID, doc.JSON(), until)
 	}
 
 	// 3. A transfer that was never sent: not_yet while its window is open.
 	stamp := srv.Now()
 	never := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(99)), CreatedAtTime: &stamp}
-	neverDoc := transferIntent("demo-never-sent", L, alice.principal(), never)
-	if _, err := ask(neverDoc, anyVerdict); err != nil {
+	neverDoc := toollayer.Transfer("demo-never-sent", L, alice.Principal(), never)
+	if _, err := ask(neverDoc, toollayer.AnyVerdict); err != nil {
 		return nil, err
 	}
 
 	for _, c := range []struct {
-		doc   intentDoc
+		doc   toollayer.Intent
 		story string
 	}{
-		{transferIntent("demo-lost-reply", L, alice.principal(), xfer), "transfer executed, reply lost"},
-		{approveIntent("demo-approve", L, alice.principal(), appr), "approve executed, reply lost"},
-		{transferFromIntent("demo-transfer-from", L, bob.principal(), xfrom), "transfer_from executed, reply lost"},
+		{toollayer.Transfer("demo-lost-reply", L, alice.Principal(), xfer), "transfer executed, reply lost"},
+		{toollayer.Approve("demo-approve", L, alice.Principal(), appr), "approve executed, reply lost"},
+		{toollayer.TransferFrom("demo-transfer-from", L, bob.Principal(), xfrom), "transfer_from executed, reply lost"},
 	} {
-		v, err := ask(c.doc, anyVerdict)
+		v, err := ask(c.doc, toollayer.AnyVerdict)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +274,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	// daemon's follow-up settles it on the certified time by itself.
 	srv.Advance(24*time.Hour + 3*time.Minute)
 	d.FollowUpNow()
-	v, err := waitVerdict(ctx, tool, neverDoc.ID, finalVerdict)
+	v, err := toollayer.WaitVerdict(ctx, tool, neverDoc.ID, toollayer.FinalVerdict)
 	if err != nil {
 		return nil, err
 	}
@@ -282,8 +283,8 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	// 4. Never sent, window open.
 	stamp2 := srv.Now()
 	open := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(77)), CreatedAtTime: &stamp2}
-	openDoc := transferIntent("demo-window-open", L, alice.principal(), open)
-	if v, err = ask(openDoc, anyVerdict); err != nil {
+	openDoc := toollayer.Transfer("demo-window-open", L, alice.Principal(), open)
+	if v, err = ask(openDoc, toollayer.AnyVerdict); err != nil {
 		return nil, err
 	}
 	add(openDoc.ID, openDoc.Method, "never sent; may still execute, watched", v)
@@ -291,19 +292,19 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	// 5. A ledger whose certificates do not verify.
 	stamp3 := srv.Now()
 	bad := icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(5)), CreatedAtTime: &stamp3}
-	badDoc := transferIntent("demo-forged-cert", broken.ID(), alice.principal(), bad)
-	if v, err = ask(badDoc, anyVerdict); err != nil {
+	badDoc := toollayer.Transfer("demo-forged-cert", broken.ID(), alice.Principal(), bad)
+	if v, err = ask(badDoc, toollayer.AnyVerdict); err != nil {
 		return nil, err
 	}
 	add(badDoc.ID, badDoc.Method, "certificate signed by a wrong key; retried with backoff", v)
 
 	// 6. No created_at_time: nothing to match on.
-	invDoc := transferIntent("demo-no-stamp", L, alice.principal(), icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(1))})
+	invDoc := toollayer.Transfer("demo-no-stamp", L, alice.Principal(), icrc1.TransferArg{To: carol.ToCandid(), Amount: icrc1.IDLNat(icrc3.NatFromUint64(1))})
 	var m map[string]any
-	_ = json.Unmarshal(invDoc.json(), &m)
+	_ = json.Unmarshal(invDoc.JSON(), &m)
 	delete(m["args"].(map[string]any), "created_at_time")
 	body, _ := json.Marshal(m)
-	if v, err = publishAndWait(ctx, tool, invDoc.Canister, invDoc.ID, body, anyVerdict); err != nil {
+	if v, err = toollayer.PublishAndWait(ctx, tool, invDoc.Canister, invDoc.ID, body, toollayer.AnyVerdict); err != nil {
 		return nil, err
 	}
 	add(invDoc.ID, invDoc.Method, "malformed: no created_at_time", v)

@@ -1,11 +1,10 @@
-package main
+package toollayer
 
 import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -21,17 +20,15 @@ import (
 	"github.com/reconciled/reconciled/queue"
 )
 
-// The demo's tool layer: it pays through agent-go as an ed25519 identity,
-// loses the replies, and asks the daemon over NATS what happened — what a
-// real tool layer does after an unknown outcome.
-
-// toolUser is one identity of the tool layer with its own agent.
-type toolUser struct {
+// User is one identity of the tool layer with its own agent.
+type User struct {
 	id    *identity.Ed25519Identity
 	agent *agent.Agent
 }
 
-func newToolUser(srv *ledgertest.Server, seed byte) (*toolUser, error) {
+// NewUser derives an ed25519 identity from seed (deterministic) and an
+// agent for it on srv.
+func NewUser(srv *ledgertest.Server, seed byte) (*User, error) {
 	s := make([]byte, ed25519.SeedSize)
 	s[0], s[1] = seed, 'T'
 	sk := ed25519.NewKeyFromSeed(s)
@@ -43,19 +40,19 @@ func newToolUser(srv *ledgertest.Server, seed byte) (*toolUser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &toolUser{id: id, agent: ag}, nil
+	return &User{id: id, agent: ag}, nil
 }
 
-func (u *toolUser) principal() principal.Principal { return u.id.Sender() }
+func (u *User) Principal() principal.Principal { return u.id.Sender() }
 
-// call runs an update call and reports whether the reply came back; a lost
+// Call runs an update call and reports whether the reply came back; a lost
 // reply (any error) is the unknown outcome the daemon settles.
-func (u *toolUser) call(ledger principal.Principal, method string, arg any, res any) (replied bool) {
+func (u *User) Call(ledger principal.Principal, method string, arg any, res any) (replied bool) {
 	return u.agent.Call(ledger, method, []any{arg}, []any{res}) == nil
 }
 
-// intentDoc builds an intent body (docs/design.md#intent).
-type intentDoc struct {
+// Intent builds an intent body (docs/design.md#intent).
+type Intent struct {
 	ID       string         `json:"intent_id"`
 	Canister string         `json:"canister_id"`
 	Method   string         `json:"method"`
@@ -64,7 +61,7 @@ type intentDoc struct {
 	After    string         `json:"after"`
 }
 
-func (d intentDoc) json() []byte {
+func (d Intent) JSON() []byte {
 	b, err := json.Marshal(d)
 	if err != nil {
 		panic(err) // only strings and maps of strings
@@ -94,43 +91,42 @@ func acctText(c icrc3.CandidAccount) string {
 	return a.String()
 }
 
-func transferIntent(id string, ledger, caller principal.Principal, a icrc1.TransferArg) intentDoc {
-	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc1_transfer", Caller: caller.Encode(), After: "Err.TooOld",
+// Transfer, Approve and TransferFrom are the intents of the three
+// payment methods, their args as the call sent them.
+func Transfer(id string, ledger, caller principal.Principal, a icrc1.TransferArg) Intent {
+	return Intent{ID: id, Canister: ledger.Encode(), Method: "icrc1_transfer", Caller: caller.Encode(), After: "Err.TooOld",
 		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "to": acctText(a.To),
 			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
 }
 
-func approveIntent(id string, ledger, caller principal.Principal, a icrc1.ApproveArgs) intentDoc {
-	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_approve", Caller: caller.Encode(), After: "unknown",
+func Approve(id string, ledger, caller principal.Principal, a icrc1.ApproveArgs) Intent {
+	return Intent{ID: id, Canister: ledger.Encode(), Method: "icrc2_approve", Caller: caller.Encode(), After: "unknown",
 		Args: map[string]any{"from_subaccount": optHex(a.FromSubaccount), "spender": acctText(a.Spender),
 			"amount": a.Amount.BigInt().String(), "expected_allowance": nil, "expires_at": optU64(a.ExpiresAt),
 			"fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
 }
 
-func transferFromIntent(id string, ledger, caller principal.Principal, a icrc1.TransferFromArgs) intentDoc {
-	return intentDoc{ID: id, Canister: ledger.Encode(), Method: "icrc2_transfer_from", Caller: caller.Encode(), After: "unknown",
+func TransferFrom(id string, ledger, caller principal.Principal, a icrc1.TransferFromArgs) Intent {
+	return Intent{ID: id, Canister: ledger.Encode(), Method: "icrc2_transfer_from", Caller: caller.Encode(), After: "unknown",
 		Args: map[string]any{"spender_subaccount": optHex(a.SpenderSubaccount), "from": acctText(a.From), "to": acctText(a.To),
 			"amount": a.Amount.BigInt().String(), "fee": nil, "memo": optHex(a.Memo), "created_at_time": optU64(a.CreatedAtTime)}}
 }
 
-// errStopWaiting ends a verdict wait that got what it wanted.
-var errStopWaiting = errors.New("done waiting")
-
-// publishAndWait publishes an intent and returns the first verdict that
+// PublishAndWait publishes an intent and returns the first verdict that
 // satisfies until. The verdict stream keeps every verdict, and the watch
 // starts from the intent's latest one, so a verdict published before the
 // watch starts is not missed.
-func publishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+func PublishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
 	if _, err := c.PublishIntent(ctx, canister, id, body, matcher.IntentHash(body)); err != nil {
 		return reconciled.Verdict{}, err
 	}
 	// A verdict of another body under this id never answers this one.
 	own := matcher.IntentHash(body)
-	return waitVerdict(ctx, c, id, func(v reconciled.Verdict) bool { return v.IntentHash == own && until(v) })
+	return WaitVerdict(ctx, c, id, func(v reconciled.Verdict) bool { return v.IntentHash == own && until(v) })
 }
 
-// waitVerdict waits for a verdict of id that satisfies until.
-func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+// WaitVerdict waits for a verdict of id that satisfies until.
+func WaitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
 	var got reconciled.Verdict
 	err := c.WatchIntent(ctx, id, func(v reconciled.Verdict) error {
 		if until(v) {
@@ -145,8 +141,6 @@ func waitVerdict(ctx context.Context, c *queue.Conn, id string, until func(recon
 	return got, nil
 }
 
-func anyVerdict(reconciled.Verdict) bool     { return true }
-func finalVerdict(v reconciled.Verdict) bool { return v.Final }
-func statusIs(s reconciled.Status) func(reconciled.Verdict) bool {
-	return func(v reconciled.Verdict) bool { return v.Status == s }
-}
+// AnyVerdict accepts the first verdict; FinalVerdict only a final one.
+func AnyVerdict(reconciled.Verdict) bool     { return true }
+func FinalVerdict(v reconciled.Verdict) bool { return v.Final }
