@@ -42,12 +42,6 @@ type Check struct {
 	Run  func(ctx context.Context, f Fixture) error
 }
 
-// aimed is the optional top-down walk that can be told, as it goes, below
-// which index no more pages are needed (the engine's aimedHistory).
-type aimed interface {
-	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error
-}
-
 // Checks are the suite's clauses, in the order Run runs them.
 var Checks = []Check{
 	{"TipCertifiedAndConsistent", checkTip},
@@ -448,10 +442,7 @@ func checkForget(ctx context.Context, f Fixture) error {
 }
 
 func checkAimed(ctx context.Context, f Fixture) error {
-	a, ok := f.History.(aimed)
-	if !ok {
-		return nil // the aimed walk is optional
-	}
+	a := f.History
 	tip, err := certifiedTip(ctx, f)
 	if err != nil {
 		return err

@@ -187,9 +187,7 @@ var breakages = map[string]func(h reconcile.History) reconcile.History{
 		}}
 	},
 	"AimedWalkAgrees": func(h reconcile.History) reconcile.History {
-		a := h.(interface {
-			BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error
-		})
+		a := h
 		// The walk ends one block above the floor.
 		return &brokenAimed{broken: &broken{History: h}, descAbove: func(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
 			return a.BlocksDescAbove(ctx, max(start, floor()+1), end, floor, fn)
