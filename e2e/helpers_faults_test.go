@@ -247,3 +247,8 @@ func (h gaugedHistory) BlocksDesc(ctx context.Context, start, end uint64, fn fun
 	defer h.g.enter()()
 	return h.History.BlocksDesc(ctx, start, end, fn)
 }
+
+func (h gaugedHistory) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+	defer h.g.enter()()
+	return h.History.BlocksDescAbove(ctx, start, end, floor, fn)
+}

@@ -22,6 +22,11 @@ type History interface {
 	// [start, end), ascending or from the top down.
 	Blocks(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error
 	BlocksDesc(ctx context.Context, start, end uint64, fn func(page []icrc3.Block) error) error
+	// BlocksDescAbove is BlocksDesc told, as it goes, below which index no
+	// more pages need be requested: floor is read after each page, and a
+	// page wholly below it need not be fetched (the walk may end above
+	// start). Ignoring floor is correct, only slower.
+	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error
 	// Detect reports the ledger's page size and minting account.
 	Detect(ctx context.Context) (icrc3.Features, error)
 	// NetworkKey names the IC network the history is read from (its root
@@ -363,12 +368,6 @@ func (c *chain) covers(from uint64) bool {
 	return c.r.Lo == 0 || (!c.r.Empty() && c.r.LoTS < from)
 }
 
-// aimedHistory is a History whose top-down walk can be told, as it goes,
-// below which index no more pages need be requested (icrc3history.Client).
-type aimedHistory interface {
-	BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func(page []icrc3.Block) error) error
-}
-
 // extendDown verifies blocks from Lo-1 down towards target, growing the
 // range page by page (each page is chained to the verified block above it,
 // so a failure keeps what was verified). onPage sees each verified page and
@@ -381,13 +380,11 @@ func (c *chain) extendDown(ctx context.Context, target uint64, aim func() uint64
 	}
 	walk := c.hist.BlocksDesc
 	var floor atomic.Uint64
-	if ah, ok := c.hist.(aimedHistory); ok && aim != nil {
+	if aim != nil {
 		floor.Store(max(target, aim()))
 		walk = func(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
-			return ah.BlocksDescAbove(ctx, start, end, floor.Load, fn)
+			return c.hist.BlocksDescAbove(ctx, start, end, floor.Load, fn)
 		}
-	} else if aim != nil {
-		target = max(target, aim())
 	}
 	v := icrc3.NewVerifier(icrc3.Anchor{Index: c.r.Lo - 1, Hash: *c.r.Below})
 	prevTS := ^uint64(0)

@@ -61,6 +61,11 @@ func (h *listHistory) BlocksDesc(_ context.Context, start, end uint64, fn func([
 	return nil
 }
 
+// BlocksDescAbove reads the floor once, at the start.
+func (h *listHistory) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+	return h.BlocksDesc(ctx, max(start, floor()), end, fn)
+}
+
 func (h *listHistory) Detect(context.Context) (icrc3.Features, error) {
 	return icrc3.Features{PageSize: 2000}, nil
 }

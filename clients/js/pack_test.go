@@ -102,7 +102,7 @@ func TestPackedClientInAFreshProject(t *testing.T) {
 		}
 	}
 	run(t, ctx, proj, npmEnv, npm, "ci", "--prefer-offline")
-	run(t, ctx, proj, npmEnv, npm, "install", "--offline", "--no-save", tarballs[0])
+	run(t, ctx, proj, npmEnv, npm, "install", "--prefer-offline", "--no-save", tarballs[0])
 	run(t, ctx, proj, nil, filepath.Join(proj, "node_modules", ".bin", "tsc"), "-p", "tsconfig.json", "--strict")
 	out := output(t, ctx, proj, nil, node, filepath.Join("dist", "index.js"))
 	checkPackedIntent(t, out)

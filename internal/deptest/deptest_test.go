@@ -33,6 +33,7 @@ var (
 		module + "/internal/testutil",
 		module + "/daemon/daemontest",
 		module + "/reconcile/cachetest",
+		module + "/reconcile/historytest",
 		module + "/support/supporttest",
 	}
 	// testSupport is what exists for testing: the helpers, and the test
