@@ -16,9 +16,9 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	_ "modernc.org/sqlite"
 
-	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
