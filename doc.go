@@ -3,7 +3,7 @@
 // adapter translates between them.
 //
 // It holds the wire types of the verdict stream (Verdict and its parts,
-// Status, U64; their JSON is the contract of docs/wire.md#verdict), the
+// Status, U64; their JSON is the contract of docs/protocol.md#verdict), the
 // records the service, the store and the support API exchange
 // (IntentRecord, Watch, PutResult, IntentHeader, StreamedVerdict), the
 // intake's Outcome, the errors a store or stream wraps so that callers can

@@ -33,7 +33,7 @@ func (s Status) Valid() bool {
 }
 
 // U64 is a uint64 that travels as a decimal string in JSON: every integer
-// that can exceed 2^53 does (docs/wire.md#nats-subjects-and-messages).
+// that can exceed 2^53 does (docs/protocol.md#nats-subjects-and-messages).
 type U64 uint64
 
 func (u U64) MarshalText() ([]byte, error) { return strconv.AppendUint(nil, uint64(u), 10), nil }
@@ -48,7 +48,7 @@ func (u *U64) UnmarshalText(b []byte) error {
 }
 
 // Verdict is the message published on reconcile.verdicts.<intent_id> and
-// stored in the verdict history. Its JSON form is the contract of docs/wire.md#verdict.
+// stored in the verdict history. Its JSON form is the contract of docs/protocol.md#verdict.
 type Verdict struct {
 	IntentID string `json:"intent_id"`
 	// IntentHash is the body this verdict was decided for (IntentHash): a

@@ -10,7 +10,7 @@ import (
 	"github.com/reconciled/reconciled"
 )
 
-// TestVerdictJSONGolden holds the verdict's wire form (docs/wire.md#verdict)
+// TestVerdictJSONGolden holds the verdict's wire form (docs/protocol.md#verdict)
 // to bytes recorded from the type before it moved into this package: every
 // field, the decimal strings of U64, the omitted and the null parts.
 func TestVerdictJSONGolden(t *testing.T) {

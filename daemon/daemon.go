@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icagent"
-	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/queue"
@@ -539,7 +539,7 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	}
 	// The ledger's history family (ICRC-3 or the ICP ledger's) is told by
 	// its endpoints on first use.
-	var h reconcile.History = icphistory.Choose(c)
+	var h reconcile.History = family.Choose(c)
 	if d.opts.History != nil {
 		h = d.opts.History(ledger, c)
 	}

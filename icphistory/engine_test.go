@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc1"
@@ -67,7 +68,7 @@ func (w *world) engine() *reconcile.Engine { return w.engineOn(reconcile.NewMemC
 // engineOn reads the ledger as the daemon does: through Choose, which
 // tells the family by the endpoints.
 func (w *world) engineOn(cache reconcile.BlockCache) *reconcile.Engine {
-	h := icphistory.Choose(w.client)
+	h := family.Choose(w.client)
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != w.l.ID().Encode() {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
@@ -310,12 +311,12 @@ func TestDetectTellsTheICPLedgerByItsEndpoints(t *testing.T) {
 	if ok, err := icphistory.IsICP(context.Background(), c.Conn); err != nil || ok {
 		t.Fatalf("ICRC ledger read as ICP: %v %v", ok, err)
 	}
-	fam := icphistory.Choose(w.client)
+	fam := family.Choose(w.client)
 	f, err := fam.Detect(context.Background())
 	if err != nil || f.MintingAccount == nil || !f.MintingAccount.Equal(w.l.MintingAccount()) || f.PageSize != icphistory.Page || !fam.IsICPLedger() {
 		t.Fatalf("features %+v %v", f, err)
 	}
-	other := icphistory.Choose(c)
+	other := family.Choose(c)
 	if f, err := other.Detect(context.Background()); err != nil || other.IsICPLedger() || f.PageSize == icphistory.Page && !f.LegacyBlocks {
 		t.Fatalf("ICRC ledger through Choose: %+v %v", f, err)
 	}
@@ -423,7 +424,7 @@ func TestFamilyProbeServesTheFirstTip(t *testing.T) {
 	w := newWorld(t)
 	w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, []byte("inv-1"))
 	queries := func() uint64 { return w.srv.Stats().Queries(w.l.ID(), "query_encoded_blocks") }
-	f := icphistory.Choose(w.client)
+	f := family.Choose(w.client)
 	before := queries()
 	tip, err := f.Tip(context.Background())
 	if err != nil {

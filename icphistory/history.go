@@ -13,7 +13,6 @@ import (
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3history"
 )
 
 // Page is the ICP ledger's and archives' largest reply.
@@ -106,6 +105,21 @@ func IsICP(ctx context.Context, c *icagent.Conn) (bool, error) {
 	return ok, err
 }
 
+// Probe asks the ledger conn names whether it is the ICP ledger (IsICP)
+// and, when it is, returns its History, whose first tip is the probe's own
+// verified reply (no second query). It returns nil, nil when the ledger
+// rejected query_encoded_blocks: not the ICP ledger, as far as this read
+// can tell.
+func Probe(ctx context.Context, conn *icagent.Conn, concurrency int) (*History, error) {
+	ok, raw, err := probeICP(ctx, conn)
+	if err != nil || !ok {
+		return nil, err
+	}
+	h := New(conn, concurrency)
+	h.probed, h.tipProbe, h.tipProbeAt = true, raw, conn.Now()
+	return h, nil
+}
+
 // probeICP is IsICP with the reply, a query_encoded_blocks(0, 0): the
 // tip's own query.
 func probeICP(ctx context.Context, c *icagent.Conn) (bool, []byte, error) {
@@ -185,7 +199,7 @@ func (h *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]i
 }
 
 // BlocksDescAbove is BlocksDesc for a walk whose end is learnt on the way,
-// as icrc3history.Client's: no page lying wholly below floor() is requested, and
+// as the ICRC family's: no page lying wholly below floor() is requested, and
 // once the pages requested are delivered and the next lies below floor(),
 // the walk ends, possibly above start. Without it the engine could only
 // ask for one stretch at a time and pay a round trip per stretch.
@@ -193,13 +207,19 @@ func (h *History) BlocksDescAbove(ctx context.Context, start, end uint64, floor 
 	return h.blocksDesc(ctx, start, end, floor, fn)
 }
 
-// concurrency is the pages read at once: the client's bound, or by
-// default the legacy endpoint's, whose pages are as large as these.
+// DefaultConcurrency is the pages read at once unless New is told
+// otherwise: the bound the ICRC family keeps for its legacy get_blocks
+// endpoint, whose pages are as large as these and are served by the same
+// boundary nodes.
+const DefaultConcurrency = 12
+
+// concurrency is the pages read at once: the client's bound, or
+// DefaultConcurrency.
 func (h *History) concurrency() int {
 	if h.conc > 0 {
 		return h.conc
 	}
-	return icrc3history.ConcurrencyLegacy
+	return DefaultConcurrency
 }
 
 func (h *History) blocksDesc(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {

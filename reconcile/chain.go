@@ -14,7 +14,7 @@ import (
 
 // History is one ledger's block history as the engine reads it, whatever
 // the ledger's family: *icrc3history.Client, *icphistory.History and
-// icphistory.Family implement it.
+// family.History implement it.
 type History interface {
 	// Tip returns the certified tip (BLS certificate verified).
 	Tip(ctx context.Context) (icrc3.Tip, error)

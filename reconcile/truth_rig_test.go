@@ -13,7 +13,7 @@ import (
 	"github.com/aviate-labs/agent-go/candid/idl"
 
 	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -166,7 +166,7 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 	var h reconcile.History = c
 	if w.cfg.icp {
 		// As the daemon reads it: the family told by the endpoints.
-		h = icphistory.Choose(c)
+		h = family.Choose(c)
 	}
 	eng := reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != id {

@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -115,7 +116,7 @@ func (sc *scenario) newEngine(c *icrc3history.Client, cache reconcile.BlockCache
 	var h reconcile.History = c
 	if sc.icp != nil {
 		// As the daemon reads it: the family told by the endpoints.
-		h = icphistory.Choose(c)
+		h = family.Choose(c)
 	}
 	return reconcile.NewEngine(func(ledger string) (reconcile.History, reconcile.LedgerConfig, error) {
 		if ledger != sc.Ledger {

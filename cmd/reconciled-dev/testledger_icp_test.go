@@ -12,7 +12,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -71,7 +71,7 @@ func TestTestLedgerServesAnICPLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
-		return icphistory.Choose(c), reconcile.LedgerConfig{}, nil
+		return family.Choose(c), reconcile.LedgerConfig{}, nil
 	}, reconcile.NewMemCache(), nil)
 	body := fmt.Sprintf(`{"intent_id":"icp-1","canister_id":%q,"method":"icrc1_transfer","caller":%q,`+
 		`"args":{"from_subaccount":null,"to":%q,"amount":"12345","fee":null,"memo":"6963702d31","created_at_time":"%d"},"after":"unknown"}`,

@@ -5,7 +5,7 @@ package main
 // serve flags, with their environment variables and defaults; the example
 // ledgers file loads; the Kubernetes example's environment is one serve
 // accepts; the support API's error codes are listed (docs/support.md); the
-// NATS example (docs/wire.md, readme_test.go) runs as written against the
+// NATS example (docs/protocol.md, readme_test.go) runs as written against the
 // daemon.
 
 import (
@@ -30,7 +30,7 @@ const (
 	readmePath         = "../../README.md"
 	ledgersExamplePath = "../../deploy/ledgers.example.json"
 	// The pages whose blocks and tables the tests run or check.
-	wireDocPath    = "../../docs/wire.md"
+	wireDocPath    = "../../docs/protocol.md"
 	configDocPath  = "../../docs/configuration.md"
 	opsDocPath     = "../../docs/operations.md"
 	supportDocPath = "../../docs/support.md"

@@ -32,7 +32,7 @@ import (
 	"github.com/reconciled/reconciled/reconcile"
 )
 
-// natsExample is the `nats` CLI example of docs/wire.md, taken apart.
+// natsExample is the `nats` CLI example of docs/protocol.md, taken apart.
 type natsExample struct {
 	intent         []byte // the heredoc written to intent.json
 	reqSubject     string // nats req <subject>
@@ -56,15 +56,15 @@ func parseNATSExample(t *testing.T, readme string) natsExample {
 	var ex natsExample
 	m := heredocRE.FindStringSubmatch(readme)
 	if m == nil {
-		t.Fatal("docs/wire.md: no `cat > intent.json <<'EOF'` heredoc")
+		t.Fatal("docs/protocol.md: no `cat > intent.json <<'EOF'` heredoc")
 	}
 	ex.intent = []byte(m[1])
 	if m = reqRE.FindStringSubmatch(readme); m == nil {
-		t.Fatal("docs/wire.md: no `nats req <subject> --header Nats-Msg-Id:<id> \"$(cat intent.json)\"` line")
+		t.Fatal("docs/protocol.md: no `nats req <subject> --header Nats-Msg-Id:<id> \"$(cat intent.json)\"` line")
 	}
 	ex.reqSubject, ex.msgID = m[1], m[2]
 	if m = getRE.FindStringSubmatch(readme); m == nil {
-		t.Fatal("docs/wire.md: no `nats stream get <stream> --last-for <subject>` line")
+		t.Fatal("docs/protocol.md: no `nats stream get <stream> --last-for <subject>` line")
 	}
 	ex.getStream, ex.getLastFor = m[1], m[2]
 	for _, s := range subRE.FindAllStringSubmatch(readme, -1) {
@@ -78,15 +78,15 @@ func parseNATSExample(t *testing.T, readme string) natsExample {
 		}
 	}
 	if ex.subVerdicts == "" || ex.subRejects == "" {
-		t.Fatal("docs/wire.md: want `nats sub` lines for the verdicts and the rejects subject")
+		t.Fatal("docs/protocol.md: want `nats sub` lines for the verdicts and the rejects subject")
 	}
 	_, after, ok := strings.Cut(readme, "\n### Verdict\n")
 	if !ok {
-		t.Fatal("docs/wire.md: no ### Verdict section")
+		t.Fatal("docs/protocol.md: no ### Verdict section")
 	}
 	_, block, ok := strings.Cut(after, "```json\n")
 	if !ok {
-		t.Fatal("docs/wire.md: no json block under ### Verdict")
+		t.Fatal("docs/protocol.md: no json block under ### Verdict")
 	}
 	block, _, _ = strings.Cut(block, "```")
 	ex.verdictExample = []byte(block)
@@ -100,7 +100,7 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// TestReadmeNATSExample runs the NATS example of docs/wire.md as written:
+// TestReadmeNATSExample runs the NATS example of docs/protocol.md as written:
 // the documented intent JSON, published to the documented subject with the
 // documented header, answered by a daemon configured with the example
 // ledgers file against a test replica that hosts a ledger under the
@@ -113,7 +113,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	// The example agrees with itself and with the contract.
 	in, err := matcher.ParseIntent(ex.intent)
 	if err != nil {
-		t.Fatalf("docs/wire.md: the intent does not parse: %v", err)
+		t.Fatalf("docs/protocol.md: the intent does not parse: %v", err)
 	}
 	var doc struct {
 		IntentID   string `json:"intent_id"`
@@ -141,18 +141,18 @@ func TestReadmeNATSExample(t *testing.T) {
 		{"nats sub rejects subject", ex.subRejects, wantRejectSubj},
 	} {
 		if c.got != c.want {
-			t.Errorf("docs/wire.md: %s is %q, want %q", c.what, c.got, c.want)
+			t.Errorf("docs/protocol.md: %s is %q, want %q", c.what, c.got, c.want)
 		}
 	}
 	if !strings.Contains(readme, "```text\n"+string(in.HashedForm())+"\n```\n\nand its `intent_hash` is `"+in.HashHex()+"`") {
-		t.Errorf("docs/wire.md: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
+		t.Errorf("docs/protocol.md: the example's hashed form and intent_hash are\n%s\n%s", in.HashedForm(), in.HashHex())
 	}
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
-		t.Error("docs/wire.md: the ### Intent block and the intent.json heredoc differ")
+		t.Error("docs/protocol.md: the ### Intent block and the intent.json heredoc differ")
 	}
 	var documented reconciled.Verdict
 	if err := decodeStrict(ex.verdictExample, &documented); err != nil {
-		t.Errorf("docs/wire.md: the verdict example does not decode as a verdict: %v", err)
+		t.Errorf("docs/protocol.md: the verdict example does not decode as a verdict: %v", err)
 	}
 	stamp, err := strconv.ParseUint(doc.Args.CreatedAtTime, 10, 64)
 	if err != nil {
@@ -188,7 +188,7 @@ func TestReadmeNATSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if now < stamp+uint64(24*time.Hour+2*time.Minute) {
-		t.Fatalf("docs/wire.md: the example's stamp %d is not older than a day: the example's window would still be open", stamp)
+		t.Fatalf("docs/protocol.md: the example's stamp %d is not older than a day: the example's window would still be open", stamp)
 	}
 
 	dir := t.TempDir()
@@ -283,14 +283,14 @@ func TestReadmeNATSExample(t *testing.T) {
 		uint64(*v.Evidence.CertifiedTime) <= uint64(v.Window.ToTS) {
 		t.Fatalf("evidence %+v: want a certified time past the window", v.Evidence)
 	}
-	// The verdict example of docs/wire.md shows this decision.
+	// The verdict example of docs/protocol.md shows this decision.
 	if v.IntentHash != in.HashHex() {
 		t.Fatalf("verdict intent_hash %q, want the example's %s", v.IntentHash, in.HashHex())
 	}
 	if documented.Status != v.Status || documented.Final != v.Final || documented.IntentID != v.IntentID ||
 		documented.IntentHash != v.IntentHash ||
 		documented.Window == nil || documented.Window.FromTS != v.Window.FromTS || documented.Window.ToTS != v.Window.ToTS {
-		t.Errorf("docs/wire.md: the verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
+		t.Errorf("docs/protocol.md: the verdict example (%s, window %+v) differs from the verdict the example gets:\n%s",
 			documented.Status, documented.Window, m.Data)
 	}
 
@@ -383,7 +383,7 @@ func checkReadmeMetrics(t *testing.T, ctx context.Context, readme string, d *dae
 }
 
 // TestReadmeExamplesAreTheContract: the README's short form of the wire
-// contract shows the intent docs/wire.md runs, and a verdict that decodes
+// contract shows the intent docs/protocol.md runs, and a verdict that decodes
 // as one (no field the contract lacks).
 func TestReadmeExamplesAreTheContract(t *testing.T) {
 	readme := readDoc(t, readmePath)
@@ -393,7 +393,7 @@ func TestReadmeExamplesAreTheContract(t *testing.T) {
 		t.Fatalf("README: %d json blocks, want the intent and the verdict", len(blocks))
 	}
 	if blocks[0][1] != string(ex.intent)+"\n" {
-		t.Errorf("README: the intent example differs from docs/wire.md's:\n%s", blocks[0][1])
+		t.Errorf("README: the intent example differs from docs/protocol.md's:\n%s", blocks[0][1])
 	}
 	var v reconciled.Verdict
 	if err := decodeStrict([]byte(blocks[1][1]), &v); err != nil {
@@ -427,7 +427,7 @@ var (
 	localReqRE = regexp.MustCompile(`(?m)^nats req "(\S+)\$TESTLEDGER_LEDGER" --header "Nats-Msg-Id:\$\(reconciled intent-hash --msg-id local\.json\)" "\$\(cat local\.json\)"$`)
 )
 
-// TestReadmeLocalNATSExample runs the local variant of docs/wire.md's NATS
+// TestReadmeLocalNATSExample runs the local variant of docs/protocol.md's NATS
 // example against a daemon reading a test ledger (which hosts no ledger
 // under the example's mainnet id): the example's body is unreadable
 // E_UNKNOWN_CANISTER there; edited as the page edits it, under the
@@ -440,7 +440,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	ex := parseNATSExample(t, readme)
 	sed, req := localSedRE.FindStringSubmatch(readme), localReqRE.FindStringSubmatch(readme)
 	if sed == nil || req == nil {
-		t.Fatalf("docs/wire.md: the local variant's sed or nats req line is missing (%q %q)", sed, req)
+		t.Fatalf("docs/protocol.md: the local variant's sed or nats req line is missing (%q %q)", sed, req)
 	}
 	var doc struct {
 		IntentID   string `json:"intent_id"`
@@ -450,7 +450,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sed[1] != doc.CanisterID || sed[2] != doc.IntentID || sed[3] == doc.IntentID {
-		t.Fatalf("docs/wire.md: the local variant replaces %s and %s by %s; the example's canister is %s, its id %s",
+		t.Fatalf("docs/protocol.md: the local variant replaces %s and %s by %s; the example's canister is %s, its id %s",
 			sed[1], sed[2], sed[3], doc.CanisterID, doc.IntentID)
 	}
 	localID := sed[3]
@@ -462,7 +462,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	localRejects, _ := subj.Reject(localID)
 	for _, s := range []string{localVerdicts, localRejects} {
 		if !strings.Contains(readme, "\nnats sub "+s+" &\n") {
-			t.Errorf("docs/wire.md: the local variant does not follow %s", s)
+			t.Errorf("docs/protocol.md: the local variant does not follow %s", s)
 		}
 	}
 
@@ -481,7 +481,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	body := bytes.ReplaceAll(ex.intent, []byte(sed[1]), []byte(local)) // sed -e "s/…/$TESTLEDGER_LEDGER/"
 	body = bytes.ReplaceAll(body, []byte(`"`+sed[2]+`"`), []byte(`"`+localID+`"`))
 	if want, _ := subj.Intent(local); req[1]+local != want {
-		t.Fatalf("docs/wire.md: the local variant publishes to %s$TESTLEDGER_LEDGER, want %s", req[1], want)
+		t.Fatalf("docs/protocol.md: the local variant publishes to %s$TESTLEDGER_LEDGER, want %s", req[1], want)
 	}
 	file := filepath.Join(t.TempDir(), "local.json")
 	writeFile(t, file, body)

@@ -43,7 +43,7 @@ var (
 	nats        = []string{"github.com/nats-io/..."}
 	sqlite      = []string{"modernc.org/sqlite/...", "github.com/jmoiron/sqlx/..."}
 	// The layers above the ledger models, bottom up.
-	clients  = []string{module + "/icagent", module + "/icrc1", module + "/icrc3history", module + "/icphistory"}
+	clients  = []string{module + "/icagent", module + "/icrc1", module + "/icrc3history", module + "/icphistory", module + "/family"}
 	engine   = []string{module + "/reconcile/..."}
 	queuePkg = []string{module + "/queue/..."}
 	storePkg = []string{module + "/store/..."}
@@ -77,8 +77,9 @@ var fences = []fence{
 	{"matcher", "a pure model of intents and their match", join(clients, engine, queuePkg, storePkg, console, wiring, nats, sqlite, []string{"net/http", "go.uber.org/zap/...", "github.com/prometheus/..."}, testSupport)},
 	{"icagent", "the verified IC client: certificates, not payments", join(clients[1:], []string{module + "/icp", module + "/matcher"}, engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"icrc1", "an ICRC ledger's client", join(clients[2:], engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
-	{"icrc3history", "the verified ICRC-3 history reader", join(clients[3:], engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
-	{"icphistory", "the verified ICP history reader", join(engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
+	{"icrc3history", "the verified ICRC-3 history reader; a family knows no sibling", join(clients[3:], engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
+	{"icphistory", "the verified ICP history reader; a family knows no sibling", join([]string{module + "/icrc3history", module + "/family"}, engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
+	{"family", "the choice between ledger families, above them and below the engine", join(engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"reconcile", "the engine decides verdicts; transport and storage are its callers'", join(queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	// The queue, the store and the support console speak the vocabulary
 	// (package reconciled), not the engine's types; the queue carries

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/icphistory"
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/ledgertest/testworld"
@@ -32,7 +32,7 @@ func TestNewICPLedger(t *testing.T) {
 	if w.Ledger != nil || w.ICP == nil || !w.ID().Equal(w.ICP.ID()) {
 		t.Fatalf("ICP world: ledger %v, ICP ledger %v", w.Ledger, w.ICP)
 	}
-	fam := icphistory.Choose(w.Client)
+	fam := family.Choose(w.Client)
 	if _, err := fam.Detect(context.Background()); err != nil || !fam.IsICPLedger() {
 		t.Fatalf("the client does not read an ICP ledger: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -102,7 +103,7 @@ func newICP(t *testing.T, chooser bool) historytest.Fixture {
 	}
 	f := historytest.Fixture{Ledger: &icpLedger{srv: tw.Server, cfg: archiving, l: tw.ICP}}
 	if chooser {
-		f.History = icphistory.Choose(tw.Client)
+		f.History = family.Choose(tw.Client)
 	} else {
 		f.History = icphistory.New(tw.Client.Conn, 2)
 	}

@@ -6,7 +6,7 @@ import { encodeAccount, encodePrincipal, fromHex, parseAccount, parsePrincipal, 
 export type Method = "icrc1_transfer" | "icrc2_transfer_from" | "icrc2_approve";
 
 /**
- * An intent as the daemon reads it (docs/wire.md, "Intent"): accounts in canonical
+ * An intent as the daemon reads it (docs/protocol.md, "Intent"): accounts in canonical
  * ICRC-1 text, blobs in lower-case hex, numbers as decimal strings, absent
  * options as null.
  */

@@ -3,7 +3,7 @@ import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
 
 import { encodeIntent, MAX_INTENT_BYTES, ownHashes, validIntentId, type Intent } from "./intent.js";
 
-/** Stream names: fixed, whatever the subject prefix (docs/wire.md, "NATS subjects and messages"). */
+/** Stream names: fixed, whatever the subject prefix (docs/protocol.md, "NATS subjects and messages"). */
 export const INTENTS_STREAM = "RECONCILE_INTENTS";
 export const VERDICTS_STREAM = "RECONCILE_VERDICTS";
 export const DEFAULT_PREFIX = "reconcile";
@@ -18,7 +18,7 @@ export interface BlockRef {
   match?: "exact" | "normalized";
 }
 
-/** A verdict as published on `<prefix>.verdicts.<intent_id>` (docs/wire.md, "Verdict"). */
+/** A verdict as published on `<prefix>.verdicts.<intent_id>` (docs/protocol.md, "Verdict"). */
 export interface Verdict {
   intent_id: string;
   seq: number;

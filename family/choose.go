@@ -1,4 +1,4 @@
-package icphistory
+package family
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/reconciled/reconciled/icagent"
+	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 )
 
-// Family is a ledger's history read by whichever family the ledger turns
+// History is a ledger's history read by whichever family the ledger turns
 // out to be: the ICP ledger (it answers query_encoded_blocks) or an ICRC-3
 // ledger. The choice is made by the ledger's endpoints, never by its id,
 // and is kept only on positive evidence: ICP once query_encoded_blocks
@@ -23,11 +24,11 @@ import (
 // lies about the endpoint cannot make a history wrong: an ICRC ledger read
 // as ICP has a certified_data no protobuf block hashes to, and an ICP
 // ledger read as ICRC-3 serves no ICRC-3 history (E_UNSUPPORTED).
-type Family struct {
+type History struct {
 	c *icrc3history.Client
 
 	mu  sync.Mutex
-	icp *History // the ICP ledger, once known
+	icp *icphistory.History // the ICP ledger, once known
 	// icrc: an ICRC ledger, once known.
 	icrc bool
 	// notICPAt is when a probe last saw query_encoded_blocks rejected.
@@ -41,7 +42,7 @@ type Family struct {
 // and an ICP ledger that was stopped is read as such within it.
 const reprobeEvery = time.Minute
 
-// historySource is what both families serve (reconcile.History).
+// historySource is what this package reads of either family.
 type historySource interface {
 	Tip(ctx context.Context) (icrc3.Tip, error)
 	Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error
@@ -52,12 +53,12 @@ type historySource interface {
 }
 
 // Choose reads the ledger c names by its family.
-func Choose(c *icrc3history.Client) *Family { return &Family{c: c} }
+func Choose(c *icrc3history.Client) *History { return &History{c: c} }
 
 // Client is the transport both families use (for its statistics).
-func (f *Family) Client() *icrc3history.Client { return f.c }
+func (f *History) Client() *icrc3history.Client { return f.c }
 
-func (f *Family) source(ctx context.Context) (historySource, error) {
+func (f *History) source(ctx context.Context) (historySource, error) {
 	f.mu.Lock()
 	switch {
 	case f.icp != nil:
@@ -70,22 +71,19 @@ func (f *Family) source(ctx context.Context) (historySource, error) {
 	f.mu.Unlock()
 	// The probe runs with no lock held; concurrent first reads share it.
 	_, err := f.probing.Do(ctx, func(ctx context.Context) (bool, error) {
-		ok, raw, err := probeICP(ctx, f.c.Conn)
+		h, err := icphistory.Probe(ctx, f.c.Conn, f.c.Concurrency())
 		if err != nil {
 			return false, err
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		switch {
-		case ok && f.icp == nil:
-			f.icp = New(f.c.Conn, f.c.Concurrency())
-			// The probe's reply is the tip's query, verified: the first
-			// tip need not ask again.
-			f.icp.probed, f.icp.tipProbe, f.icp.tipProbeAt = true, raw, f.c.Conn.Now()
-		case !ok:
+		case h != nil && f.icp == nil:
+			f.icp = h
+		case h == nil:
 			f.notICPAt = f.c.Conn.Now()
 		}
-		return ok, nil
+		return h != nil, nil
 	})
 	if err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
@@ -102,13 +100,13 @@ func (f *Family) source(ctx context.Context) (historySource, error) {
 }
 
 // IsICPLedger reports the family chosen so far (false before the choice).
-func (f *Family) IsICPLedger() bool {
+func (f *History) IsICPLedger() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.icp != nil
 }
 
-func (f *Family) Tip(ctx context.Context) (icrc3.Tip, error) {
+func (f *History) Tip(ctx context.Context) (icrc3.Tip, error) {
 	s, err := f.source(ctx)
 	if err != nil {
 		return icrc3.Tip{}, err
@@ -123,7 +121,7 @@ func (f *Family) Tip(ctx context.Context) (icrc3.Tip, error) {
 	return t, err
 }
 
-func (f *Family) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+func (f *History) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
 	s, err := f.source(ctx)
 	if err != nil {
 		return err
@@ -131,7 +129,7 @@ func (f *Family) Blocks(ctx context.Context, start, end uint64, fn func([]icrc3.
 	return s.Blocks(ctx, start, end, fn)
 }
 
-func (f *Family) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
+func (f *History) BlocksDesc(ctx context.Context, start, end uint64, fn func([]icrc3.Block) error) error {
 	s, err := f.source(ctx)
 	if err != nil {
 		return err
@@ -142,7 +140,7 @@ func (f *Family) BlocksDesc(ctx context.Context, start, end uint64, fn func([]ic
 // BlocksDescAbove passes the engine's aimed walk on to either family, so
 // a ledger read through Family keeps the concurrent walk the engine takes
 // from a bare client.
-func (f *Family) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
+func (f *History) BlocksDescAbove(ctx context.Context, start, end uint64, floor func() uint64, fn func([]icrc3.Block) error) error {
 	s, err := f.source(ctx)
 	if err != nil {
 		return err
@@ -150,7 +148,7 @@ func (f *Family) BlocksDescAbove(ctx context.Context, start, end uint64, floor f
 	return s.BlocksDescAbove(ctx, start, end, floor, fn)
 }
 
-func (f *Family) Detect(ctx context.Context) (icrc3.Features, error) {
+func (f *History) Detect(ctx context.Context) (icrc3.Features, error) {
 	s, err := f.source(ctx)
 	if err != nil {
 		return icrc3.Features{}, err
@@ -158,12 +156,12 @@ func (f *Family) Detect(ctx context.Context) (icrc3.Features, error) {
 	return s.Detect(ctx)
 }
 
-func (f *Family) NetworkKey() string { return f.c.NetworkKey() }
+func (f *History) NetworkKey() string { return f.c.NetworkKey() }
 
 // Mode: the ICP family verifies by certificate and chain only.
-func (f *Family) Mode() icrc3.VerifyMode { return f.c.Mode() }
+func (f *History) Mode() icrc3.VerifyMode { return f.c.Mode() }
 
-func (f *Family) Forget() {
+func (f *History) Forget() {
 	f.mu.Lock()
 	s := historySource(f.c)
 	if f.icp != nil {
