@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -31,8 +32,8 @@ func damagedStore(t *testing.T, dir string) string {
 	}
 	for i := range 40 {
 		body := fmt.Sprintf(`{"intent_id":"i%02d","method":"icrc1_transfer"}`, i)
-		if _, err := s.PutIntent(ctx, store.IntentRecord{IntentID: fmt.Sprintf("i%02d", i), CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai",
-			Method: "icrc1_transfer", Body: []byte(body), CanonicalHash: sha256.Sum256([]byte(body))}); err != nil {
+		if _, err := s.PutIntent(ctx, reconciled.IntentRecord{IntentID: fmt.Sprintf("i%02d", i), CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai",
+			Method: "icrc1_transfer", Body: []byte(body), Hash: sha256.Sum256([]byte(body))}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc3"
@@ -303,7 +304,7 @@ func New(ctx context.Context, cfg Config, o Options) (d *Daemon, err error) {
 	if o.Sink != nil {
 		sink = o.Sink(sink)
 	}
-	var port reconcile.Store = store.ServiceStore{S: d.store}
+	var port reconcile.Store = d.store
 	if o.ServiceStore != nil {
 		port = o.ServiceStore(port)
 	}
@@ -462,7 +463,7 @@ func (d *Daemon) followVerdicts(ctx context.Context, startAfter uint64) {
 		fc := queue.FollowConfig{Durable: d.followerName(), SkipOrigin: d.origin, StoreID: d.storeID,
 			StartAfter: max(startAfter, d.imports.imported()), StartTime: d.followStart(time.Now()), Progress: d.imports.progress}
 		err := d.conn.FollowVerdictMsgs(ctx, fc,
-			func(v reconcile.Verdict, h nats.Header) error {
+			func(v reconciled.Verdict, h nats.Header) error {
 				hdr, err := queue.DecodeIntentHeaders(h)
 				if err != nil {
 					d.log.Warn("verdict with unreadable intent headers", zap.String("intent_id", v.IntentID), zap.Error(err))
@@ -680,3 +681,13 @@ func (d *Daemon) closeResources() {
 		}
 	}
 }
+
+// The store is the service's persistence and the engine's block cache as
+// it is, and queue.Sink the service's verdict sink: both speak the
+// vocabulary, and no adapter stands between them and the service.
+var (
+	_ reconcile.Store         = (*store.Store)(nil)
+	_ reconcile.CheckRecorder = (*store.Store)(nil)
+	_ reconcile.BlockCache    = (*store.Store)(nil)
+	_ reconcile.Sink          = queue.Sink{}
+)

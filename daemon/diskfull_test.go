@@ -22,6 +22,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/store"
 )
@@ -281,7 +282,7 @@ func TestEmbeddedJetStreamOnFullDiskNotReadyThenRecovers(t *testing.T) {
 	publish := func(id string, n int) error {
 		ctx, cancel := context.WithTimeout(r.Ctx, time.Second)
 		defer cancel()
-		_, err := tool.PublishIntent(ctx, ledger, id, transferBody(id, ledger, n))
+		_, err := tool.PublishIntent(ctx, ledger, id, transferBody(id, ledger, n), matcher.IntentHash(transferBody(id, ledger, n)))
 		return err
 	}
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -26,11 +27,11 @@ func openIntent(t *testing.T, st *store.Store, id, ledger string, seen time.Time
 	t.Helper()
 	ctx := context.Background()
 	body := fmt.Sprintf(`{"intent_id":%q,"canister_id":%q,"method":"icrc1_transfer"}`, id, ledger)
-	if _, err := st.PutIntent(ctx, store.IntentRecord{IntentID: id, CanisterID: ledger, Method: "icrc1_transfer",
-		Body: []byte(body), CanonicalHash: sha256.Sum256([]byte(body)), FirstSeen: seen}); err != nil {
+	if _, err := st.PutIntent(ctx, reconciled.IntentRecord{IntentID: id, CanisterID: ledger, Method: "icrc1_transfer",
+		Body: []byte(body), Hash: sha256.Sum256([]byte(body)), FirstSeen: seen}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Watch(ctx, store.WatchEntry{IntentID: id, CanisterID: ledger, NextCheck: seen}); err != nil {
+	if err := st.Watch(ctx, reconciled.Watch{IntentID: id, CanisterID: ledger, NextCheck: seen}); err != nil {
 		t.Fatal(err)
 	}
 }

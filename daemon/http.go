@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
 )
@@ -343,7 +343,7 @@ type storeGauges struct {
 	read   bool   // read at least once
 	gen    uint64 // store.Changes when read
 	watch  int
-	counts map[reconcile.Status]int
+	counts map[reconciled.Status]int
 	oldest time.Time // first_seen of the oldest open intent; zero: none
 	// byLedger is the oldest open intent of each ledger.
 	byLedger []store.OldestOpen

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/store"
+	"github.com/reconciled/reconciled"
 )
 
 // A scrape reads the store's figures only when the store has been written
@@ -39,11 +39,11 @@ func TestMetricsStoreGaugesCached(t *testing.T) {
 	}
 	body := []byte(`{"intent_id":"w1","method":"icrc1_transfer"}`)
 	st := d.Store()
-	if _, err := st.PutIntent(ctx, store.IntentRecord{IntentID: "w1", CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai", Method: "icrc1_transfer",
-		Body: body, CanonicalHash: sha256.Sum256(body)}); err != nil {
+	if _, err := st.PutIntent(ctx, reconciled.IntentRecord{IntentID: "w1", CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai", Method: "icrc1_transfer",
+		Body: body, Hash: sha256.Sum256(body)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Watch(ctx, store.WatchEntry{IntentID: "w1", CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai", NextCheck: time.Now().Add(time.Hour)}); err != nil {
+	if err := st.Watch(ctx, reconciled.Watch{IntentID: "w1", CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai", NextCheck: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if g := gauge(); g != "reconciled_watch_list_size 1" {

@@ -16,6 +16,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	_ "modernc.org/sqlite"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
@@ -36,9 +37,9 @@ func publishFleetVerdicts(t *testing.T, r *daemontest.Rig, from, to int) []strin
 	for n := from; n < to; n++ {
 		id := fmt.Sprintf("fleet-%05d", n)
 		body := transferBody(id, fleetLedger, n)
-		v := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusInvalid, Final: true,
-			Reason: &reconcile.Reason{Code: "E_BAD_ARGS", Message: "test"}, DecidedAt: time.Now().UTC()}
-		if err := sink.PublishVerdict(r.Ctx, v, reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}); err != nil {
+		v := reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusInvalid, Final: true,
+			Reason: &reconciled.Reason{Code: "E_BAD_ARGS", Message: "test"}, DecidedAt: time.Now().UTC()}
+		if err := sink.PublishVerdict(r.Ctx, v, reconciled.IntentHeader{Body: body, Hash: sha256.Sum256(body)}); err != nil {
 			t.Fatalf("publish the verdict of %s: %v", id, err)
 		}
 		ids = append(ids, id)
@@ -74,7 +75,7 @@ type gatedStore struct {
 	open <-chan struct{}
 }
 
-func (s gatedStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+func (s gatedStore) PutIntent(ctx context.Context, rec reconciled.IntentRecord) (reconciled.PutResult, error) {
 	select {
 	case <-s.open:
 	case <-ctx.Done():
@@ -322,7 +323,7 @@ type heldStore struct {
 	h *holdable
 }
 
-func (s heldStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+func (s heldStore) PutIntent(ctx context.Context, rec reconciled.IntentRecord) (reconciled.PutResult, error) {
 	s.h.mu.Lock()
 	gate := s.h.gate
 	s.h.mu.Unlock()

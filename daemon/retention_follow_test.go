@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // A fresh store's follower starts at now - retention: of a stream holding
@@ -19,7 +19,7 @@ func TestFreshStoreImportsOnlyTheRetention(t *testing.T) {
 	r := daemontest.New(t, daemontest.Options{Seed: 41, NoDaemon: true})
 	publish := func(id string) {
 		t.Helper()
-		v := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+		v := reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: time.Now().UTC()}
 		if err := r.Tool.PublishVerdict(r.Ctx, v); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -49,9 +50,9 @@ func TestRetentionRoundPrunesAndCounts(t *testing.T) {
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	for id, age := range map[string]time.Duration{"old": 72 * time.Hour, "young": 24 * time.Hour} {
 		body := fmt.Sprintf(`{"intent_id":%q,"canister_id":"l","method":"icrc1_transfer"}`, id)
-		rec := store.IntentRecord{IntentID: id, CanisterID: "l", Method: "icrc1_transfer",
-			Body: []byte(body), CanonicalHash: sha256.Sum256([]byte(body))}
-		v := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusAbsent, Final: true, DecidedAt: now.Add(-age)}
+		rec := reconciled.IntentRecord{IntentID: id, CanisterID: "l", Method: "icrc1_transfer",
+			Body: []byte(body), Hash: sha256.Sum256([]byte(body))}
+		v := reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusAbsent, Final: true, DecidedAt: now.Add(-age)}
 		if _, err := st.PutIntentDecided(ctx, rec, v, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -38,8 +39,8 @@ func TestNotReadyAfterFailedWriteUntilARealWriteSucceeds(t *testing.T) {
 	}
 	put := func(id string) error {
 		body := fmt.Sprintf(`{"intent_id":%q}`, id)
-		_, err := d.Store().PutIntent(ctx, store.IntentRecord{IntentID: id, CanisterID: "c", Caller: "x", Method: "icrc1_transfer",
-			Body: []byte(body), CanonicalHash: sha256.Sum256([]byte(body))})
+		_, err := d.Store().PutIntent(ctx, reconciled.IntentRecord{IntentID: id, CanisterID: "c", Caller: "x", Method: "icrc1_transfer",
+			Body: []byte(body), Hash: sha256.Sum256([]byte(body))})
 		return err
 	}
 	full.Store(true)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
@@ -139,11 +140,11 @@ func (d *Daemon) ledgerLabel(ledger string) string {
 // intake stream: intents given back with a delay count against the
 // consumer's pending acknowledgements, and a flood of them would stall
 // the intake of every ledger.
-func (d *Daemon) holdStranger(ledger string) *reconcile.Reason {
+func (d *Daemon) holdStranger(ledger string) *reconciled.Reason {
 	if !d.stranger(ledger) || d.strangers.admit(ledger) {
 		return nil
 	}
-	return &reconcile.Reason{Code: reconcile.CodeUnconfiguredWait, Field: "canister_id",
+	return &reconciled.Reason{Code: reconcile.CodeUnconfiguredWait, Field: "canister_id",
 		Message: fmt.Sprintf("canister %s is not configured and this daemon follows as many unconfigured canisters, or open intents of this one, as it may at once; the intent is stored and checked once a slot frees", ledger)}
 }
 

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // An intent published on one ledger's subject whose body names another
@@ -21,8 +21,8 @@ func TestIntakeSubjectMismatchIsFinalInvalid(t *testing.T) {
 	}
 	other := r.Replica.NewCanisterID()
 	r.Publish(other.Encode(), "mm-1", transferBody("mm-1", l.ID().Encode(), 1))
-	v := r.Wait("mm-1", func(reconcile.Verdict) bool { return true })
-	if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != "E_SUBJECT_MISMATCH" {
+	v := r.Wait("mm-1", func(reconciled.Verdict) bool { return true })
+	if v.Status != reconciled.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != "E_SUBJECT_MISMATCH" {
 		t.Fatalf("verdict %s final=%t reason %+v; want a final invalid E_SUBJECT_MISMATCH", v.Status, v.Final, v.Reason)
 	}
 	st := r.Replica.Stats()
@@ -49,8 +49,8 @@ func TestIntakeStrictLedgersRefuseUnconfiguredFinal(t *testing.T) {
 		c.Ledgers[known.ID().Encode()] = daemon.Ledger{ID: known.ID()}
 	}})
 	r.Publish(stranger.ID().Encode(), "st-1", transferBody("st-1", stranger.ID().Encode(), 1))
-	v := r.Wait("st-1", func(reconcile.Verdict) bool { return true })
-	if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != "E_UNKNOWN_LEDGER" {
+	v := r.Wait("st-1", func(reconciled.Verdict) bool { return true })
+	if v.Status != reconciled.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != "E_UNKNOWN_LEDGER" {
 		t.Fatalf("verdict %s final=%t reason %+v; want a final invalid E_UNKNOWN_LEDGER", v.Status, v.Final, v.Reason)
 	}
 	d.FollowUpNow()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
@@ -140,7 +141,7 @@ func measureStrangers(t *testing.T, canisters, perCanister int) {
 	// intent is checked once at the end.
 	testutil.Eventually(t, 8*time.Minute, "every intent final", func() (bool, string) {
 		c, err := s.d.Store().CountByStatus(context.Background())
-		return err == nil && c[reconcile.StatusInvalid] == len(s.ids), fmt.Sprintf("%v %v of %d", c, err, len(s.ids))
+		return err == nil && c[reconciled.StatusInvalid] == len(s.ids), fmt.Sprintf("%v %v of %d", c, err, len(s.ids))
 	})
 	took := time.Since(start)
 	if n, codes := s.finalCount(t); n != len(s.ids) {
@@ -202,7 +203,7 @@ func TestStrangersOverCapsWaitThenEnd(t *testing.T) {
 	// three intents were decided (and failed), the rest wait unread.
 	testutil.Eventually(t, 30*time.Second, "a first verdict for every intent", func() (bool, string) {
 		c, err := s.d.Store().CountByStatus(context.Background())
-		return err == nil && c[reconcile.StatusUnreadable] == len(s.ids), fmt.Sprintf("%v %v", c, err)
+		return err == nil && c[reconciled.StatusUnreadable] == len(s.ids), fmt.Sprintf("%v %v", c, err)
 	})
 	_, codes := s.finalCount(t)
 	if codes["E_TRANSPORT"] > 6 || codes[reconcile.CodeUnconfiguredWait] < 9 {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testutil"
@@ -253,7 +254,7 @@ func TestBadInputTable(t *testing.T) {
 	base := payment{stamp: r.srv.Now(), amount: 4242, memo: "base"}
 	baseBody := jsonOf(base.intent("conflict-base", l.ID()))
 	r.publish(ledger, "conflict-base", baseBody)
-	if v := r.wait("conflict-base", verdictAny); v.Status != reconcile.StatusNotYet {
+	if v := r.wait("conflict-base", verdictAny); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("base intent: %s", outcomeOf(v))
 	}
 	storedBefore, err := r.st.Intent(r.ctx, "conflict-base")
@@ -303,7 +304,7 @@ func TestBadInputTable(t *testing.T) {
 		switch c.kind {
 		case expectInvalid:
 			v := r.wait(c.id, verdictAny)
-			if v.Status != reconcile.StatusInvalid || !v.Final || v.Seq != 1 || v.Reason == nil || v.Reason.Code != c.code {
+			if v.Status != reconciled.StatusInvalid || !v.Final || v.Seq != 1 || v.Reason == nil || v.Reason.Code != c.code {
 				t.Errorf("%s: verdict %s final=%v seq=%d reason=%+v, want invalid %s", c.name, v.Status, v.Final, v.Seq, v.Reason, c.code)
 			}
 		case expectTerm:
@@ -317,12 +318,12 @@ func TestBadInputTable(t *testing.T) {
 			conflicts++
 		case expectOpen:
 			v := r.wait(c.id, verdictAny)
-			if v.Status != reconcile.StatusNotYet || v.Final || v.Window == nil {
+			if v.Status != reconciled.StatusNotYet || v.Final || v.Window == nil {
 				t.Errorf("%s: verdict %s final=%v, want not_yet", c.name, v.Status, v.Final)
 			}
 		case expectAbsent:
 			v := r.wait(c.id, verdictAny)
-			if v.Status != reconcile.StatusAbsent || !v.Final || v.Seq != 1 {
+			if v.Status != reconciled.StatusAbsent || !v.Final || v.Seq != 1 {
 				t.Errorf("%s: verdict %s final=%v seq=%d, want absent", c.name, v.Status, v.Final, v.Seq)
 			}
 		}
@@ -351,7 +352,7 @@ func TestBadInputTable(t *testing.T) {
 	// verdict may be a not_yet from just before the transfer; the
 	// follow-up settles it.
 	v := r.settle("after-table", verdictFinal)
-	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("valid intent after the table: %s %+v", outcomeOf(v), v.Block)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -365,7 +366,7 @@ func TestBadInputTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(storedAfter.Body, storedBefore.Body) || storedAfter.CanonicalHash != storedBefore.CanonicalHash {
+	if !bytes.Equal(storedAfter.Body, storedBefore.Body) || storedAfter.Hash != storedBefore.Hash {
 		t.Fatalf("stored intent changed:\n%s\n%s", storedBefore.Body, storedAfter.Body)
 	}
 	verdictsAfter, err := r.st.Verdicts(r.ctx, "conflict-base")
@@ -405,15 +406,15 @@ func TestBadInputStampNearNat64Max(t *testing.T) {
 		id := "stamp-" + stamp
 		r.publish(ledger, id, validIntent(id, ledger, func(_, a map[string]any) { a["created_at_time"] = stamp }))
 		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
-		var got *reconcile.Verdict
-		err := r.tool.WatchIntent(ctx, id, func(v reconcile.Verdict) error { got = &v; return queue.ErrStop })
+		var got *reconciled.Verdict
+		err := r.tool.WatchIntent(ctx, id, func(v reconciled.Verdict) error { got = &v; return queue.ErrStop })
 		cancel()
 		if err != nil || got == nil {
 			t.Errorf("stamp %s: no verdict within 10 s (%v); daemon log:\n%s", stamp, err, lastLines(r.logs.String(), id, 3))
 			continue
 		}
-		if (got.Status != reconcile.StatusInvalid || got.Reason == nil || got.Reason.Code != "E_BAD_STAMP") &&
-			(got.Status != reconcile.StatusNotYet) {
+		if (got.Status != reconciled.StatusInvalid || got.Reason == nil || got.Reason.Code != "E_BAD_STAMP") &&
+			(got.Status != reconciled.StatusNotYet) {
 			t.Errorf("stamp %s: %s %+v, want invalid E_BAD_STAMP or not_yet", stamp, got.Status, got.Reason)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -278,7 +279,7 @@ func TestFinalFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 
 	env.closeWindows()
 	died := followUpThatDiesBeforePublishing(t, ctx, env, nn.URL(), dir)
-	if !died.Final || died.Status != reconcile.StatusAbsent || died.Seq != 2 {
+	if !died.Final || died.Status != reconciled.StatusAbsent || died.Seq != 2 {
 		t.Fatalf("the follow-up decided %s, want a final absent with seq 2", describeOne(died))
 	}
 
@@ -294,13 +295,13 @@ func TestFinalFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 // on the stopped daemon's data dir, whose process "dies" when it is about
 // to publish a final verdict: it returns that verdict, already committed
 // to the store.
-func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *ledgerEnv, natsURL, dir string) reconcile.Verdict {
+func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *ledgerEnv, natsURL, dir string) reconciled.Verdict {
 	t.Helper()
 	ag, err := env.srv.NewAgent(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	died := make(chan reconcile.Verdict, 1)
+	died := make(chan reconciled.Verdict, 1)
 	d, err := daemon.New(ctx, daemon.Config{NATSURL: natsURL, DataDir: dir, Instance: "gap", PollInterval: time.Hour,
 		MaxInflight: 1, MaxMessageBytes: 32 << 10, Grace: time.Second},
 		daemon.Options{Agent: ag, Sink: func(s reconcile.Sink) reconcile.Sink { return dyingSink{Sink: s, died: died} }})
@@ -316,7 +317,7 @@ func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *le
 		return v
 	case <-time.After(30 * time.Second):
 		t.Fatal("the follow-up round published no final verdict")
-		return reconcile.Verdict{}
+		return reconciled.Verdict{}
 	}
 }
 
@@ -324,10 +325,10 @@ func followUpThatDiesBeforePublishing(t *testing.T, ctx context.Context, env *le
 // about to publish a final verdict.
 type dyingSink struct {
 	reconcile.Sink
-	died chan<- reconcile.Verdict
+	died chan<- reconciled.Verdict
 }
 
-func (s dyingSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s dyingSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	if !v.Final {
 		return s.Sink.PublishVerdict(ctx, v, in)
 	}

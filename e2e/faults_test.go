@@ -9,8 +9,8 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The windows a case closes: TW + D of the daemon's defaults (24 h + 2 min)
@@ -20,13 +20,13 @@ const closeWindow = 24*time.Hour + 5*time.Minute
 // outcome is an acceptable verdict under a fault: a status and, for
 // unreadable, the reason code.
 type outcome struct {
-	status reconcile.Status
+	status reconciled.Status
 	code   string
 }
 
-func unreadable(code string) outcome { return outcome{reconcile.StatusUnreadable, code} }
+func unreadable(code string) outcome { return outcome{reconciled.StatusUnreadable, code} }
 
-var notYet = outcome{status: reconcile.StatusNotYet}
+var notYet = outcome{status: reconciled.StatusNotYet}
 
 func (o outcome) String() string {
 	if o.code == "" {
@@ -35,9 +35,9 @@ func (o outcome) String() string {
 	return string(o.status) + "/" + o.code
 }
 
-func outcomeOf(v reconcile.Verdict) outcome {
+func outcomeOf(v reconciled.Verdict) outcome {
 	o := outcome{status: v.Status}
-	if v.Reason != nil && v.Status == reconcile.StatusUnreadable {
+	if v.Reason != nil && v.Status == reconciled.StatusUnreadable {
 		o.code = v.Reason.Code
 	}
 	return o
@@ -83,18 +83,18 @@ func setUp(r *rig, cfg ledgertest.LedgerConfig, executed, closed bool, seed int6
 
 // checkFinal checks that v is the truth of the scenario: found at the
 // payment's block, or absent when it never executed.
-func (s scenario) checkFinal(t *testing.T, v reconcile.Verdict) {
+func (s scenario) checkFinal(t *testing.T, v reconciled.Verdict) {
 	t.Helper()
 	if !v.Final {
 		t.Fatalf("not final: %+v", v)
 	}
 	if !s.executed {
-		if v.Status != reconcile.StatusAbsent {
+		if v.Status != reconciled.StatusAbsent {
 			t.Fatalf("final verdict %s, want absent (the payment never executed)", outcomeOf(v))
 		}
 		return
 	}
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != s.index {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != s.index {
 		t.Fatalf("final verdict %s block %+v, want found at %d", outcomeOf(v), v.Block, s.index)
 	}
 	if v.Evidence == nil || v.Evidence.Verified != "certificate+chain" {
@@ -154,7 +154,7 @@ func lift(r *rig, s scenario) {
 }
 
 func faultMatrix() []faultCase {
-	found := outcome{status: reconcile.StatusFound}
+	found := outcome{status: reconciled.StatusFound}
 	cases := []faultCase{
 		{name: "http-500", executed: true, closed: true, apply: onLedger(ledgertest.Faults{HTTPStatus: 500}), want: []outcome{unreadable("E_TRANSPORT")}},
 		{name: "http-503", executed: true, closed: true, apply: onLedger(ledgertest.Faults{HTTPStatus: 503}), want: []outcome{unreadable("E_TRANSPORT")}},
@@ -180,7 +180,7 @@ func faultMatrix() []faultCase {
 		{name: "time-backwards-found", executed: true, closed: true, apply: onLedger(ledgertest.Faults{TimeBackwards: 2 * time.Hour}), want: []outcome{found, unreadable("E_CHAIN")}},
 		// Legacy tip layout: not a fault; decided like any other.
 		{name: "legacy-tip-found", cfg: ledgertest.LedgerConfig{TipFormat: ledgertest.TipLegacy}, executed: true, closed: true, apply: onLedger(ledgertest.Faults{}), want: []outcome{found}},
-		{name: "legacy-tip-absent", cfg: ledgertest.LedgerConfig{TipFormat: ledgertest.TipLegacy}, executed: false, closed: true, apply: onLedger(ledgertest.Faults{}), want: []outcome{{status: reconcile.StatusAbsent}}},
+		{name: "legacy-tip-absent", cfg: ledgertest.LedgerConfig{TipFormat: ledgertest.TipLegacy}, executed: false, closed: true, apply: onLedger(ledgertest.Faults{}), want: []outcome{{status: reconciled.StatusAbsent}}},
 		{name: "legacy-tip-icrc3-only", cfg: ledgertest.LedgerConfig{TipFormat: ledgertest.TipLegacy, DisableLegacy: true}, executed: true, closed: true, apply: onLedger(ledgertest.Faults{}), want: []outcome{found}},
 	}
 	for code := uint64(1); code <= 5; code++ {
@@ -291,7 +291,7 @@ func TestFaultLaggingReplica(t *testing.T) {
 	// An unrelated intent makes the daemon read the certified tip.
 	warm := payment{stamp: r.srv.Now(), amount: 5, memo: "warm"}
 	r.publish(l.ID().Encode(), "lag-warm", jsonOf(warm.intent("lag-warm", l.ID())))
-	if v := r.wait("lag-warm", verdictAny); v.Status != reconcile.StatusNotYet {
+	if v := r.wait("lag-warm", verdictAny); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("warm-up: %s", outcomeOf(v))
 	}
 	r.srv.Advance(closeWindow)
@@ -300,7 +300,7 @@ func TestFaultLaggingReplica(t *testing.T) {
 	v := r.wait("lag-pay", verdictAny)
 	t.Logf("behind a lagging replica: %s", outcomeOf(v))
 	switch got := outcomeOf(v); {
-	case got.status == reconcile.StatusFound:
+	case got.status == reconciled.StatusFound:
 		if uint64(v.Block.Index) != idx {
 			t.Fatalf("found at %d, want %d", v.Block.Index, idx)
 		}
@@ -311,7 +311,7 @@ func TestFaultLaggingReplica(t *testing.T) {
 	}
 	r.srv.SetFaults(l.ID(), ledgertest.Faults{})
 	v = r.settle("lag-pay", verdictFinal)
-	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("after the lag: %s %+v, want found at %d", outcomeOf(v), v.Block, idx)
 	}
 }
@@ -425,15 +425,15 @@ func TestFaultChaos(t *testing.T) {
 	for _, pl := range plan {
 		truth[pl.id] = pl
 	}
-	check := func(v reconcile.Verdict, under string) {
+	check := func(v reconciled.Verdict, under string) {
 		t.Helper()
 		if !v.Final {
 			return
 		}
 		pl := truth[v.IntentID]
 		switch {
-		case v.Status == reconcile.StatusFound && pl.executed && v.Block != nil && uint64(v.Block.Index) == pl.index:
-		case v.Status == reconcile.StatusAbsent && !pl.executed:
+		case v.Status == reconciled.StatusFound && pl.executed && v.Block != nil && uint64(v.Block.Index) == pl.index:
+		case v.Status == reconciled.StatusAbsent && !pl.executed:
 		default:
 			t.Errorf("%s (executed=%v at %d) under %s: final %s %+v — not the truth", v.IntentID, pl.executed, pl.index, under, v.Status, v.Block)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The follow-up lease and poll interval of the hand-off test: short by
@@ -90,7 +90,7 @@ func TestFleetHandOffAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.closeWindows()
-	final := feed.when(func(byID map[string][]reconcile.Verdict, _ int) bool {
+	final := feed.when(func(byID map[string][]reconciled.Verdict, _ int) bool {
 		vs := byID[p.ID]
 		return len(vs) > 0 && vs[len(vs)-1].Final
 	})
@@ -177,7 +177,7 @@ func TestFleetRollingDeploy(t *testing.T) {
 	}
 	publishAll(t, ctx, tool, plan)
 	select {
-	case <-feed.when(func(byID map[string][]reconcile.Verdict, _ int) bool { return len(byID) == len(plan) }):
+	case <-feed.when(func(byID map[string][]reconciled.Verdict, _ int) bool { return len(byID) == len(plan) }):
 	case <-ctx.Done():
 		t.Fatalf("not every intent got a first verdict\n%s", diag())
 	}

@@ -12,12 +12,14 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -114,12 +116,12 @@ func (r *rig) gaugeOf(ledger principal.Principal) *readGauge {
 // with the message id a tool layer gives it (<intent_id>:<intent_hash>).
 func (r *rig) publish(canister, id string, body []byte) {
 	r.t.Helper()
-	r.Publish(canister, queue.IntentMsgID(id, body), body)
+	r.Publish(canister, queue.IntentMsgID(id, matcher.IntentHash(body)), body)
 }
 
 // wait returns the first verdict of id that satisfies until, reading the
 // verdict stream from the intent's latest verdict on.
-func (r *rig) wait(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (r *rig) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	r.t.Helper()
 	return r.Wait(id, until)
 }
@@ -127,7 +129,7 @@ func (r *rig) wait(id string, until func(reconcile.Verdict) bool) reconcile.Verd
 // settle waits for a verdict of id satisfying until while asking for a
 // follow-up round every few milliseconds: a watch becomes due only after
 // its backoff, so one trigger may come too early.
-func (r *rig) settle(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (r *rig) settle(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	r.t.Helper()
 	done := make(chan struct{})
 	defer close(done)
@@ -146,8 +148,8 @@ func (r *rig) settle(id string, until func(reconcile.Verdict) bool) reconcile.Ve
 	return r.wait(id, until)
 }
 
-func verdictAny(reconcile.Verdict) bool     { return true }
-func verdictFinal(v reconcile.Verdict) bool { return v.Final }
+func verdictAny(reconciled.Verdict) bool     { return true }
+func verdictFinal(v reconciled.Verdict) bool { return v.Final }
 
 // archivedLedger makes a ledger that funds the payer and archives early
 // (300 blocks on the ledger, archives of 400), so a history of a few

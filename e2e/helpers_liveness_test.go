@@ -17,6 +17,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -44,7 +45,7 @@ type outageSink struct {
 	o *outage
 }
 
-func (s outageSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s outageSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	if s.o.on.Load() {
 		return errStreamOutage
 	}
@@ -58,14 +59,14 @@ func (s outageSink) PublishReject(ctx context.Context, id, code, msg string) err
 	return s.Sink.PublishReject(ctx, id, code, msg)
 }
 
-func (s outageSink) LastVerdict(ctx context.Context, id string) (*reconcile.Verdict, error) {
+func (s outageSink) LastVerdict(ctx context.Context, id string) (*reconciled.Verdict, error) {
 	if s.o.on.Load() {
 		return nil, errStreamOutage
 	}
 	return s.Sink.LastVerdict(ctx, id)
 }
 
-func (s outageSink) History(ctx context.Context, id string) ([]reconcile.StreamedVerdict, error) {
+func (s outageSink) History(ctx context.Context, id string) ([]reconciled.StreamedVerdict, error) {
 	if s.o.on.Load() {
 		return nil, errStreamOutage
 	}
@@ -91,28 +92,28 @@ func (s outageStore) fail() error {
 	return errStoreOutage
 }
 
-func (s outageStore) PutIntent(ctx context.Context, rec reconcile.IntentRecord) (reconcile.PutResult, error) {
+func (s outageStore) PutIntent(ctx context.Context, rec reconciled.IntentRecord) (reconciled.PutResult, error) {
 	if err := s.fail(); err != nil {
 		return 0, err
 	}
 	return s.Store.PutIntent(ctx, rec)
 }
 
-func (s outageStore) PutIntentDecided(ctx context.Context, rec reconcile.IntentRecord, v reconcile.Verdict, w *reconcile.Watch) (reconcile.PutResult, error) {
+func (s outageStore) PutIntentDecided(ctx context.Context, rec reconciled.IntentRecord, v reconciled.Verdict, w *reconciled.Watch) (reconciled.PutResult, error) {
 	if err := s.fail(); err != nil {
 		return 0, err
 	}
 	return s.Store.PutIntentDecided(ctx, rec, v, w)
 }
 
-func (s outageStore) AppendVerdict(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
+func (s outageStore) AppendVerdict(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch) error {
 	if err := s.fail(); err != nil {
 		return err
 	}
 	return s.Store.AppendVerdict(ctx, v, w)
 }
 
-func (s outageStore) AppendDecided(ctx context.Context, v reconcile.Verdict, w *reconcile.Watch) error {
+func (s outageStore) AppendDecided(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch) error {
 	if err := s.fail(); err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func (s outageStore) DiscardUnpublished(ctx context.Context, id string, seq uint
 	return s.Store.DiscardUnpublished(ctx, id, seq)
 }
 
-func (s outageStore) Reschedule(ctx context.Context, w reconcile.Watch) error {
+func (s outageStore) Reschedule(ctx context.Context, w reconciled.Watch) error {
 	if err := s.fail(); err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func readyz(d *daemon.Daemon) (bool, string) {
 type lvFeed struct {
 	mu      sync.Mutex
 	seen    map[uint64]bool
-	byID    map[string][]reconcile.Verdict
+	byID    map[string][]reconciled.Verdict
 	finalAt map[string]time.Time
 	bad     []string
 	changed chan struct{}
@@ -162,7 +163,7 @@ type lvFeed struct {
 
 func followLiveness(t testing.TB, ctx context.Context, js jetstream.JetStream) *lvFeed {
 	t.Helper()
-	f := &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconcile.Verdict{}, finalAt: map[string]time.Time{},
+	f := &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconciled.Verdict{}, finalAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1)}
 	f.follow(t, ctx, js)
 	return f
@@ -196,7 +197,7 @@ func (f *lvFeed) add(msg jetstream.Msg) {
 		return
 	}
 	f.seen[md.Sequence.Stream] = true
-	var v reconcile.Verdict
+	var v reconciled.Verdict
 	if err := json.Unmarshal(msg.Data(), &v); err != nil {
 		f.bad = append(f.bad, fmt.Sprintf("stream seq %d: %v", md.Sequence.Stream, err))
 		return
@@ -213,7 +214,7 @@ func (f *lvFeed) add(msg jetstream.Msg) {
 
 // waitFor waits until cond (run under the feed's lock) holds or deadline
 // passes; it reports whether cond held.
-func (f *lvFeed) waitFor(ctx context.Context, deadline time.Time, cond func(byID map[string][]reconcile.Verdict) bool) bool {
+func (f *lvFeed) waitFor(ctx context.Context, deadline time.Time, cond func(byID map[string][]reconciled.Verdict) bool) bool {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -317,7 +318,7 @@ func lvTable(rows []*lvResult) string {
 // the feed's arrival times: exactly one final verdict, the last, with seqs
 // 1..n, the truth for the body that took the id, and no later than
 // allowed after the intent was ready.
-func judge(res *lvResult, plan []*lvIntent, stream map[string][]reconcile.Verdict, finalAt map[string]time.Time, allowed time.Duration) {
+func judge(res *lvResult, plan []*lvIntent, stream map[string][]reconciled.Verdict, finalAt map[string]time.Time, allowed time.Duration) {
 	res.intents += len(plan)
 	res.allowed = max(res.allowed, allowed)
 	for _, p := range plan {
@@ -376,7 +377,7 @@ func judge(res *lvResult, plan []*lvIntent, stream map[string][]reconcile.Verdic
 
 // wrongFinal says what is wrong with an intent's final verdict ("" when
 // nothing is).
-func wrongFinal(p *lvIntent, vs []reconcile.Verdict) string {
+func wrongFinal(p *lvIntent, vs []reconciled.Verdict) string {
 	last := vs[len(vs)-1]
 	if last.Final != last.Status.Final() {
 		return fmt.Sprintf("status %s with final=%v", last.Status, last.Final)
@@ -388,15 +389,15 @@ func wrongFinal(p *lvIntent, vs []reconcile.Verdict) string {
 	}
 	switch p.Class {
 	case classFound, classLate:
-		if last.Status != reconcile.StatusFound || last.Block == nil || uint64(last.Block.Index) != p.block {
+		if last.Status != reconciled.StatusFound || last.Block == nil || uint64(last.Block.Index) != p.block {
 			return fmt.Sprintf("executed at block %d, final %s", p.block, describeOne(last))
 		}
 	case classAbsent:
-		if last.Status != reconcile.StatusAbsent {
+		if last.Status != reconciled.StatusAbsent {
 			return "never executed, final " + describeOne(last)
 		}
 	case classInvalid:
-		if last.Status != reconcile.StatusInvalid || last.Reason == nil || last.Reason.Code != "E_NO_STAMP" {
+		if last.Status != reconciled.StatusInvalid || last.Reason == nil || last.Reason.Code != "E_NO_STAMP" {
 			return "no stamp, final " + describeOne(last)
 		}
 	}
@@ -405,12 +406,12 @@ func wrongFinal(p *lvIntent, vs []reconcile.Verdict) string {
 
 // sameVerdicts reports whether a store's history of an intent is the
 // stream's, seq by seq and decision by decision.
-func sameVerdicts(a, b []reconcile.Verdict) bool {
+func sameVerdicts(a, b []reconciled.Verdict) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].Seq != b[i].Seq || a[i].IntentHash != b[i].IntentHash || !reconcile.SameDecision(a[i], b[i]) {
+		if a[i].Seq != b[i].Seq || a[i].IntentHash != b[i].IntentHash || !reconciled.SameDecision(a[i], b[i]) {
 			return false
 		}
 	}

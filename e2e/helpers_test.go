@@ -24,11 +24,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -170,7 +171,7 @@ func publishAll(t testing.TB, ctx context.Context, c *queue.Conn, ps []*plannedI
 	for _, p := range ps {
 		for {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.PublishIntent(pctx, p.Canister, p.ID, p.Body)
+			_, err := c.PublishIntent(pctx, p.Canister, p.ID, p.Body, matcher.IntentHash(p.Body))
 			cancel()
 			if err == nil {
 				break
@@ -309,20 +310,20 @@ func (e *ledgerEnv) planMix(prefix string, n int, shuffle func(n int, swap func(
 type verdictFeed struct {
 	mu      sync.Mutex
 	seen    map[uint64]bool // stream sequences: a consumer reset may repeat some
-	byID    map[string][]reconcile.Verdict
+	byID    map[string][]reconciled.Verdict
 	n       int
 	bad     []string
 	waiters []*feedWaiter
 }
 
 type feedWaiter struct {
-	cond func(byID map[string][]reconcile.Verdict, n int) bool
+	cond func(byID map[string][]reconciled.Verdict, n int) bool
 	ch   chan struct{}
 }
 
 func followVerdicts(t testing.TB, ctx context.Context, js jetstream.JetStream) *verdictFeed {
 	t.Helper()
-	f := &verdictFeed{seen: map[uint64]bool{}, byID: map[string][]reconcile.Verdict{}}
+	f := &verdictFeed{seen: map[uint64]bool{}, byID: map[string][]reconciled.Verdict{}}
 	cons, err := js.OrderedConsumer(ctx, queue.VerdictsStream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -349,7 +350,7 @@ func (f *verdictFeed) add(msg jetstream.Msg) {
 		return
 	}
 	f.seen[md.Sequence.Stream] = true
-	var v reconcile.Verdict
+	var v reconciled.Verdict
 	if err := json.Unmarshal(msg.Data(), &v); err != nil {
 		f.bad = append(f.bad, fmt.Sprintf("stream seq %d: %v", md.Sequence.Stream, err))
 		return
@@ -369,7 +370,7 @@ func (f *verdictFeed) add(msg jetstream.Msg) {
 
 // when returns a channel closed once cond holds (cond runs under the feed's
 // lock and must not block).
-func (f *verdictFeed) when(cond func(byID map[string][]reconcile.Verdict, n int) bool) <-chan struct{} {
+func (f *verdictFeed) when(cond func(byID map[string][]reconciled.Verdict, n int) bool) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := &feedWaiter{cond: cond, ch: make(chan struct{})}
@@ -389,7 +390,7 @@ func (f *verdictFeed) count() int {
 
 // atLeast is closed once n verdicts have been seen.
 func (f *verdictFeed) atLeast(n int) <-chan struct{} {
-	return f.when(func(_ map[string][]reconcile.Verdict, got int) bool { return got >= n })
+	return f.when(func(_ map[string][]reconciled.Verdict, got int) bool { return got >= n })
 }
 
 // waitSettled waits until every intent of ps that want selects has a final
@@ -405,7 +406,7 @@ func (f *verdictFeed) waitSettled(t testing.TB, ps []*plannedIntent, want func(*
 // returns false, so the caller can go on and show what follows.
 func (f *verdictFeed) settledWithin(t testing.TB, ps []*plannedIntent, want func(*plannedIntent) bool, timeout time.Duration, diag func() string) bool {
 	t.Helper()
-	open := func(byID map[string][]reconcile.Verdict) []string {
+	open := func(byID map[string][]reconciled.Verdict) []string {
 		var ids []string
 		for _, p := range ps {
 			if !want(p) {
@@ -422,7 +423,7 @@ func (f *verdictFeed) settledWithin(t testing.TB, ps []*plannedIntent, want func
 		}
 		return ids
 	}
-	done := f.when(func(byID map[string][]reconcile.Verdict, _ int) bool { return len(open(byID)) == 0 })
+	done := f.when(func(byID map[string][]reconciled.Verdict, _ int) bool { return len(open(byID)) == 0 })
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -450,8 +451,8 @@ func (f *verdictFeed) problems() []string {
 // readVerdictStream reads the whole verdict stream afresh (not through
 // the feed), in stream order, one message at a time by sequence: a get is
 // retried on its own when a cluster is still electing a stream leader.
-func readVerdictStream(ctx context.Context, js jetstream.JetStream) (map[string][]reconcile.Verdict, int, error) {
-	out := map[string][]reconcile.Verdict{}
+func readVerdictStream(ctx context.Context, js jetstream.JetStream) (map[string][]reconciled.Verdict, int, error) {
+	out := map[string][]reconciled.Verdict{}
 	var info *jetstream.StreamInfo
 	err := retryTransient(ctx, func() error {
 		st, err := js.Stream(ctx, queue.VerdictsStream)
@@ -481,7 +482,7 @@ func readVerdictStream(ctx context.Context, js jetstream.JetStream) (map[string]
 		if err != nil {
 			return nil, n, fmt.Errorf("verdict stream seq %d: %w", seq, err)
 		}
-		var v reconcile.Verdict
+		var v reconciled.Verdict
 		if err := json.Unmarshal(raw.Data, &v); err != nil {
 			return nil, n, fmt.Errorf("verdict stream seq %d: %w", seq, err)
 		}
@@ -554,7 +555,7 @@ func waitQueueDrained(t testing.TB, ctx context.Context, js jetstream.JetStream,
 // every intent has seqs 1..n without gaps or repeats, exactly one final
 // verdict and it is the last, nothing final before it, and the final
 // verdict is the truth (a wrong absent makes a person pay twice).
-func checkHistories(t testing.TB, where string, hist map[string][]reconcile.Verdict, ps []*plannedIntent) {
+func checkHistories(t testing.TB, where string, hist map[string][]reconciled.Verdict, ps []*plannedIntent) {
 	t.Helper()
 	known := map[string]bool{}
 	for _, p := range ps {
@@ -586,15 +587,15 @@ func checkHistories(t testing.TB, where string, hist map[string][]reconcile.Verd
 		}
 		switch p.Class {
 		case classFound, classLate:
-			if last.Status != reconcile.StatusFound || last.Block == nil || uint64(last.Block.Index) != p.block {
+			if last.Status != reconciled.StatusFound || last.Block == nil || uint64(last.Block.Index) != p.block {
 				t.Errorf("%s: %s (%s, executed at block %d): final verdict %s", where, p.ID, p.Class, p.block, describeOne(last))
 			}
 		case classAbsent:
-			if last.Status != reconcile.StatusAbsent {
+			if last.Status != reconciled.StatusAbsent {
 				t.Errorf("%s: %s (never executed): final verdict %s", where, p.ID, describeOne(last))
 			}
 		case classInvalid:
-			if last.Status != reconcile.StatusInvalid || last.Reason == nil || last.Reason.Code != "E_NO_STAMP" {
+			if last.Status != reconciled.StatusInvalid || last.Reason == nil || last.Reason.Code != "E_NO_STAMP" {
 				t.Errorf("%s: %s (no stamp): final verdict %s", where, p.ID, describeOne(last))
 			}
 		}
@@ -607,7 +608,7 @@ func checkHistories(t testing.TB, where string, hist map[string][]reconcile.Verd
 }
 
 // sameHistories checks that two places hold the same verdicts, seq by seq.
-func sameHistories(t testing.TB, whereA string, a map[string][]reconcile.Verdict, whereB string, b map[string][]reconcile.Verdict) {
+func sameHistories(t testing.TB, whereA string, a map[string][]reconciled.Verdict, whereB string, b map[string][]reconciled.Verdict) {
 	t.Helper()
 	ids := map[string]bool{}
 	for id := range a {
@@ -624,7 +625,7 @@ func sameHistories(t testing.TB, whereA string, a map[string][]reconcile.Verdict
 	}
 }
 
-func describeOne(v reconcile.Verdict) string {
+func describeOne(v reconciled.Verdict) string {
 	s := fmt.Sprintf("[%d %s", v.Seq, v.Status)
 	if v.Block != nil {
 		s += fmt.Sprintf(" @%d", uint64(v.Block.Index))
@@ -635,7 +636,7 @@ func describeOne(v reconcile.Verdict) string {
 	return s + "]"
 }
 
-func describe(vs []reconcile.Verdict) string {
+func describe(vs []reconciled.Verdict) string {
 	var b strings.Builder
 	for _, v := range vs {
 		b.WriteString(describeOne(v))
@@ -647,7 +648,7 @@ func describe(vs []reconcile.Verdict) string {
 
 // storeSnapshot opens a stopped daemon's store and returns every intent's
 // verdict history, the number of watched intents, and the integrity report.
-func storeSnapshot(t testing.TB, ctx context.Context, dataDir string, ps []*plannedIntent) (map[string][]reconcile.Verdict, int, string) {
+func storeSnapshot(t testing.TB, ctx context.Context, dataDir string, ps []*plannedIntent) (map[string][]reconciled.Verdict, int, string) {
 	t.Helper()
 	st, err := store.Open(ctx, filepath.Join(dataDir, "reconciled.db"))
 	if err != nil {
@@ -658,7 +659,7 @@ func storeSnapshot(t testing.TB, ctx context.Context, dataDir string, ps []*plan
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]reconcile.Verdict{}
+	out := map[string][]reconciled.Verdict{}
 	for _, p := range ps {
 		vs, err := st.Verdicts(ctx, p.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

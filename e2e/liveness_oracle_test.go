@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // TestLivenessOracle shows that the liveness oracle fails on what it must
@@ -17,25 +18,25 @@ func TestLivenessOracle(t *testing.T) {
 	t.Run("synthetic", func(t *testing.T) {
 		ready := time.Unix(1_000, 0)
 		allowed := 10 * time.Second
-		v := func(seq uint64, st reconcile.Status) reconcile.Verdict {
-			return reconcile.Verdict{IntentID: "x", IntentHash: "aa", Seq: seq, Status: st, Final: st.Final()}
+		v := func(seq uint64, st reconciled.Status) reconciled.Verdict {
+			return reconciled.Verdict{IntentID: "x", IntentHash: "aa", Seq: seq, Status: st, Final: st.Final()}
 		}
 		absent := &plannedIntent{ID: "x", Class: classAbsent}
 		cases := []struct {
 			name    string
-			vs      []reconcile.Verdict
+			vs      []reconciled.Verdict
 			finalIn time.Duration // 0: never seen by the feed
 			field   func(r *lvResult) int
 		}{
 			{"lost", nil, 0, func(r *lvResult) int { return r.lost }},
-			{"stuck", []reconcile.Verdict{v(1, reconcile.StatusNotYet)}, 0, func(r *lvResult) int { return r.stuck }},
-			{"late", []reconcile.Verdict{v(1, reconcile.StatusNotYet), v(2, reconcile.StatusAbsent)}, allowed + time.Second,
+			{"stuck", []reconciled.Verdict{v(1, reconciled.StatusNotYet)}, 0, func(r *lvResult) int { return r.stuck }},
+			{"late", []reconciled.Verdict{v(1, reconciled.StatusNotYet), v(2, reconciled.StatusAbsent)}, allowed + time.Second,
 				func(r *lvResult) int { return r.late }},
-			{"gap", []reconcile.Verdict{v(1, reconcile.StatusNotYet), v(3, reconcile.StatusAbsent)}, time.Second,
+			{"gap", []reconciled.Verdict{v(1, reconciled.StatusNotYet), v(3, reconciled.StatusAbsent)}, time.Second,
 				func(r *lvResult) int { return r.gaps }},
-			{"wrong", []reconcile.Verdict{v(1, reconcile.StatusFound)}, time.Second, func(r *lvResult) int { return r.wrong }},
-			{"two bodies", []reconcile.Verdict{v(1, reconcile.StatusNotYet), func() reconcile.Verdict {
-				x := v(2, reconcile.StatusAbsent)
+			{"wrong", []reconciled.Verdict{v(1, reconciled.StatusFound)}, time.Second, func(r *lvResult) int { return r.wrong }},
+			{"two bodies", []reconciled.Verdict{v(1, reconciled.StatusNotYet), func() reconciled.Verdict {
+				x := v(2, reconciled.StatusAbsent)
 				x.IntentHash = "bb"
 				return x
 			}()}, time.Second, func(r *lvResult) int { return r.wrong }},
@@ -46,7 +47,7 @@ func TestLivenessOracle(t *testing.T) {
 			if c.finalIn > 0 {
 				fin["x"] = ready.Add(c.finalIn)
 			}
-			judge(res, []*lvIntent{{plannedIntent: absent, readyAt: ready}}, map[string][]reconcile.Verdict{"x": c.vs}, fin, allowed)
+			judge(res, []*lvIntent{{plannedIntent: absent, readyAt: ready}}, map[string][]reconciled.Verdict{"x": c.vs}, fin, allowed)
 			total := res.lost + res.stuck + res.late + res.gaps + res.wrong
 			if c.field(res) != 1 || total != 1 || !res.failed() {
 				t.Errorf("%s: counted lost %d stuck %d late %d gaps %d wrong %d; problems %v", c.name,
@@ -56,7 +57,7 @@ func TestLivenessOracle(t *testing.T) {
 		// And a sound history passes.
 		res := &lvResult{}
 		judge(res, []*lvIntent{{plannedIntent: absent, readyAt: ready}},
-			map[string][]reconcile.Verdict{"x": {v(1, reconcile.StatusNotYet), v(2, reconcile.StatusAbsent)}},
+			map[string][]reconciled.Verdict{"x": {v(1, reconciled.StatusNotYet), v(2, reconciled.StatusAbsent)}},
 			map[string]time.Time{"x": ready.Add(time.Second)}, allowed)
 		if res.failed() {
 			t.Errorf("a sound history failed: %v", res.problems)
@@ -67,7 +68,7 @@ func TestLivenessOracle(t *testing.T) {
 		w := newLvWorld(t, k, int64(*seedFlag), 4)
 		w.allowed = 3 * time.Second
 		victim := w.plan[1]
-		msgID := queue.IntentMsgID(victim.ID, victim.Body)
+		msgID := queue.IntentMsgID(victim.ID, matcher.IntentHash(victim.Body))
 		w.intake = func(_ int, dl *queue.Delivery) bool {
 			if dl.MsgID != msgID {
 				return true

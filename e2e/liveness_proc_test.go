@@ -19,8 +19,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The liveness harness's faults that belong to a process: the daemons run
@@ -229,7 +230,7 @@ func newLvProcWorldOn(t *testing.T, name string, seed int64, n, perLedger int, t
 	if clusterSize > 0 {
 		w.separateStreams()
 	}
-	w.feed = &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconcile.Verdict{}, finalAt: map[string]time.Time{},
+	w.feed = &lvFeed{seen: map[uint64]bool{}, byID: map[string][]reconciled.Verdict{}, finalAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1)}
 	w.feed.follow(t, ctx, w.tool.JetStream())
 	for i := range n {
@@ -355,7 +356,7 @@ func (w *lvProcWorld) publishAll() {
 	for _, p := range w.plan {
 		for {
 			ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
-			_, err := w.tool.PublishIntent(ctx, p.Canister, p.ID, p.Body)
+			_, err := w.tool.PublishIntent(ctx, p.Canister, p.ID, p.Body, matcher.IntentHash(p.Body))
 			cancel()
 			if err == nil {
 				break
@@ -397,7 +398,7 @@ func (w *lvProcWorld) finish() {
 	for _, p := range w.plan {
 		deadline = maxTime(deadline, p.readyAt.Add(w.allowed+livenessGrace))
 	}
-	w.feed.waitFor(w.ctx, deadline, func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.ctx, deadline, func(byID map[string][]reconciled.Verdict) bool {
 		for _, p := range w.plan {
 			vs := byID[p.ID]
 			if len(vs) == 0 || !vs[len(vs)-1].Final {
@@ -409,7 +410,7 @@ func (w *lvProcWorld) finish() {
 	// Stores converge on the stream while the fleet runs (the followers);
 	// then the fleet stops and each store is read from its file.
 	streamDeadline := time.Now().Add(livenessBound)
-	var stream map[string][]reconcile.Verdict
+	var stream map[string][]reconciled.Verdict
 	for {
 		var err error
 		stream, _, err = readVerdictStream(w.ctx, w.tool.JetStream())
@@ -546,7 +547,7 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 	w := newLvProcWorld(t, k.name, seed, 2, perLedger, "token-one")
 	w.allowed = k.dur + livenessBound
 	w.publishAll()
-	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool { return len(byID) >= len(w.plan)/4 })
+	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool { return len(byID) >= len(w.plan)/4 })
 	// Rotation: the server comes back with the new token, the secret is
 	// updated where the daemons read it.
 	w.nats.kill()
@@ -567,7 +568,7 @@ func runTokenRotation(t *testing.T, k *lvKind, seed int64, perLedger int) *lvRes
 	notReadyInRow := make([]int, len(w.daemons))
 	deadline := time.Now().Add(w.allowed + livenessGrace)
 	for time.Now().Before(deadline) {
-		if w.feed.waitFor(w.ctx, time.Now().Add(500*time.Millisecond), func(byID map[string][]reconcile.Verdict) bool {
+		if w.feed.waitFor(w.ctx, time.Now().Add(500*time.Millisecond), func(byID map[string][]reconciled.Verdict) bool {
 			for _, p := range w.plan {
 				vs := byID[p.ID]
 				if len(vs) == 0 || !vs[len(vs)-1].Final {
@@ -633,7 +634,7 @@ func runServerDown(t *testing.T, k *lvKind, seed int64, perLedger int, stream st
 	w.allowed = dur + livenessBound
 	srv := w.nodeOf(streamInfo(t, w.ctx, w.tool.JetStream(), stream).Cluster.Leader)
 	w.publishAll()
-	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 		return len(byID) >= len(w.plan)/10
 	})
 	srv.kill()
@@ -676,7 +677,7 @@ func TestLivenessNATSDownMinute(t *testing.T) {
 	verdictServer := w.nodeOf(streamInfo(t, w.ctx, w.tool.JetStream(), queue.VerdictsStream).Cluster.Leader)
 	w.publishAll()
 	// Mid-burst: a tenth of the verdicts are out.
-	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 		return len(byID) >= len(w.plan)/10
 	})
 	verdictServer.kill()

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -316,7 +318,7 @@ func (w *lvWorld) startInst(k int, dir string) *lvInst {
 func (w *lvWorld) publish(canister, id string, body []byte) {
 	for {
 		ctx, cancel := context.WithTimeout(w.rig.Ctx, 5*time.Second)
-		_, err := w.rig.Tool.PublishIntent(ctx, canister, id, body)
+		_, err := w.rig.Tool.PublishIntent(ctx, canister, id, body, matcher.IntentHash(body))
 		cancel()
 		if err == nil {
 			return
@@ -427,7 +429,7 @@ func (w *lvWorld) finish() {
 		deadline = maxTime(deadline, p.readyAt.Add(w.allowedOf(p)+livenessGrace))
 	}
 	ctx := w.rig.Ctx
-	w.feed.waitFor(ctx, deadline, func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(ctx, deadline, func(byID map[string][]reconciled.Verdict) bool {
 		for _, p := range w.plan {
 			vs := byID[p.ID]
 			if len(vs) == 0 || !vs[len(vs)-1].Final {
@@ -460,7 +462,7 @@ func (w *lvWorld) finish() {
 // checkStores waits (up to storeBound) until every running instance's
 // store holds exactly the stream's verdicts of every intent, and counts
 // the intents of each store that still differ.
-func (w *lvWorld) checkStores(stream map[string][]reconcile.Verdict) {
+func (w *lvWorld) checkStores(stream map[string][]reconciled.Verdict) {
 	ctx := w.rig.Ctx
 	deadline := time.Now().Add(storeBound)
 	for _, in := range w.insts {
@@ -494,7 +496,7 @@ func (w *lvWorld) checkStores(stream map[string][]reconcile.Verdict) {
 
 // describeHashed is describe with each verdict's body named by the first
 // bytes of its intent_hash.
-func describeHashed(vs []reconcile.Verdict) string {
+func describeHashed(vs []reconciled.Verdict) string {
 	var b strings.Builder
 	for _, v := range vs {
 		h := v.IntentHash
@@ -520,7 +522,7 @@ func maxTime(a, b time.Time) time.Time {
 // waitStores polls the fleet's stores until cond holds for every intent
 // of ps in at least one store, or within livenessBound; it reports whether
 // it held.
-func (w *lvWorld) waitStores(what string, ps []*lvIntent, cond func(vs []reconcile.Verdict) bool) bool {
+func (w *lvWorld) waitStores(what string, ps []*lvIntent, cond func(vs []reconciled.Verdict) bool) bool {
 	deadline := time.Now().Add(livenessBound)
 	for {
 		missing := 0
@@ -565,7 +567,7 @@ func (w *lvWorld) outboxRounds() {
 	w.executeFound()
 	w.publishAll()
 	// Seq 1 of every open intent (not_yet) on the stream first.
-	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 		for _, p := range open {
 			if len(byID[p.ID]) == 0 {
 				return false
@@ -578,7 +580,7 @@ func (w *lvWorld) outboxRounds() {
 	for li := range w.ledgers {
 		w.ledgerFaults(li, ledgertest.Faults{HTTPStatus: 500})
 	}
-	w.waitStores("outbox round 1 (unreadable)", open, func(vs []reconcile.Verdict) bool {
+	w.waitStores("outbox round 1 (unreadable)", open, func(vs []reconciled.Verdict) bool {
 		return len(vs) >= 2
 	})
 	for li := range w.ledgers {
@@ -586,7 +588,7 @@ func (w *lvWorld) outboxRounds() {
 	}
 	w.executeLate()
 	w.closeWindows()
-	w.waitStores("outbox round 2 (final)", open, func(vs []reconcile.Verdict) bool {
+	w.waitStores("outbox round 2 (final)", open, func(vs []reconciled.Verdict) bool {
 		return len(vs) >= 3 && vs[len(vs)-1].Final
 	})
 	w.stream.set(false)
@@ -615,8 +617,8 @@ func (w *lvWorld) conflictRace() {
 			p.other = e.plan(id, classAbsent, 6000+j).Body
 			a, b := j%2, 1-j%2
 			ready, n := make(chan struct{}), &atomic.Int32{}
-			owners[queue.IntentMsgID(id, p.Body)] = owner{id, a, ready, n}
-			owners[queue.IntentMsgID(id, p.other)] = owner{id, b, ready, n}
+			owners[queue.IntentMsgID(id, matcher.IntentHash(p.Body))] = owner{id, a, ready, n}
+			owners[queue.IntentMsgID(id, matcher.IntentHash(p.other))] = owner{id, b, ready, n}
 			race = append(race, p)
 		}
 	}
@@ -644,7 +646,7 @@ func (w *lvWorld) conflictRace() {
 	w.executeFound()
 	w.publishAll()
 	w.executeLate()
-	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 		for _, p := range race {
 			if len(byID[p.ID]) == 0 {
 				return false
@@ -796,7 +798,7 @@ func (w *lvWorld) callDropped() {
 		}
 	}
 	arm := func() {
-		w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+		w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 			for _, p := range first {
 				if len(byID[p.ID]) == 0 {
 					return false
@@ -855,7 +857,7 @@ func (w *lvWorld) leaseFlap() {
 func (w *lvWorld) historyChange() {
 	w.executeFound()
 	w.publishAll()
-	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconcile.Verdict) bool {
+	w.feed.waitFor(w.rig.Ctx, time.Now().Add(livenessBound), func(byID map[string][]reconciled.Verdict) bool {
 		for _, p := range w.plan {
 			if len(byID[p.ID]) == 0 {
 				return false

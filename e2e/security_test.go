@@ -21,13 +21,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Secrets the daemon is given in the tests below; none may appear in its
@@ -193,10 +194,10 @@ func TestSecurityDaemonSecretsAndFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	p1 := payment{stamp: srv.Now(), amount: 5, memo: "sec"}
-	if _, err := tool.PublishIntent(ctx, l.ID().Encode(), "sec-1", jsonOf(p1.intent("sec-1", l.ID()))); err != nil {
+	if _, err := tool.PublishIntent(ctx, l.ID().Encode(), "sec-1", jsonOf(p1.intent("sec-1", l.ID())), matcher.IntentHash(jsonOf(p1.intent("sec-1", l.ID())))); err != nil {
 		t.Fatal(err)
 	}
-	if err := tool.WatchIntent(ctx, "sec-1", func(reconcile.Verdict) error { return queue.ErrStop }); err != nil {
+	if err := tool.WatchIntent(ctx, "sec-1", func(reconciled.Verdict) error { return queue.ErrStop }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -419,14 +420,14 @@ func TestSecurityMaxMessageBytes(t *testing.T) {
 	if len(body) > 2048 {
 		t.Fatalf("test intent is %d bytes", len(body))
 	}
-	if _, err := tool.PublishIntent(ctx, ledger, "fits", body); err != nil {
+	if _, err := tool.PublishIntent(ctx, ledger, "fits", body, matcher.IntentHash(body)); err != nil {
 		t.Fatal(err)
 	}
-	var got reconcile.Verdict
-	if err := tool.WatchIntent(ctx, "fits", func(v reconcile.Verdict) error { got = v; return queue.ErrStop }); err != nil {
+	var got reconciled.Verdict
+	if err := tool.WatchIntent(ctx, "fits", func(v reconciled.Verdict) error { got = v; return queue.ErrStop }); err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != reconcile.StatusFound || uint64(got.Block.Index) != idx {
+	if got.Status != reconciled.StatusFound || uint64(got.Block.Index) != idx {
 		t.Fatalf("intent after the oversized one: %s %+v", got.Status, got.Block)
 	}
 	if v, err := tool.LastVerdict(ctx, "too-big"); err == nil && v != nil {
@@ -461,7 +462,7 @@ func TestSecurityOneScanPerLedger(t *testing.T) {
 		r.publish(l.ID().Encode(), id, jsonOf(p.intent(id, l.ID())))
 	}
 	for i := range ps {
-		if v := r.wait(fmt.Sprint("slow-", i), verdictAny); v.Status != reconcile.StatusNotYet {
+		if v := r.wait(fmt.Sprint("slow-", i), verdictAny); v.Status != reconciled.StatusNotYet {
 			t.Fatalf("slow-%d: %s", i, outcomeOf(v))
 		}
 	}

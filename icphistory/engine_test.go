@@ -10,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icphistory"
@@ -163,7 +164,7 @@ func (w *world) transferFrom(spender, from principal.Principal, to icrc3.Account
 
 func ptr[T any](v T) *T { return &v }
 
-func decide(t *testing.T, e *reconcile.Engine, in *matcher.Intent) reconcile.Verdict {
+func decide(t *testing.T, e *reconcile.Engine, in *matcher.Intent) reconciled.Verdict {
 	t.Helper()
 	v, err := e.Decide(context.Background(), in)
 	if err != nil {
@@ -175,7 +176,7 @@ func decide(t *testing.T, e *reconcile.Engine, in *matcher.Intent) reconcile.Ver
 func (w *world) wantFound(e *reconcile.Engine, s sent, kind icrc3.BlockKind) {
 	w.t.Helper()
 	v := decide(w.t, e, s.intent)
-	if v.Status != reconcile.StatusFound || v.Block == nil {
+	if v.Status != reconciled.StatusFound || v.Block == nil {
 		w.t.Fatalf("%s: %s %+v, want found in block %d", s.intent.Method, v.Status, v.Reason, s.index)
 	}
 	raw, _ := w.l.RawBlock(s.index)
@@ -183,7 +184,7 @@ func (w *world) wantFound(e *reconcile.Engine, s sent, kind icrc3.BlockKind) {
 	if uint64(v.Block.Index) != s.index || v.Block.Hash != hex.EncodeToString(h[:]) || v.Block.Kind != string(kind) {
 		w.t.Fatalf("%s: found %+v, want block %d hash %x kind %s", s.intent.Method, v.Block, s.index, h, kind)
 	}
-	if v.Evidence == nil || v.Evidence.IndexSource != reconcile.IndexByChainPosition {
+	if v.Evidence == nil || v.Evidence.IndexSource != reconciled.IndexByChainPosition {
 		w.t.Fatalf("evidence %+v does not say the index is the chain position", v.Evidence)
 	}
 }
@@ -240,13 +241,13 @@ func TestICPLedgerNeverSentIsNotYetThenAbsent(t *testing.T) {
 	never := w.intent("icrc1_transfer", alice, map[string]any{"from_subaccount": nil, "to": icrc3.Account{Owner: carol}.String(),
 		"amount": "5000", "fee": nil, "memo": nil, "created_at_time": fmt.Sprint(st)})
 	e := w.engine()
-	if v := decide(t, e, never); v.Status != reconcile.StatusNotYet {
+	if v := decide(t, e, never); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("window open: %s %+v, want not_yet", v.Status, v.Reason)
 	}
 	w.srv.Advance(25 * time.Hour)
 	w.transfer(bob, icrc3.Account{Owner: carol}, 1, nil)
 	v := decide(t, e, never)
-	if v.Status != reconcile.StatusAbsent {
+	if v.Status != reconciled.StatusAbsent {
 		t.Fatalf("window closed in certified time: %s %+v, want absent", v.Status, v.Reason)
 	}
 }
@@ -283,7 +284,7 @@ func TestICPLedgerFaultsAreUnreadable(t *testing.T) {
 			w.srv.SetFaults(c.id, c.f)
 			defer w.srv.SetFaults(c.id, ledgertest.Faults{})
 			v := decide(t, w.engine(), c.target.intent)
-			if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != c.code {
+			if v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != c.code {
 				t.Fatalf("%s %+v, want unreadable %s", v.Status, v.Reason, c.code)
 			}
 		})
@@ -328,11 +329,11 @@ func TestEmptyICPLedgerClosesWindowsOnCertifiedTime(t *testing.T) {
 	never := w.intent("icrc1_transfer", alice, map[string]any{"from_subaccount": nil, "to": icrc3.Account{Owner: carol}.String(),
 		"amount": "5", "fee": nil, "memo": nil, "created_at_time": fmt.Sprint(srv.Now())})
 	e := w.engine()
-	if v := decide(t, e, never); v.Status != reconcile.StatusNotYet {
+	if v := decide(t, e, never); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("empty ledger, window open: %s %+v", v.Status, v.Reason)
 	}
 	srv.Advance(25 * time.Hour)
-	if v := decide(t, e, never); v.Status != reconcile.StatusAbsent {
+	if v := decide(t, e, never); v.Status != reconciled.StatusAbsent {
 		t.Fatalf("empty ledger, window closed: %s %+v", v.Status, v.Reason)
 	}
 }
@@ -346,7 +347,7 @@ func TestICPLedgerNeedsItsOwnFamily(t *testing.T) {
 	icrcOnly := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
 		return w.client, reconcile.LedgerConfig{}, nil
 	}, reconcile.NewMemCache(), nil)
-	if v := decide(t, icrcOnly, s.intent); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNSUPPORTED" {
+	if v := decide(t, icrcOnly, s.intent); v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNSUPPORTED" {
 		t.Fatalf("read as ICRC-3: %s %+v, want unreadable E_UNSUPPORTED", v.Status, v.Reason)
 	}
 	w.wantFound(w.engine(), s, icrc3.BlockTransfer)
@@ -371,7 +372,7 @@ func TestLaggingICPReplicaIsAnOlderPrefix(t *testing.T) {
 	defer w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})
 	tipWant := w.l.Len() - lag - 1
 	v := decide(t, w.engine(), last.intent)
-	if v.Status != reconcile.StatusNotYet || v.Evidence == nil || v.Evidence.TipIndex == nil || uint64(*v.Evidence.TipIndex) != tipWant {
+	if v.Status != reconciled.StatusNotYet || v.Evidence == nil || v.Evidence.TipIndex == nil || uint64(*v.Evidence.TipIndex) != tipWant {
 		t.Fatalf("fresh engine under a lagging replica: %s %+v, evidence %+v; want not_yet at tip %d", v.Status, v.Reason, v.Evidence, tipWant)
 	}
 	raw, _ := w.l.RawBlock(tipWant)
@@ -381,7 +382,7 @@ func TestLaggingICPReplicaIsAnOlderPrefix(t *testing.T) {
 	w.wantFound(w.engine(), first, icrc3.BlockTransfer)
 
 	v = decide(t, warm, last.intent)
-	if v.Status != reconcile.StatusFound || v.Evidence.HistoryChanged != nil {
+	if v.Status != reconciled.StatusFound || v.Evidence.HistoryChanged != nil {
 		t.Fatalf("warm engine under a lagging replica: %s %+v, history change %+v; want found, no change", v.Status, v.Reason, v.Evidence.HistoryChanged)
 	}
 }
@@ -471,7 +472,7 @@ func TestICPLedgerStoppedAtFirstProbeIsReadLater(t *testing.T) {
 	s := w.transfer(alice, icrc3.Account{Owner: carol}, 5_000, nil)
 	e := w.engine()
 	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{RejectMethod: "query_encoded_blocks", RejectAs: "stopped"})
-	if v := decide(t, e, s.intent); v.Final || v.Status != reconcile.StatusUnreadable {
+	if v := decide(t, e, s.intent); v.Final || v.Status != reconciled.StatusUnreadable {
 		t.Fatalf("ledger stopped: %s final=%v %+v, want unreadable, not final", v.Status, v.Final, v.Reason)
 	}
 	w.srv.SetFaults(w.l.ID(), ledgertest.Faults{})

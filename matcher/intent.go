@@ -1,12 +1,15 @@
 package matcher
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/reconciled/reconciled/icrc3"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Method is the ledger method the intent called.
@@ -146,7 +149,7 @@ func parseIntent(data []byte) (*Intent, *Error) {
 	if in.ID, e = requiredString(root, "intent_id", CodeBadIntentID); e != nil {
 		return nil, e
 	}
-	if !ValidIntentID(in.ID) {
+	if !reconciled.ValidIntentID(in.ID) {
 		return nil, refuse(CodeBadIntentID, "intent_id", "want [A-Za-z0-9_-]{1,128}")
 	}
 
@@ -277,20 +280,6 @@ func parseArgs(m Method, fields []string, obj *jsonValue, a *Args) *Error {
 	return nil
 }
 
-// ValidIntentID reports whether s is a valid intent_id: [A-Za-z0-9_-]{1,128}.
-func ValidIntentID(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func requiredString(obj *jsonValue, key, code string) (string, *Error) {
 	v, ok := obj.obj[key]
 	if !ok || v.kind == jsonNull {
@@ -398,4 +387,16 @@ func decodeHex(s string) ([]byte, error) {
 		return nil, fmt.Errorf("not hex: %w", err)
 	}
 	return b, nil
+}
+
+// IntentHash is the intent_hash of a body as published: the lower-case hex
+// canonical hash (Intent.Hash, which leaves out `after`) of a body that
+// parses, else the SHA-256 of the bytes exactly as received. Every verdict
+// carries it, and intents are deduplicated on it.
+func IntentHash(body []byte) string {
+	if in, err := ParseIntent(body); err == nil {
+		return in.HashHex()
+	}
+	h := sha256.Sum256(body)
+	return hex.EncodeToString(h[:])
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 func benchSetup(b *testing.B) *Conn {
@@ -47,7 +48,7 @@ func BenchmarkPublishIntent(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -59,7 +60,7 @@ func BenchmarkIntake(b *testing.B) {
 	c := benchSetup(b)
 	ctx := context.Background()
 	for i := range b.N {
-		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody); err != nil {
+		if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("b-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -87,7 +88,7 @@ func BenchmarkPublishVerdict(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -97,7 +98,7 @@ func BenchmarkLastVerdict(b *testing.B) {
 	c := benchSetup(b)
 	ctx := context.Background()
 	for i := range 100 {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i), 1, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i), 1, reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -116,7 +117,7 @@ func BenchmarkFollowVerdicts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range b.N {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("v-%d", i%100), uint64(i), reconciled.StatusNotYet)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,7 +125,7 @@ func BenchmarkFollowVerdicts(b *testing.B) {
 	done := make(chan error, 1)
 	b.ResetTimer()
 	go func() {
-		done <- c.FollowVerdicts(ctx, FollowConfig{Durable: "bench"}, func(reconcile.Verdict) error {
+		done <- c.FollowVerdicts(ctx, FollowConfig{Durable: "bench"}, func(reconciled.Verdict) error {
 			n++
 			if n == b.N {
 				cancel()
@@ -183,7 +184,7 @@ func benchIntentStreamCeiling(b *testing.B, retention jetstream.RetentionPolicy)
 				if i > int64(b.N) {
 					return
 				}
-				if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("c-%d", i), benchBody); err != nil {
+				if _, err := c.PublishIntent(ctx, canister, fmt.Sprintf("c-%d", i), benchBody, matcher.IntentHash(benchBody)); err != nil {
 					b.Error(err)
 					return
 				}

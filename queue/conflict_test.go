@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/reconciled/reconciled/matcher"
 )
 
 // A different body under an intent id the stream has just taken must still
@@ -14,13 +16,13 @@ func TestConflictingBodyReachesDaemonThroughTheStream(t *testing.T) {
 	ctx := testCtx(t)
 	first := []byte(`{"intent_id":"c-1","amount":"1"}`)
 	other := []byte(`{"intent_id":"c-1","amount":"2"}`)
-	if dup, err := c.PublishIntent(ctx, canister, "c-1", first); err != nil || dup {
+	if dup, err := c.PublishIntent(ctx, canister, "c-1", first, matcher.IntentHash(first)); err != nil || dup {
 		t.Fatalf("first publish: duplicate=%v err=%v", dup, err)
 	}
-	if dup, err := c.PublishIntent(ctx, canister, "c-1", other); err != nil || dup {
+	if dup, err := c.PublishIntent(ctx, canister, "c-1", other, matcher.IntentHash(other)); err != nil || dup {
 		t.Fatalf("another body under the same id within the dedup window: duplicate=%v err=%v", dup, err)
 	}
-	if dup, err := c.PublishIntent(ctx, canister, "c-1", first); err != nil || !dup {
+	if dup, err := c.PublishIntent(ctx, canister, "c-1", first, matcher.IntentHash(first)); err != nil || !dup {
 		t.Fatalf("the first body again: duplicate=%v err=%v", dup, err)
 	}
 	got := make(chan *Delivery, 4)
@@ -40,7 +42,7 @@ func TestConflictingBodyReachesDaemonThroughTheStream(t *testing.T) {
 		if !ok {
 			t.Fatalf("body %s never delivered; delivered %v", body, seen)
 		}
-		if want := IntentMsgID("c-1", body); id != want || !strings.HasPrefix(id, "c-1:") {
+		if want := IntentMsgID("c-1", matcher.IntentHash(body)); id != want || !strings.HasPrefix(id, "c-1:") {
 			t.Errorf("body %s delivered with Nats-Msg-Id %q, want %q", body, id, want)
 		}
 	}

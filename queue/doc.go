@@ -3,6 +3,7 @@
 // store that failed is reopened by a restart), the two streams of the
 // design, the shared intake consumer, verdict publishing and reading.
 //
-// It imports reconcile for its message types only; it knows nothing of the
-// store or the matcher.
+// It speaks the project's vocabulary (package reconciled) and knows nothing
+// of the engine, the store or the matcher: what it needs of them (an
+// intent's hash) its callers pass in.
 package queue

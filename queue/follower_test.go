@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // waitAckFloor waits until the follower has acked through seq (acks are
@@ -41,12 +41,12 @@ func TestFollowerStoreProgressAndStart(t *testing.T) {
 	ctx := testCtx(t)
 	publish := func(from, to int) {
 		for i := from; i <= to; i++ {
-			if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("f-%d", i), 1, reconcile.StatusAbsent)); err != nil {
+			if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("f-%d", i), 1, reconciled.StatusAbsent)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	ids := func(vs []reconcile.Verdict) string {
+	ids := func(vs []reconciled.Verdict) string {
 		var s []string
 		for _, v := range vs {
 			s = append(s, v.IntentID)

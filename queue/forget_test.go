@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // A follower forgotten (its store started empty) reads the whole stream
@@ -17,11 +17,11 @@ func TestForgetFollowerReadsTheStreamAgain(t *testing.T) {
 		t.Fatalf("forget a follower that never was: %v", err)
 	}
 	for i := 1; i <= 2; i++ {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("f-%d", i), 1, reconcile.StatusAbsent)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("f-%d", i), 1, reconciled.StatusAbsent)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ids := func(vs []reconcile.Verdict) string {
+	ids := func(vs []reconciled.Verdict) string {
 		var s []string
 		for _, v := range vs {
 			s = append(s, v.IntentID)
@@ -31,7 +31,7 @@ func TestForgetFollowerReadsTheStreamAgain(t *testing.T) {
 	if got := ids(followN(t, c, FollowConfig{Durable: "store"}, 2)); got != "[f-1 f-2]" {
 		t.Fatalf("first follow %s", got)
 	}
-	if err := c.PublishVerdict(ctx, verdict("f-3", 1, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("f-3", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ForgetFollower(ctx, "store"); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // IntakeConfig configures the shared intake consumer. Every instance uses
@@ -462,7 +462,7 @@ func (in *Intake) refuseOversized(d *Delivery, log *zap.Logger) {
 	id := d.IntentID()
 	fields := []zap.Field{zap.String("subject", d.Subject), zap.String("msg_id", d.MsgID),
 		zap.Int("bytes", len(d.Data)), zap.Int("max_bytes", in.cfg.MaxMsgBytes)}
-	if reconcile.ValidIntentID(id) {
+	if reconciled.ValidIntentID(id) {
 		msg := fmt.Sprintf("intent of %d bytes is larger than the limit of %d bytes", len(d.Data), in.cfg.MaxMsgBytes)
 		if err := in.conn.PublishReject(in.handlerCtx, id, RejectTooLarge, msg); err != nil {
 			delay := d.retryDelay(time.Second)
@@ -672,11 +672,11 @@ func (d *Delivery) Term(reason string) error {
 // delay: the intent goes straight to another instance (or to this one
 // restarted) instead of waiting out a delay meant for a live instance's
 // retry.
-func (d *Delivery) Settle(ctx context.Context, o reconcile.Outcome) error {
+func (d *Delivery) Settle(ctx context.Context, o reconciled.Outcome) error {
 	switch o.Kind {
-	case reconcile.Ack:
+	case reconciled.Ack:
 		return d.Ack(context.WithoutCancel(ctx))
-	case reconcile.Term:
+	case reconciled.Term:
 		return d.Term(o.Reason)
 	}
 	delay := d.retryDelay(o.Delay)

@@ -11,7 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 const canister = "mxzaz-hqaaa-aaaar-qaada-cai"
@@ -21,7 +22,7 @@ func publishIntent(t *testing.T, c *Conn, id string, body []byte) {
 	if body == nil {
 		body = []byte(`{"intent_id":"` + id + `"}`)
 	}
-	dup, err := c.PublishIntent(testCtx(t), canister, id, body)
+	dup, err := c.PublishIntent(testCtx(t), canister, id, body, matcher.IntentHash(body))
 	if err != nil {
 		t.Fatalf("publish intent %s: %v", id, err)
 	}
@@ -100,10 +101,10 @@ func TestDuplicateIntentWithinWindow(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	body := []byte(`{"intent_id":"dup-1"}`)
-	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body); err != nil || dup {
+	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body, matcher.IntentHash(body)); err != nil || dup {
 		t.Fatalf("first publish: duplicate=%v err=%v", dup, err)
 	}
-	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body); err != nil || !dup {
+	if dup, err := c.PublishIntent(ctx, canister, "dup-1", body, matcher.IntentHash(body)); err != nil || !dup {
 		t.Fatalf("second publish: duplicate=%v err=%v", dup, err)
 	}
 	if m := streamInfo(t, c, IntentsStream).State.Msgs; m != 1 {
@@ -342,7 +343,7 @@ func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
 	in, err := a.ConsumeIntents(context.Background(), IntakeConfig{PullWait: 100 * time.Millisecond}, func(ctx context.Context, d *Delivery) {
 		close(started)
 		<-release
-		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Nak, Delay: time.Hour, Reason: "store busy"}); err != nil {
+		if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Nak, Delay: time.Hour, Reason: "store busy"}); err != nil {
 			t.Errorf("settle: %v", err)
 		}
 	})
@@ -358,7 +359,7 @@ func TestSettleNakWhileStoppingIsImmediate(t *testing.T) {
 	}
 	got := make(chan string, 1)
 	consume(t, b, IntakeConfig{}, func(ctx context.Context, d *Delivery) {
-		if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
+		if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Ack}); err != nil {
 			t.Errorf("settle ack: %v", err)
 		}
 		got <- d.IntentID()

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // An intent whose handling keeps failing (the verdict stream or the store
@@ -37,7 +37,7 @@ func TestTransientFailuresNeverEndAnIntent(t *testing.T) {
 			return
 		}
 		// What the service answers while the verdict stream is down.
-		o := reconcile.Outcome{Kind: reconcile.Nak, Delay: 100 * time.Microsecond, Reason: "read the stream's verdict: nats: timeout"}
+		o := reconciled.Outcome{Kind: reconciled.Nak, Delay: 100 * time.Microsecond, Reason: "read the stream's verdict: nats: timeout"}
 		if err := d.Settle(ctx, o); err != nil {
 			t.Errorf("settle: %v", err)
 		}
@@ -84,7 +84,7 @@ func TestIntentStreamRefusesOversizedIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	longID := strings.Repeat("i", maxTokenLen)
-	if _, err := c.PublishIntent(ctx, canister, longID, bytes.Repeat([]byte("x"), MaxIntentBytes)); err != nil {
+	if _, err := c.PublishIntent(ctx, canister, longID, bytes.Repeat([]byte("x"), MaxIntentBytes), matcher.IntentHash(bytes.Repeat([]byte("x"), MaxIntentBytes))); err != nil {
 		t.Fatalf("publish an intent of exactly %d bytes: %v", MaxIntentBytes, err)
 	}
 	// Bypassing the client's own check, as an older or foreign client
@@ -160,7 +160,7 @@ func TestOversizedIntentRejected(t *testing.T) {
 	})
 	subject, _ := c.Subjects().Intent(canister)
 	body := bytes.Repeat([]byte("x"), MaxIntentBytes+1)
-	if _, err := c.JetStream().Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID("huge", body))); err != nil {
+	if _, err := c.JetStream().Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID("huge", matcher.IntentHash(body)))); err != nil {
 		t.Fatal(err)
 	}
 	r := recv(t, rejects, "reject of the oversized intent")
@@ -262,13 +262,13 @@ func TestStuckIntentReported(t *testing.T) {
 	acked := make(chan struct{})
 	consume(t, c, IntakeConfig{StuckAfter: 3, Metrics: reg}, func(ctx context.Context, d *Delivery) {
 		if d.NumDelivered == 9 {
-			if err := d.Settle(ctx, reconcile.Outcome{Kind: reconcile.Ack}); err != nil {
+			if err := d.Settle(ctx, reconciled.Outcome{Kind: reconciled.Ack}); err != nil {
 				t.Errorf("ack: %v", err)
 			}
 			close(acked)
 			return
 		}
-		o := reconcile.Outcome{Kind: reconcile.Nak, Delay: 100 * time.Microsecond, Reason: step + ": nats: timeout"}
+		o := reconciled.Outcome{Kind: reconciled.Nak, Delay: 100 * time.Microsecond, Reason: step + ": nats: timeout"}
 		if err := d.Settle(ctx, o); err != nil {
 			t.Errorf("settle: %v", err)
 		}

@@ -12,15 +12,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // PublishIntent publishes an intent body on <prefix>.intents.<canister_id>
-// with Nats-Msg-Id = IntentMsgID(intent_id, body). duplicate is true when
+// with Nats-Msg-Id = IntentMsgID(intent_id, intentHash), intentHash being
+// the body's intent_hash (matcher.IntentHash, which the caller computes:
+// this package does not parse intents). duplicate is true when
 // the stream already took this very intent within its dedup window; the
 // message is then not stored again. Another body under the same id is never
 // a duplicate: it reaches a daemon, which refuses it (E_INTENT_CONFLICT).
-func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, body []byte) (duplicate bool, err error) {
+func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, body []byte, intentHash string) (duplicate bool, err error) {
 	subject, err := c.subj.Intent(canisterID)
 	if err != nil {
 		return false, err
@@ -31,7 +33,7 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 	if len(body) > MaxIntentBytes {
 		return false, fmt.Errorf("queue: publish intent %s: %d bytes are larger than the limit of %d bytes", intentID, len(body), MaxIntentBytes)
 	}
-	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, body)), jetstream.WithExpectStream(IntentsStream))
+	ack, err := c.js.Publish(ctx, subject, body, jetstream.WithMsgID(IntentMsgID(intentID, intentHash)), jetstream.WithExpectStream(IntentsStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish intent %s on %s: %w", intentID, subject, err)
 	}
@@ -39,12 +41,12 @@ func (c *Conn) PublishIntent(ctx context.Context, canisterID, intentID string, b
 }
 
 // IntentMsgID is the Nats-Msg-Id of an intent: "<intent_id>:<intent_hash>",
-// the hash every verdict of that body carries (reconcile.IntentHash). Keyed on
+// the hash every verdict of that body carries (matcher.IntentHash). Keyed on
 // the id alone, the stream would drop a different body under a recent id
 // before any daemon saw it, and its publisher would read the other body's
 // verdicts as its own.
-func IntentMsgID(intentID string, body []byte) string {
-	return intentID + ":" + reconcile.IntentHash(body)
+func IntentMsgID(intentID, intentHash string) string {
+	return intentID + ":" + intentHash
 }
 
 // VerdictMsgID is the dedup id of a verdict: re-publishing the same seq of
@@ -74,13 +76,13 @@ var (
 // accepted and stored once. The check and the write are one atomic step on
 // the server (expected last sequence per subject), so concurrent publishers
 // of one intent cannot interleave.
-func (c *Conn) PublishVerdict(ctx context.Context, v reconcile.Verdict) error {
+func (c *Conn) PublishVerdict(ctx context.Context, v reconciled.Verdict) error {
 	return c.PublishVerdictWith(ctx, v, nil)
 }
 
 // PublishVerdictWith is PublishVerdict with message headers (e.g. the
 // intent's body, see IntentHeaders); the body stays the verdict JSON.
-func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr nats.Header) error {
+func (c *Conn) PublishVerdictWith(ctx context.Context, v reconciled.Verdict, hdr nats.Header) error {
 	subject, err := c.subj.Verdict(v.IntentID)
 	if err != nil {
 		return err
@@ -121,7 +123,7 @@ func (c *Conn) PublishVerdictWith(ctx context.Context, v reconcile.Verdict, hdr 
 		}
 		if last != nil {
 			switch {
-			case last.Seq == v.Seq && reconcile.SameDecision(*last, v):
+			case last.Seq == v.Seq && reconciled.SameDecision(*last, v):
 				return nil
 			case last.Seq == v.Seq:
 				return fmt.Errorf("%w: %s is stored as %s, not %s", ErrVerdictConflict, id, last.Status, v.Status)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // Headers of a verdict message that carry the intent it decides, so an
@@ -28,7 +28,7 @@ const (
 const HeaderOrigin = "Reconcile-Origin"
 
 // IntentHeaders encodes an intent for a verdict message.
-func IntentHeaders(in reconcile.IntentHeader) nats.Header {
+func IntentHeaders(in reconciled.IntentHeader) nats.Header {
 	h := nats.Header{}
 	h.Set(HeaderIntent, base64.StdEncoding.EncodeToString(in.Body))
 	h.Set(HeaderIntentHash, hex.EncodeToString(in.Hash[:]))
@@ -37,7 +37,7 @@ func IntentHeaders(in reconcile.IntentHeader) nats.Header {
 
 // DecodeIntentHeaders reads IntentHeaders; nil (no error) when the message
 // carries none.
-func DecodeIntentHeaders(h nats.Header) (*reconcile.IntentHeader, error) {
+func DecodeIntentHeaders(h nats.Header) (*reconciled.IntentHeader, error) {
 	b64, hx := h.Get(HeaderIntent), h.Get(HeaderIntentHash)
 	if b64 == "" && hx == "" {
 		return nil, nil
@@ -50,12 +50,12 @@ func DecodeIntentHeaders(h nats.Header) (*reconcile.IntentHeader, error) {
 	if err != nil || len(sum) != 32 {
 		return nil, fmt.Errorf("queue: header %s: want 64 hex digits, got %q", HeaderIntentHash, hx)
 	}
-	out := &reconcile.IntentHeader{Body: body}
+	out := &reconciled.IntentHeader{Body: body}
 	copy(out.Hash[:], sum)
 	return out, nil
 }
 
-// Sink adapts a Conn to reconcile.Sink.
+// Sink adapts a Conn to the service's verdict sink (reconcile.Sink).
 type Sink struct {
 	C *Conn
 	// Origin, when set, goes with every verdict as HeaderOrigin. It must
@@ -66,16 +66,14 @@ type Sink struct {
 	Origin string
 }
 
-var _ reconcile.Sink = Sink{}
-
-func (s Sink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s Sink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	h := IntentHeaders(in)
 	if s.Origin != "" {
 		h.Set(HeaderOrigin, s.Origin)
 	}
 	err := s.C.PublishVerdictWith(ctx, v, h)
 	if errors.Is(err, ErrStaleVerdict) || errors.Is(err, ErrVerdictConflict) || errors.Is(err, ErrAfterFinal) {
-		return fmt.Errorf("%w: %w", reconcile.ErrHistory, err)
+		return fmt.Errorf("%w: %w", reconciled.ErrHistory, err)
 	}
 	return err
 }
@@ -84,7 +82,7 @@ func (s Sink) PublishReject(ctx context.Context, intentID, code, message string)
 	return s.C.PublishReject(ctx, intentID, code, message)
 }
 
-func (s Sink) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
+func (s Sink) LastVerdict(ctx context.Context, intentID string) (*reconciled.Verdict, error) {
 	v, err := s.C.LastVerdict(ctx, intentID)
 	if errors.Is(err, ErrNoVerdict) {
 		return nil, nil
@@ -92,6 +90,6 @@ func (s Sink) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verd
 	return v, err
 }
 
-func (s Sink) History(ctx context.Context, intentID string) ([]reconcile.StreamedVerdict, error) {
+func (s Sink) History(ctx context.Context, intentID string) ([]reconciled.StreamedVerdict, error) {
 	return s.C.VerdictHistory(ctx, intentID)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 func TestSinkCarriesIntentToFollowers(t *testing.T) {
@@ -22,18 +22,18 @@ func TestSinkCarriesIntentToFollowers(t *testing.T) {
 	sink := Sink{C: c}
 	// A body a header line could not hold raw: newline, NUL, invalid UTF-8.
 	body := []byte("{\"intent_id\":\"s-1\"}\n\x00\xff")
-	in := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
+	in := reconciled.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
 
 	if v, err := sink.LastVerdict(ctx, "s-1"); v != nil || err != nil {
 		t.Fatalf("LastVerdict before any = %+v, %v; want nil, nil", v, err)
 	}
-	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconcile.StatusNotYet), in); err != nil {
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconciled.StatusNotYet), in); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.PublishVerdict(ctx, verdict("s-1", 2, reconcile.StatusAbsent), in); err != nil {
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 2, reconciled.StatusAbsent), in); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconcile.StatusNotYet), in); !errors.Is(err, reconcile.ErrHistory) {
+	if err := sink.PublishVerdict(ctx, verdict("s-1", 1, reconciled.StatusNotYet), in); !errors.Is(err, reconciled.ErrHistory) {
 		t.Fatalf("stale verdict through the sink: %v, want ErrHistory", err)
 	}
 	if v, err := sink.LastVerdict(ctx, "s-1"); err != nil || v == nil || v.Seq != 2 {
@@ -42,13 +42,13 @@ func TestSinkCarriesIntentToFollowers(t *testing.T) {
 
 	type got struct {
 		seq uint64
-		in  *reconcile.IntentHeader
+		in  *reconciled.IntentHeader
 		err error
 	}
 	ch := make(chan got, 2)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.FollowVerdictMsgs(ctx, FollowConfig{Durable: "sink"}, func(v reconcile.Verdict, h nats.Header) error {
+		done <- c.FollowVerdictMsgs(ctx, FollowConfig{Durable: "sink"}, func(v reconciled.Verdict, h nats.Header) error {
 			ih, err := DecodeIntentHeaders(h)
 			ch <- got{v.Seq, ih, err}
 			return nil
@@ -70,12 +70,12 @@ func TestDecodeIntentHeaders(t *testing.T) {
 	if in, err := DecodeIntentHeaders(nats.Header{}); in != nil || err != nil {
 		t.Fatalf("no headers: %+v, %v", in, err)
 	}
-	h := IntentHeaders(reconcile.IntentHeader{Body: []byte("x")})
+	h := IntentHeaders(reconciled.IntentHeader{Body: []byte("x")})
 	h.Set(HeaderIntentHash, "abcd")
 	if _, err := DecodeIntentHeaders(h); err == nil {
 		t.Fatal("short hash accepted")
 	}
-	h = IntentHeaders(reconcile.IntentHeader{Body: []byte("x")})
+	h = IntentHeaders(reconciled.IntentHeader{Body: []byte("x")})
 	h.Set(HeaderIntent, "not base64!")
 	if _, err := DecodeIntentHeaders(h); err == nil {
 		t.Fatal("bad base64 accepted")
@@ -90,9 +90,9 @@ func TestLargestIntentFitsInVerdictHeaders(t *testing.T) {
 		t.Fatal("intake accepts intents too large for their verdicts")
 	}
 	body := bytes.Repeat([]byte{0xfe}, MaxIntentBytes)
-	v := verdict("big-1", 1, reconcile.StatusInvalid)
-	v.Reason = &reconcile.Reason{Code: "E_BAD_JSON", Message: "x"}
-	in := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
+	v := verdict("big-1", 1, reconciled.StatusInvalid)
+	v.Reason = &reconciled.Reason{Code: "E_BAD_JSON", Message: "x"}
+	in := reconciled.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
 	if err := (Sink{C: c}).PublishVerdict(testCtx(t), v, in); err != nil {
 		t.Fatalf("verdict for a %d-byte intent: %v", len(body), err)
 	}

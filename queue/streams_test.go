@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reconciled/reconciled/matcher"
 )
 
 func TestEnsureStreamsIdempotentAcrossConnections(t *testing.T) {
@@ -88,7 +90,7 @@ func TestEmbeddedRestartKeepsStreamsAndMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"i-1", "i-2"} {
-		if _, err := c.PublishIntent(ctx, "ryjl3-tyaaa-aaaaa-aaaba-cai", id, []byte(`{"intent_id":"`+id+`"}`)); err != nil {
+		if _, err := c.PublishIntent(ctx, "ryjl3-tyaaa-aaaaa-aaaba-cai", id, []byte(`{"intent_id":"`+id+`"}`), matcher.IntentHash([]byte(`{"intent_id":"`+id+`"}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +110,7 @@ func TestEmbeddedRestartKeepsStreamsAndMessages(t *testing.T) {
 		t.Fatalf("last verdict after restart = %+v, %v", v, err)
 	}
 	// The dedup state survives too: a retry of i-1 is still a duplicate.
-	dup, err := c2.PublishIntent(ctx, "ryjl3-tyaaa-aaaaa-aaaba-cai", "i-1", []byte(`{"intent_id":"i-1"}`))
+	dup, err := c2.PublishIntent(ctx, "ryjl3-tyaaa-aaaaa-aaaba-cai", "i-1", []byte(`{"intent_id":"i-1"}`), matcher.IntentHash([]byte(`{"intent_id":"i-1"}`)))
 	if err != nil || !dup {
 		t.Fatalf("republish after restart: duplicate=%v err=%v", dup, err)
 	}

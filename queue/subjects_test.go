@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 )
 
 var badTokens = []string{"", "a.b", "a*", "*", ">", "a>", "a b", "a\tb", "a\nb", "a\x00b", "\u00a0", strings.Repeat("x", 257), "\xff"}
@@ -16,13 +17,13 @@ func TestBadTokensRefused(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	for _, tok := range badTokens {
-		if _, err := c.PublishIntent(ctx, tok, "ok-id", []byte("{}")); err == nil {
+		if _, err := c.PublishIntent(ctx, tok, "ok-id", []byte("{}"), matcher.IntentHash([]byte("{}"))); err == nil {
 			t.Errorf("PublishIntent accepted canister %q", tok)
 		}
-		if _, err := c.PublishIntent(ctx, canister, tok, []byte("{}")); err == nil {
+		if _, err := c.PublishIntent(ctx, canister, tok, []byte("{}"), matcher.IntentHash([]byte("{}"))); err == nil {
 			t.Errorf("PublishIntent accepted intent id %q", tok)
 		}
-		if err := c.PublishVerdict(ctx, reconcile.Verdict{IntentID: tok, Seq: 1, Status: reconcile.StatusNotYet}); err == nil {
+		if err := c.PublishVerdict(ctx, reconciled.Verdict{IntentID: tok, Seq: 1, Status: reconciled.StatusNotYet}); err == nil {
 			t.Errorf("PublishVerdict accepted intent id %q", tok)
 		}
 		if err := c.PublishReject(ctx, tok, "E_INTENT_CONFLICT", "x"); err == nil {
@@ -31,11 +32,11 @@ func TestBadTokensRefused(t *testing.T) {
 		if _, err := c.LastVerdict(ctx, tok); err == nil {
 			t.Errorf("LastVerdict accepted intent id %q", tok)
 		}
-		if err := c.WatchIntent(ctx, tok, func(reconcile.Verdict) error { return nil }); err == nil {
+		if err := c.WatchIntent(ctx, tok, func(reconciled.Verdict) error { return nil }); err == nil {
 			t.Errorf("WatchIntent accepted intent id %q", tok)
 		}
 	}
-	if _, err := c.PublishIntent(ctx, canister, "too-big", make([]byte, MaxIntentBytes+1)); err == nil {
+	if _, err := c.PublishIntent(ctx, canister, "too-big", make([]byte, MaxIntentBytes+1), matcher.IntentHash(make([]byte, MaxIntentBytes+1))); err == nil {
 		t.Error("PublishIntent accepted an intent too large for its verdicts")
 	}
 	if m := streamInfo(t, c, IntentsStream).State.Msgs + streamInfo(t, c, VerdictsStream).State.Msgs; m != 0 {
@@ -63,7 +64,7 @@ func TestCustomPrefix(t *testing.T) {
 	if got := streamInfo(t, c, IntentsStream).Config.Subjects; len(got) != 1 || got[0] != "prod.reconcile.intents.>" {
 		t.Fatalf("subjects %v", got)
 	}
-	if err := c.PublishVerdict(ctx, verdict("x-1", 1, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("x-1", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := c.LastVerdict(ctx, "x-1"); err != nil || v.Seq != 1 {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // holdBatches makes the next first verdicts queue behind a batch that runs
@@ -41,7 +41,7 @@ func holdBatches(t *testing.T, c *Conn) (waitFor func(want int), release func())
 // publishQueued publishes vs side by side while a held batch runs, so that
 // every one of them queues before the next batch, and returns each
 // intent's error.
-func publishQueued(t *testing.T, c *Conn, vs ...reconcile.Verdict) map[string]error {
+func publishQueued(t *testing.T, c *Conn, vs ...reconciled.Verdict) map[string]error {
 	t.Helper()
 	ctx := testCtx(t)
 	waitFor, release := holdBatches(t, c)
@@ -63,8 +63,8 @@ func publishQueued(t *testing.T, c *Conn, vs ...reconcile.Verdict) map[string]er
 }
 
 // firsts are first verdicts of intents prefix-from … prefix-(from+n-1).
-func firsts(prefix string, from, n int, st reconcile.Status) []reconcile.Verdict {
-	vs := make([]reconcile.Verdict, n)
+func firsts(prefix string, from, n int, st reconciled.Status) []reconciled.Verdict {
+	vs := make([]reconciled.Verdict, n)
 	for i := range vs {
 		vs[i] = verdict(fmt.Sprintf("%s-%d", prefix, from+i), 1, st)
 	}
@@ -100,7 +100,7 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 		t.Fatal("the embedded server's verdict stream does not allow atomic batches")
 	}
 	const n = 40
-	noErrors(t, publishQueued(t, c, firsts("fb", 0, n, reconcile.StatusAbsent)...))
+	noErrors(t, publishQueued(t, c, firsts("fb", 0, n, reconciled.StatusAbsent)...))
 	if got := c.batches.batches.Load(); got != 1 {
 		t.Fatalf("%d batches stored, want the %d queued verdicts in one", got, n)
 	}
@@ -110,14 +110,14 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("fb-%d", i)
 		v, err := c.LastVerdict(ctx, id)
-		if err != nil || v.Seq != 1 || v.Status != reconcile.StatusAbsent {
+		if err != nil || v.Seq != 1 || v.Status != reconciled.StatusAbsent {
 			t.Fatalf("%s: last verdict %+v, %v", id, v, err)
 		}
 	}
-	if err := c.PublishVerdict(ctx, verdict("fb-3", 1, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("fb-3", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatalf("the same first verdict again: %v", err)
 	}
-	if err := c.PublishVerdict(ctx, verdict("fb-4", 1, reconcile.StatusFound)); !errors.Is(err, ErrVerdictConflict) {
+	if err := c.PublishVerdict(ctx, verdict("fb-4", 1, reconciled.StatusFound)); !errors.Is(err, ErrVerdictConflict) {
 		t.Fatalf("another decision at seq 1 after the batch: %v, want ErrVerdictConflict", err)
 	}
 	if got := streamInfo(t, c, VerdictsStream).State.Msgs; got != n {
@@ -125,7 +125,7 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 	}
 
 	// More than a batch holds are split between batches.
-	noErrors(t, publishQueued(t, c, firsts("fbx", 0, maxVerdictBatch+10, reconcile.StatusAbsent)...))
+	noErrors(t, publishQueued(t, c, firsts("fbx", 0, maxVerdictBatch+10, reconciled.StatusAbsent)...))
 	if got := c.batches.batches.Load(); got != 3 {
 		t.Fatalf("%d batches stored in all, want 3: %d queued verdicts in two more", got, maxVerdictBatch+10)
 	}
@@ -140,10 +140,10 @@ func TestFirstVerdictsShareOneBatch(t *testing.T) {
 func TestRefusedBatchGoesOneByOne(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
-	if err := c.PublishVerdict(ctx, verdict("rb-same", 1, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("rb-same", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishVerdict(ctx, verdict("rb-other", 1, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("rb-other", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]error{
@@ -151,11 +151,11 @@ func TestRefusedBatchGoesOneByOne(t *testing.T) {
 		"rb-same":  nil,                // the same decision again
 		"rb-other": ErrVerdictConflict, // another decision at the stored seq
 	}
-	var vs []reconcile.Verdict
+	var vs []reconciled.Verdict
 	for id := range want {
-		st := reconcile.StatusAbsent
+		st := reconciled.StatusAbsent
 		if id == "rb-other" {
-			st = reconcile.StatusFound
+			st = reconciled.StatusFound
 		}
 		vs = append(vs, verdict(id, 1, st))
 	}
@@ -188,7 +188,7 @@ func TestBatchesFollowTheStreamsConfiguration(t *testing.T) {
 
 	// A connection that looks the stream up reads its configuration.
 	late := connect(t, e)
-	if err := late.PublishVerdict(ctx, verdict("sc-0", 1, reconcile.StatusAbsent)); err != nil {
+	if err := late.PublishVerdict(ctx, verdict("sc-0", 1, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	if late.batches.on.Load() {
@@ -198,7 +198,7 @@ func TestBatchesFollowTheStreamsConfiguration(t *testing.T) {
 	// c read the configuration before it changed: its batch is refused,
 	// it stops batching and its verdicts go one by one.
 	const n = 5
-	noErrors(t, publishQueued(t, c, firsts("sc", 1, n, reconcile.StatusAbsent)...))
+	noErrors(t, publishQueued(t, c, firsts("sc", 1, n, reconciled.StatusAbsent)...))
 	if c.batches.on.Load() {
 		t.Fatal("batches still on after the stream refused one as disabled")
 	}

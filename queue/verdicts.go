@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // ErrNoVerdict: the verdict stream holds no verdict for the intent.
@@ -22,7 +22,7 @@ var ErrStop = errors.New("queue: stop watching")
 
 // LastVerdict returns the newest verdict of intentID by a direct get of the
 // last message on its subject.
-func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Verdict, error) {
+func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconciled.Verdict, error) {
 	subject, st, err := c.verdictSubject(ctx, intentID)
 	if err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func (c *Conn) LastVerdict(ctx context.Context, intentID string) (*reconcile.Ver
 
 // lastVerdict returns the last verdict on subject and its stream sequence,
 // or ErrNoVerdict (with sequence 0).
-func lastVerdict(ctx context.Context, st jetstream.Stream, subject string) (*reconcile.Verdict, uint64, error) {
+func lastVerdict(ctx context.Context, st jetstream.Stream, subject string) (*reconciled.Verdict, uint64, error) {
 	raw, err := st.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, 0, ErrNoVerdict
@@ -51,8 +51,8 @@ func lastVerdict(ctx context.Context, st jetstream.Stream, subject string) (*rec
 	return &v, raw.Sequence, nil
 }
 
-func decodeVerdict(data []byte) (reconcile.Verdict, error) {
-	var v reconcile.Verdict
+func decodeVerdict(data []byte) (reconciled.Verdict, error) {
+	var v reconciled.Verdict
 	if err := json.Unmarshal(data, &v); err != nil {
 		return v, fmt.Errorf("decode verdict: %w", err)
 	}
@@ -181,8 +181,8 @@ func (cfg FollowConfig) start() (policy jetstream.DeliverPolicy, seq uint64, at 
 // is retried before any later one is seen. It blocks until ctx ends (then
 // returns nil, after the running fn has returned) or the consumer cannot
 // be set up.
-func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict) error) error {
-	return c.FollowVerdictMsgs(ctx, cfg, func(v reconcile.Verdict, _ nats.Header) error { return fn(v) })
+func (c *Conn) FollowVerdicts(ctx context.Context, cfg FollowConfig, fn func(v reconciled.Verdict) error) error {
+	return c.FollowVerdictMsgs(ctx, cfg, func(v reconciled.Verdict, _ nats.Header) error { return fn(v) })
 }
 
 // ForgetFollower deletes the durable verdict follower, if there is one, so
@@ -201,7 +201,7 @@ func (c *Conn) ForgetFollower(ctx context.Context, durable string) error {
 
 // FollowVerdictMsgs is FollowVerdicts that also hands fn each message's
 // headers (see IntentHeaders).
-func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(v reconcile.Verdict, hdr nats.Header) error) error {
+func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(v reconciled.Verdict, hdr nats.Header) error) error {
 	if err := ValidToken(cfg.Durable); err != nil {
 		return fmt.Errorf("queue: follow verdicts durable %q: %w", cfg.Durable, err)
 	}
@@ -295,7 +295,7 @@ func (c *Conn) FollowVerdictMsgs(ctx context.Context, cfg FollowConfig, fn func(
 // error when it returns another, and ctx's error when ctx ends. A verdict
 // published between the subscription and the first read is not missed: the
 // consumer starts from the stream's last message per subject.
-func (c *Conn) WatchIntent(ctx context.Context, intentID string, fn func(v reconcile.Verdict) error) error {
+func (c *Conn) WatchIntent(ctx context.Context, intentID string, fn func(v reconciled.Verdict) error) error {
 	subject, err := c.subj.Verdict(intentID)
 	if err != nil {
 		return err
@@ -398,12 +398,12 @@ func (c *Conn) iterate(ctx context.Context, cons jetstream.Consumer, log *zap.Lo
 // first, each with the intent its message carries: what an instance
 // imports when the stream refused a verdict it decided, or when it meets
 // an intent the fleet decided before its store learnt of it.
-func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconcile.StreamedVerdict, error) {
+func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconciled.StreamedVerdict, error) {
 	subject, st, err := c.verdictSubject(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}
-	var out []reconcile.StreamedVerdict
+	var out []reconciled.StreamedVerdict
 	// One direct get per verdict, each the next message of the subject: an
 	// intent's history is a handful of messages.
 	for seq := uint64(1); ; {
@@ -422,7 +422,7 @@ func (c *Conn) VerdictHistory(ctx context.Context, intentID string) ([]reconcile
 		if err != nil {
 			c.log.Warn("streamed verdict with unreadable intent headers", zap.String("intent_id", intentID), zap.Error(err))
 		}
-		out = append(out, reconcile.StreamedVerdict{Verdict: v, Intent: hdr})
+		out = append(out, reconciled.StreamedVerdict{Verdict: v, Intent: hdr})
 		seq = raw.Sequence + 1
 	}
 }

@@ -10,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
-func verdict(id string, seq uint64, status reconcile.Status) reconcile.Verdict {
-	return reconcile.Verdict{
+func verdict(id string, seq uint64, status reconciled.Status) reconciled.Verdict {
+	return reconciled.Verdict{
 		IntentID:  id,
 		Seq:       seq,
 		Status:    status,
@@ -30,23 +30,23 @@ func TestLastVerdictAndWatch(t *testing.T) {
 		t.Fatalf("LastVerdict before any: %v", err)
 	}
 	for seq := uint64(1); seq <= 2; seq++ {
-		if err := c.PublishVerdict(ctx, verdict("w-1", seq, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict("w-1", seq, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Another intent's verdict must not leak into w-1's answers.
-	if err := c.PublishVerdict(ctx, verdict("w-10", 7, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("w-10", 7, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	v, err := c.LastVerdict(ctx, "w-1")
-	if err != nil || v.Seq != 2 || v.Status != reconcile.StatusNotYet {
+	if err != nil || v.Seq != 2 || v.Status != reconciled.StatusNotYet {
 		t.Fatalf("LastVerdict = %+v, %v", v, err)
 	}
 
-	seen := make(chan reconcile.Verdict, 8)
+	seen := make(chan reconciled.Verdict, 8)
 	watched := make(chan error, 1)
 	go func() {
-		watched <- c.WatchIntent(ctx, "w-1", func(v reconcile.Verdict) error {
+		watched <- c.WatchIntent(ctx, "w-1", func(v reconciled.Verdict) error {
 			seen <- v
 			if v.Final {
 				return ErrStop
@@ -57,8 +57,8 @@ func TestLastVerdictAndWatch(t *testing.T) {
 	if first := recv(t, seen, "last verdict"); first.Seq != 2 {
 		t.Fatalf("watch started with seq %d, want the last (2)", first.Seq)
 	}
-	final := verdict("w-1", 3, reconcile.StatusFound)
-	final.Block = &reconcile.BlockRef{Index: 1042, TS: 1791547201733000000, Hash: "ab", Kind: "xfer"}
+	final := verdict("w-1", 3, reconciled.StatusFound)
+	final.Block = &reconciled.BlockRef{Index: 1042, TS: 1791547201733000000, Hash: "ab", Kind: "xfer"}
 	if err := c.PublishVerdict(ctx, final); err != nil {
 		t.Fatal(err)
 	}
@@ -78,20 +78,20 @@ func TestWatchIntentBeforeFirstVerdictEndsWithContext(t *testing.T) {
 	seen := make(chan uint64, 4)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.WatchIntent(ctx, "later-1", func(v reconcile.Verdict) error {
+		done <- c.WatchIntent(ctx, "later-1", func(v reconciled.Verdict) error {
 			seen <- v.Seq
 			return nil
 		})
 	}()
 	// Whether the watch is set up before or after this publish, the verdict
 	// is seen exactly once: as the last one or as a new one.
-	if err := c.PublishVerdict(ctx, verdict("later-1", 1, reconcile.StatusNotYet)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("later-1", 1, reconciled.StatusNotYet)); err != nil {
 		t.Fatal(err)
 	}
 	if seq := recv(t, seen, "verdict"); seq != 1 {
 		t.Fatalf("seq %d", seq)
 	}
-	if err := c.PublishVerdict(ctx, verdict("later-1", 2, reconcile.StatusNotYet)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("later-1", 2, reconciled.StatusNotYet)); err != nil {
 		t.Fatal(err)
 	}
 	if seq := recv(t, seen, "second verdict"); seq != 2 {
@@ -106,7 +106,7 @@ func TestWatchIntentBeforeFirstVerdictEndsWithContext(t *testing.T) {
 func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
-	v := verdict("d-1", 1, reconcile.StatusNotYet)
+	v := verdict("d-1", 1, reconciled.StatusNotYet)
 	for range 3 {
 		if err := c.PublishVerdict(ctx, v); err != nil {
 			t.Fatal(err)
@@ -119,7 +119,7 @@ func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 	if err := c.PublishVerdict(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishVerdict(ctx, verdict("d-1", 2, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("d-1", 2, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	info := streamInfo(t, c, VerdictsStream, jetstream.WithSubjectFilter("reconcile.verdicts.d-1"))
@@ -134,12 +134,12 @@ func TestVerdictDedupOnIntentAndSeq(t *testing.T) {
 func TestFirstVerdictOtherDecisionRefused(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
-	first := verdict("f-1", 1, reconcile.StatusNotYet)
+	first := verdict("f-1", 1, reconciled.StatusNotYet)
 	if err := c.PublishVerdict(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	found := verdict("f-1", 1, reconcile.StatusFound)
-	found.Block = &reconcile.BlockRef{Index: 3, Hash: "cc"}
+	found := verdict("f-1", 1, reconciled.StatusFound)
+	found.Block = &reconciled.BlockRef{Index: 3, Hash: "cc"}
 	if err := c.PublishVerdict(ctx, found); !errors.Is(err, ErrVerdictConflict) {
 		t.Fatalf("seq 1, other decision: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestFirstVerdictOtherDecisionRefused(t *testing.T) {
 		t.Fatalf("seq 1 re-published: %v", err)
 	}
 	v, err := c.LastVerdict(ctx, "f-1")
-	if err != nil || v.Seq != 1 || v.Status != reconcile.StatusNotYet {
+	if err != nil || v.Seq != 1 || v.Status != reconciled.StatusNotYet {
 		t.Fatalf("last verdict %+v %v", v, err)
 	}
 	if n := streamInfo(t, c, VerdictsStream, jetstream.WithSubjectFilter("reconcile.verdicts.f-1")).State.Msgs; n != 1 {
@@ -162,30 +162,30 @@ func TestVerdictHistoryStaysMonotonic(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	for seq := uint64(1); seq <= 3; seq++ {
-		if err := c.PublishVerdict(ctx, verdict("m-1", seq, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict("m-1", seq, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.PublishVerdict(ctx, verdict("m-1", 2, reconcile.StatusNotYet)); !errors.Is(err, ErrStaleVerdict) {
+	if err := c.PublishVerdict(ctx, verdict("m-1", 2, reconciled.StatusNotYet)); !errors.Is(err, ErrStaleVerdict) {
 		t.Fatalf("older seq: %v", err)
 	}
-	if err := c.PublishVerdict(ctx, verdict("m-1", 3, reconcile.StatusUnreadable)); !errors.Is(err, ErrVerdictConflict) {
+	if err := c.PublishVerdict(ctx, verdict("m-1", 3, reconciled.StatusUnreadable)); !errors.Is(err, ErrVerdictConflict) {
 		t.Fatalf("same seq, other decision: %v", err)
 	}
-	found := verdict("m-1", 4, reconcile.StatusFound)
-	found.Block = &reconcile.BlockRef{Index: 7, Hash: "aa"}
+	found := verdict("m-1", 4, reconciled.StatusFound)
+	found.Block = &reconciled.BlockRef{Index: 7, Hash: "aa"}
 	if err := c.PublishVerdict(ctx, found); err != nil {
 		t.Fatal(err)
 	}
 	otherBlock := found
-	otherBlock.Block = &reconcile.BlockRef{Index: 8, Hash: "bb"}
+	otherBlock.Block = &reconciled.BlockRef{Index: 8, Hash: "bb"}
 	if err := c.PublishVerdict(ctx, otherBlock); !errors.Is(err, ErrVerdictConflict) {
 		t.Fatalf("same seq, other block: %v", err)
 	}
-	if err := c.PublishVerdict(ctx, verdict("m-1", 5, reconcile.StatusAbsent)); !errors.Is(err, ErrAfterFinal) {
+	if err := c.PublishVerdict(ctx, verdict("m-1", 5, reconciled.StatusAbsent)); !errors.Is(err, ErrAfterFinal) {
 		t.Fatalf("after final: %v", err)
 	}
-	if err := c.PublishVerdict(ctx, reconcile.Verdict{IntentID: "m-2", Seq: 1, Status: "maybe"}); err == nil {
+	if err := c.PublishVerdict(ctx, reconciled.Verdict{IntentID: "m-2", Seq: 1, Status: "maybe"}); err == nil {
 		t.Fatal("unknown status published")
 	}
 	v, err := c.LastVerdict(ctx, "m-1")
@@ -211,7 +211,7 @@ func TestConcurrentVerdictPublishersKeepOrder(t *testing.T) {
 			// checked the history just before another wrote would append an
 			// older seq after a newer one without the server-side check.
 			for seq := uint64(1 + k); seq <= last; seq += uint64(len(conns)) {
-				err := c.PublishVerdict(ctx, verdict("cc-1", seq, reconcile.StatusNotYet))
+				err := c.PublishVerdict(ctx, verdict("cc-1", seq, reconciled.StatusNotYet))
 				// Losing a race to a later seq is the only acceptable refusal.
 				if err != nil && !errors.Is(err, ErrStaleVerdict) {
 					t.Errorf("seq %d: %v", seq, err)
@@ -226,7 +226,7 @@ func TestConcurrentVerdictPublishersKeepOrder(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- a.FollowVerdicts(wctx, FollowConfig{Durable: "check"}, func(v reconcile.Verdict) error {
+		done <- a.FollowVerdicts(wctx, FollowConfig{Durable: "check"}, func(v reconciled.Verdict) error {
 			seqs = append(seqs, v.Seq)
 			ch <- struct{}{}
 			return nil
@@ -261,7 +261,7 @@ func TestFollowVerdictsTwoDurablesEachGetAll(t *testing.T) {
 	var want []string
 	publish := func(id string, seq uint64) {
 		t.Helper()
-		if err := a.PublishVerdict(ctx, verdict(id, seq, reconcile.StatusNotYet)); err != nil {
+		if err := a.PublishVerdict(ctx, verdict(id, seq, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, VerdictMsgID(id, seq))
@@ -282,7 +282,7 @@ func TestFollowVerdictsTwoDurablesEachGetAll(t *testing.T) {
 		f := fs[i]
 		go func() {
 			f.done <- c.FollowVerdicts(ctx, FollowConfig{Durable: fmt.Sprintf("store-%d", i), NakDelay: 20 * time.Millisecond},
-				func(v reconcile.Verdict) error {
+				func(v reconciled.Verdict) error {
 					f.mu.Lock()
 					defer f.mu.Unlock()
 					// The second follower's store fails once: the verdict must
@@ -333,14 +333,14 @@ func TestFollowVerdictsResumesDurable(t *testing.T) {
 		return got
 	}
 	for seq := uint64(1); seq <= 2; seq++ {
-		if err := c.PublishVerdict(ctx, verdict("r-1", seq, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict("r-1", seq, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := run(2); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("first run %v", got)
 	}
-	if err := c.PublishVerdict(ctx, verdict("r-1", 3, reconcile.StatusAbsent)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("r-1", 3, reconciled.StatusAbsent)); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(1); fmt.Sprint(got) != "[3]" {
@@ -364,9 +364,9 @@ func TestFollowVerdictsSkipsItsOwnOrigin(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	own, other := Sink{C: c, Origin: "a:1"}, Sink{C: c, Origin: "a:2"}
-	in := reconcile.IntentHeader{Body: []byte(`{}`)}
+	in := reconciled.IntentHeader{Body: []byte(`{}`)}
 	for i, s := range []Sink{own, other, own, {C: c}, other, own} {
-		if err := s.PublishVerdict(ctx, verdict(fmt.Sprintf("o-%d", i), 1, reconcile.StatusNotYet), in); err != nil {
+		if err := s.PublishVerdict(ctx, verdict(fmt.Sprintf("o-%d", i), 1, reconciled.StatusNotYet), in); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -388,15 +388,15 @@ func TestFollowVerdictsSkipsItsOwnOrigin(t *testing.T) {
 
 // followN follows the verdict stream with cfg until want verdicts have
 // come, then stops, and returns them in the order they came.
-func followN(t *testing.T, c *Conn, cfg FollowConfig, want int) []reconcile.Verdict {
+func followN(t *testing.T, c *Conn, cfg FollowConfig, want int) []reconciled.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	var got []reconcile.Verdict
+	var got []reconciled.Verdict
 	ch := make(chan struct{}, 8)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.FollowVerdicts(ctx, cfg, func(v reconcile.Verdict) error {
+		done <- c.FollowVerdicts(ctx, cfg, func(v reconciled.Verdict) error {
 			got = append(got, v)
 			ch <- struct{}{}
 			return nil
@@ -418,14 +418,14 @@ func TestFollowVerdictsStartsAtStartTime(t *testing.T) {
 	_, c := setup(t)
 	ctx := testCtx(t)
 	for i := range 3 {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("old-%d", i), 1, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("old-%d", i), 1, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Every verdict published before this is older than the start.
 	start := time.Now()
 	for i := range 2 {
-		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("young-%d", i), 1, reconcile.StatusNotYet)); err != nil {
+		if err := c.PublishVerdict(ctx, verdict(fmt.Sprintf("young-%d", i), 1, reconciled.StatusNotYet)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -438,7 +438,7 @@ func TestFollowVerdictsStartsAtStartTime(t *testing.T) {
 		t.Fatalf("imported %v, want only the verdicts since the start time", got)
 	}
 	// Resumed under a later start time: the consumer's position holds.
-	if err := c.PublishVerdict(ctx, verdict("young-2", 1, reconcile.StatusNotYet)); err != nil {
+	if err := c.PublishVerdict(ctx, verdict("young-2", 1, reconciled.StatusNotYet)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.StartTime = time.Now().Add(time.Hour)

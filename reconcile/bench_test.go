@@ -11,6 +11,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -170,12 +171,12 @@ func (bl *benchLedger) decide(b *testing.B, e *reconcile.Engine, name string) {
 		b.Fatal(err)
 	}
 	if name == "absent" {
-		if v.Status != reconcile.StatusAbsent {
+		if v.Status != reconciled.StatusAbsent {
 			b.Fatalf("%s: %s %+v, want absent", name, v.Status, v.Reason)
 		}
 		return
 	}
-	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != bl.blocks[name] {
+	if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != bl.blocks[name] {
 		b.Fatalf("%s: %s %+v %+v, want found at %d", name, v.Status, v.Block, v.Reason, bl.blocks[name])
 	}
 }

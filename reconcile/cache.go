@@ -2,36 +2,14 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 )
-
-// VerifiedRange is the contiguous run of blocks [Lo, Hi] of one ledger that
-// has been verified against a certified tip. Blocks are immutable, so what
-// was verified once stays verified; a later tip only costs the blocks above
-// Hi, and an older window only the blocks below Lo.
-//
-// Lo == Hi+1 is an anchored but empty range: the certified tip (Hi, HiHash)
-// is known and no block has been read yet.
-type VerifiedRange struct {
-	Lo, Hi uint64
-	HiHash icrc3.Hash
-	// Below is the authentic hash of block Lo-1 (the phash of block Lo, or
-	// the tip hash when the range is empty); nil when Lo == 0.
-	Below *icrc3.Hash
-	// LoTS and HiTS are the lowest and the highest ledger timestamp the
-	// range's blocks carry: blocks of unknown kinds carry none, and a range
-	// of only such blocks has LoTS all ones, so that it covers no window.
-	// Meaningless when empty.
-	LoTS, HiTS uint64
-	// TipTime is the certified time of the newest tip that vouched for Hi.
-	TipTime uint64
-}
 
 // windowStartCache is a BlockCache that finds a window's first block
 // alone, for a chain that knows where the window ends.
@@ -41,14 +19,6 @@ type windowStartCache interface {
 	WindowStart(ctx context.Context, ledger string, lo, hi, from uint64) (first uint64, ok bool, err error)
 }
 
-// ErrBlockConflict: a BlockCache refused verified blocks that contradict a
-// block it holds inside the recorded verified range. The cached chain is
-// then not the ledger's history any more: the chain is rebuilt.
-var ErrBlockConflict = errors.New("verified block contradicts the cached chain")
-
-// Empty reports whether no block of the range has been read.
-func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
-
 // BlockCache keeps verified blocks per chain (the ledger argument is a
 // HistoryKey: network, canister and verify mode) so that intents of one ledger
 // share one verified chain, and a restart does not re-read it. The store
@@ -56,7 +26,7 @@ func (r VerifiedRange) Empty() bool { return r.Lo == r.Hi+1 }
 type BlockCache interface {
 	// PutVerified stores blocks that were verified against a certified tip.
 	// Only the recorded range (SaveRange) holds facts: a block held inside
-	// it with another hash or ts than one of blocks is ErrBlockConflict and
+	// it with another hash or ts than one of blocks is reconciled.ErrBlockConflict and
 	// nothing is stored; one held outside it (put by a refresh that was cut
 	// before it recorded the range) gives way to the block verified now.
 	PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error
@@ -70,14 +40,14 @@ type BlockCache interface {
 	// an unknown kind) is in no window, even one from 0.
 	WindowBlocks(ctx context.Context, ledger string, lo, hi, from, to uint64) (first, last uint64, ok bool, err error)
 	// LoadRange and SaveRange persist the verified range.
-	LoadRange(ctx context.Context, ledger string) (VerifiedRange, bool, error)
-	SaveRange(ctx context.Context, ledger string, r VerifiedRange) error
+	LoadRange(ctx context.Context, ledger string) (icrc3.VerifiedRange, bool, error)
+	SaveRange(ctx context.Context, ledger string, r icrc3.VerifiedRange) error
 	// BlockAt returns the hash and ts of a stored block; ok is false when
 	// index is not stored.
 	BlockAt(ctx context.Context, ledger string, index uint64) (hash icrc3.Hash, ts uint64, ok bool, err error)
 	// Discard forgets every block and the range of one chain, whose
 	// ledger's history changed as ch says.
-	Discard(ctx context.Context, ledger string, ch HistoryChange) error
+	Discard(ctx context.Context, ledger string, ch reconciled.HistoryChange) error
 }
 
 // MemCache is a BlockCache in memory, for tests, benchmarks and the demo.
@@ -95,7 +65,7 @@ type memLedger struct {
 	stamp   map[uint64]uint64 // index → created_at_time, of the blocks in byStamp
 	ts      map[uint64]uint64 // index → ts, for WindowBlocks
 	hash    map[uint64]icrc3.Hash
-	rng     VerifiedRange
+	rng     icrc3.VerifiedRange
 	hasRng  bool
 }
 
@@ -135,7 +105,7 @@ func (l *memLedger) drop(index uint64) {
 
 // PutVerified stores blocks verified against a certified tip. A block
 // already held inside the recorded range, or repeated in blocks, with
-// another hash or timestamp is ErrBlockConflict, and then nothing is
+// another hash or timestamp is reconciled.ErrBlockConflict, and then nothing is
 // stored; one held outside the range is replaced.
 func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.Block) error {
 	m.mu.Lock()
@@ -145,11 +115,11 @@ func (m *MemCache) PutVerified(_ context.Context, ledger string, blocks []icrc3.
 	for i := range blocks {
 		b := &blocks[i]
 		if j, dup := seen[b.Index]; dup && (blocks[j].Hash != b.Hash || blocks[j].TS != b.TS) {
-			return fmt.Errorf("reconcile: cache %s: block %d twice, hashes %s and %s: %w", ledger, b.Index, blocks[j].Hash, b.Hash, ErrBlockConflict)
+			return fmt.Errorf("reconcile: cache %s: block %d twice, hashes %s and %s: %w", ledger, b.Index, blocks[j].Hash, b.Hash, reconciled.ErrBlockConflict)
 		}
 		seen[b.Index] = i
 		if h, held := l.hash[b.Index]; held && l.fact(b.Index) && (h != b.Hash || l.ts[b.Index] != b.TS) {
-			return fmt.Errorf("reconcile: cache %s: block %d held with hash %s, now %s: %w", ledger, b.Index, h, b.Hash, ErrBlockConflict)
+			return fmt.Errorf("reconcile: cache %s: block %d held with hash %s, now %s: %w", ledger, b.Index, h, b.Hash, reconciled.ErrBlockConflict)
 		}
 	}
 	for i := range blocks {
@@ -211,14 +181,14 @@ func (m *MemCache) WindowBlocks(_ context.Context, ledger string, lo, hi, from, 
 	return lo + uint64(first), lo + uint64(last), true, nil
 }
 
-func (m *MemCache) LoadRange(_ context.Context, ledger string) (VerifiedRange, bool, error) {
+func (m *MemCache) LoadRange(_ context.Context, ledger string) (icrc3.VerifiedRange, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.ledger(ledger)
 	return l.rng, l.hasRng, nil
 }
 
-func (m *MemCache) SaveRange(_ context.Context, ledger string, r VerifiedRange) error {
+func (m *MemCache) SaveRange(_ context.Context, ledger string, r icrc3.VerifiedRange) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.ledger(ledger)
@@ -234,7 +204,7 @@ func (m *MemCache) BlockAt(_ context.Context, ledger string, index uint64) (icrc
 	return h, l.ts[index], ok, nil
 }
 
-func (m *MemCache) Discard(_ context.Context, ledger string, _ HistoryChange) error {
+func (m *MemCache) Discard(_ context.Context, ledger string, _ reconciled.HistoryChange) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.ledgers, ledger)

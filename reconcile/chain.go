@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 )
 
@@ -38,26 +39,9 @@ type History interface {
 	Forget()
 }
 
-// HistoryChange is a certified tip that contradicts the verified chain: the
-// ledger under this id now has another history (a reinstall, a reset test
-// replica). The cached chain was discarded and is rebuilt from the tip.
-type HistoryChange struct {
-	// Reason: "hash" (the tip, or a block under it, differs from the
-	// verified block at its index), "later_time" (a lower tip certified
-	// after the verified block above it was written) or "lower_tip" (a
-	// lower tip that cannot be shown to be a prefix of the verified chain).
-	Reason          string `json:"reason"`
-	OldTipIndex     U64    `json:"old_tip_index"`
-	OldTipHash      string `json:"old_tip_hash"`
-	NewTipIndex     U64    `json:"new_tip_index"`
-	NewTipHash      string `json:"new_tip_hash"`
-	CertifiedAt     U64    `json:"certified_time"`
-	BlocksDiscarded U64    `json:"blocks_discarded"`
-}
-
 // HistoryChangedError: the chain changed and could not be rebuilt.
 type HistoryChangedError struct {
-	Change HistoryChange
+	Change reconciled.HistoryChange
 	Err    error
 }
 
@@ -82,14 +66,14 @@ type chain struct {
 	hist   History
 	// changed is the history change the current refresh detected, for the
 	// evidence of the verdicts decided on it; onChange counts it.
-	changed  *HistoryChange
-	onChange func(HistoryChange)
+	changed  *reconciled.HistoryChange
+	onChange func(reconciled.HistoryChange)
 	cache    BlockCache
 	// w writes the pages a walk down verified behind it (pagewriter.go).
 	w      *pageWriter
 	loaded bool
 	has    bool
-	r      VerifiedRange
+	r      icrc3.VerifiedRange
 
 	// reuse: a tip verified less than this long ago (wall clock) serves
 	// again without a query. An older tip is always a safe answer: found
@@ -172,7 +156,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 	}
 	if !c.has {
 		h := t.Hash
-		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.r = icrc3.VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
 		c.has = true
 		return c.tip(t), 0, c.save(ctx)
 	}
@@ -217,7 +201,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			return err
 		}
 		if err := c.cache.PutVerified(ctx, c.ledger, page); err != nil {
-			floorBroken = errors.Is(err, ErrBlockConflict)
+			floorBroken = errors.Is(err, reconciled.ErrBlockConflict)
 			return fmt.Errorf("reconcile: cache blocks of %s: %w", c.ledger, err)
 		}
 		read += uint64(len(page))
@@ -231,7 +215,7 @@ func (c *chain) refresh(ctx context.Context, onPage func([]icrc3.Block)) (icrc3.
 			return icrc3.Tip{}, read, err
 		}
 		h := t.Hash
-		c.r = VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
+		c.r = icrc3.VerifiedRange{Lo: t.Index + 1, Hi: t.Index, HiHash: t.Hash, Below: &h, TipTime: t.Time}
 		c.has = true
 		return c.tip(t), read, c.save(ctx)
 	}
@@ -313,10 +297,10 @@ func (c *chain) contradicts(ctx context.Context, t icrc3.Tip) (string, error) {
 // rebuild discards the cached chain after certified tip t contradicted it,
 // logs and counts the change, and leaves the chain to be anchored at t.
 func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
-	ch := HistoryChange{Reason: reason, OldTipIndex: U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
-		NewTipIndex: U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: U64(t.Time)}
+	ch := reconciled.HistoryChange{Reason: reason, OldTipIndex: reconciled.U64(c.r.Hi), OldTipHash: c.r.HiHash.String(),
+		NewTipIndex: reconciled.U64(t.Index), NewTipHash: t.Hash.String(), CertifiedAt: reconciled.U64(t.Time)}
 	if !c.r.Empty() {
-		ch.BlocksDiscarded = U64(c.r.Hi - c.r.Lo + 1)
+		ch.BlocksDiscarded = reconciled.U64(c.r.Hi - c.r.Lo + 1)
 	}
 	if t.Empty {
 		ch.NewTipIndex, ch.NewTipHash = 0, ""
@@ -329,7 +313,7 @@ func (c *chain) rebuild(ctx context.Context, t icrc3.Tip, reason string) error {
 		c.onChange(ch)
 	}
 	c.hist.Forget()
-	c.r, c.has, c.fetchedAt = VerifiedRange{}, false, time.Time{}
+	c.r, c.has, c.fetchedAt = icrc3.VerifiedRange{}, false, time.Time{}
 	return nil
 }
 
@@ -347,11 +331,11 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 // It keeps none of blocks past its return, not even CreatedAt: the page
 // writer builds the next page in the same memory.
 type pageRangeCache interface {
-	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error
+	PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r icrc3.VerifiedRange) error
 }
 
 // putPage caches a verified page and saves r, the range grown by it.
-func (c *chain) putPage(ctx context.Context, page []icrc3.Block, r VerifiedRange) error {
+func (c *chain) putPage(ctx context.Context, page []icrc3.Block, r icrc3.VerifiedRange) error {
 	if pc, ok := c.cache.(pageRangeCache); ok {
 		if err := pc.PutVerifiedRange(ctx, c.ledger, page, r); err != nil {
 			return fmt.Errorf("reconcile: cache blocks and range of %s: %w", c.ledger, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
@@ -73,7 +74,7 @@ func TestCutRefreshThenLongerHistory(t *testing.T) {
 			if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
 				t.Fatal(err)
 			}
-			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 				t.Fatalf("before the cut: %s %+v", v.Status, v.Reason)
 			}
 			if err := e.ledger.GenerateHistory(45, 1, time.Minute); err != nil {
@@ -102,13 +103,13 @@ func TestCutRefreshThenLongerHistory(t *testing.T) {
 				t.Fatalf("the new history (%d blocks) is not longer than the cut walk's tip %d", e.ledger.Len(), cutTip)
 			}
 			v := e.decide(e.intent(fresh.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusFound || !v.Final || uint64(v.Block.Index) != newIdx {
+			if v.Status != reconciled.StatusFound || !v.Final || uint64(v.Block.Index) != newIdx {
 				t.Fatalf("new history's payment: got %s final=%v %+v, want found at %d", v.Status, v.Final, v.Reason, newIdx)
 			}
 			e.closeWindow()
 			unpaid := fresh
 			unpaid.id, unpaid.amount = "unpaid", 7
-			if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusAbsent || !v.Final {
+			if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconciled.StatusAbsent || !v.Final {
 				t.Fatalf("unpaid after its window: got %s %+v, want a final absent", v.Status, v.Reason)
 			}
 		})
@@ -146,7 +147,7 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 			c := newCache()
 			const stamp = 1_000
 			b0 := mk(0, 100, 1, 1, nil)
-			r := reconcile.VerifiedRange{Lo: 0, Hi: 0, HiHash: b0.Hash, LoTS: 100, HiTS: 100, TipTime: 100}
+			r := icrc3.VerifiedRange{Lo: 0, Hi: 0, HiHash: b0.Hash, LoTS: 100, HiTS: 100, TipTime: 100}
 			if err := c.PutVerified(ctx, key, []icrc3.Block{b0}); err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +203,7 @@ func TestCacheBlocksAboveRangeAreNoFacts(t *testing.T) {
 				t.Fatalf("window [240, 360]: %d..%d %v %v, want 1..2", first, last, ok, err)
 			}
 			// Inside the range a block is a fact: another one is refused.
-			if err := c.PutVerified(ctx, key, []icrc3.Block{a2}); !errors.Is(err, reconcile.ErrBlockConflict) {
+			if err := c.PutVerified(ctx, key, []icrc3.Block{a2}); !errors.Is(err, reconciled.ErrBlockConflict) {
 				t.Fatalf("a block contradicting the recorded range: %v, want ErrBlockConflict", err)
 			}
 			if got, _ := c.ByStamp(ctx, key, stamp+1, 0, 3); len(got) != 1 || got[0].Hash != n2.Hash {
@@ -221,7 +222,7 @@ type conflictCache struct {
 
 func (c *conflictCache) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
 	if c.refuse.Swap(false) {
-		return fmt.Errorf("cache: block %d: %w", blocks[0].Index, reconcile.ErrBlockConflict)
+		return fmt.Errorf("cache: block %d: %w", blocks[0].Index, reconciled.ErrBlockConflict)
 	}
 	return c.MemCache.PutVerified(ctx, ledger, blocks)
 }
@@ -242,7 +243,7 @@ func TestCacheConflictIsAHistoryChange(t *testing.T) {
 	if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 		t.Fatalf("before: %s %+v", v.Status, v.Reason)
 	}
 	fresh := transferIntent{id: "new", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now()}
@@ -252,7 +253,7 @@ func TestCacheConflictIsAHistoryChange(t *testing.T) {
 	}
 	cache.refuse.Store(true)
 	v := e.decide(e.intent(fresh.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("a refused refresh page: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 	if v.Evidence == nil || v.Evidence.HistoryChanged == nil || v.Evidence.HistoryChanged.Reason != "hash" {

@@ -25,5 +25,6 @@
 // reach it in seq order, never skipping one, and a store that holds
 // another body or other verdicts than the stream for an id takes the
 // stream's (service_yield.go). The ports are interfaces of this package,
-// implemented by packages store and queue.
+// typed in the project's vocabulary (package reconciled) and implemented by
+// packages store and queue, which do not import this one.
 package reconcile

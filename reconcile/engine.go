@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -118,7 +119,7 @@ func (e *Engine) source(ledger string) (ledgerSource, *chain, error) {
 	s := ledgerSource{h: h, cfg: cfg}
 	c := &chain{ledger: HistoryKey(h.NetworkKey(), ledger, h.Mode()), hist: h, cache: e.cache, reuse: e.tipReuse, now: e.now}
 	c.w = newPageWriter(c)
-	c.onChange = func(ch HistoryChange) {
+	c.onChange = func(ch reconciled.HistoryChange) {
 		e.log.Warn("ledger history changed: the cached chain is discarded and rebuilt from the certified tip",
 			zap.String("canister_id", ledger), zap.String("history", c.ledger), zap.String("reason", ch.Reason),
 			zap.Uint64("old_tip_index", uint64(ch.OldTipIndex)), zap.String("old_tip_hash", ch.OldTipHash),
@@ -180,10 +181,10 @@ func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRul
 // and verified; not_yet while it is open; unreadable on any failure. It
 // returns an error only when ctx ends, so the caller can retry later;
 // every other failure is an unreadable verdict with a reason code.
-func (e *Engine) Decide(ctx context.Context, in *matcher.Intent) (Verdict, error) {
+func (e *Engine) Decide(ctx context.Context, in *matcher.Intent) (reconciled.Verdict, error) {
 	vs, err := e.DecideMany(ctx, []*matcher.Intent{in})
 	if err != nil {
-		return Verdict{}, err
+		return reconciled.Verdict{}, err
 	}
 	return vs[0], nil
 }
@@ -191,8 +192,8 @@ func (e *Engine) Decide(ctx context.Context, in *matcher.Intent) (Verdict, error
 // DecideMany decides intents with one certified tip per ledger: the
 // follow-up of many watched intents costs one tip query per ledger, not one
 // per intent. Verdicts come back in the order of ins.
-func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdict, error) {
-	out := make([]Verdict, len(ins))
+func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
+	out := make([]reconciled.Verdict, len(ins))
 	byLedger := map[string][]int{}
 	var order []string
 	for i, in := range ins {
@@ -208,7 +209,7 @@ func (e *Engine) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]Verdi
 		for k, i := range idx {
 			group[k] = ins[i]
 		}
-		if err := e.DecideJoining(ctx, l, group, Joins{}, func(k int, v Verdict) { out[idx[k]] = v }); err != nil {
+		if err := e.DecideJoining(ctx, l, group, Joins{}, func(k int, v reconciled.Verdict) { out[idx[k]] = v }); err != nil {
 			return nil, err
 		}
 	}
@@ -252,7 +253,7 @@ type decision struct {
 	// It answers the intent only once the window closed with no exact
 	// match: then it is found as normalized, never absent.
 	loose *icrc3.Block
-	near  []NearMiss
+	near  []reconciled.NearMiss
 	seen  map[uint64]bool
 	read  uint64
 	// mintBurn: a mint or burn block carries the intent's stamp while the
@@ -290,7 +291,7 @@ func (d *decision) scan(page []icrc3.Block) {
 				d.match, d.exact = &cp, r.Exact
 			}
 		case r.NearMiss:
-			d.near = append(d.near, NearMiss{Index: U64(b.Index), Differs: r.Differs, Block: nearMissBlock(b)})
+			d.near = append(d.near, reconciled.NearMiss{Index: reconciled.U64(b.Index), Differs: r.Differs, Block: nearMissBlock(b)})
 			if r.Normalized && (d.loose == nil || b.Index < d.loose.Index) {
 				cp := *b
 				d.loose = &cp
@@ -299,8 +300,8 @@ func (d *decision) scan(page []icrc3.Block) {
 	}
 }
 
-func nearMissBlock(b *icrc3.Block) *NearMissBlock {
-	nb := &NearMissBlock{Kind: string(b.Kind), TS: U64(b.TS)}
+func nearMissBlock(b *icrc3.Block) *reconciled.NearMissBlock {
+	nb := &reconciled.NearMissBlock{Kind: string(b.Kind), TS: reconciled.U64(b.TS)}
 	acct := func(a *icrc3.Account) string {
 		if a == nil {
 			return ""
@@ -360,25 +361,25 @@ func (d *decision) matchUncertain(b *icrc3.Block, reported matcher.Result) match
 	return reported
 }
 
-func evidence(t icrc3.Tip, d *decision) *Evidence {
+func evidence(t icrc3.Tip, d *decision) *reconciled.Evidence {
 	verified := "certificate+chain"
 	if t.Format == icrc3.TipFormatQueries {
 		verified = "queries"
 	}
-	ev := &Evidence{Verified: verified, TipHash: t.Hash.String(), BlocksRead: d.read}
+	ev := &reconciled.Evidence{Verified: verified, TipHash: t.Hash.String(), BlocksRead: d.read}
 	if t.Format == icrc3.TipFormatICP {
-		ev.IndexSource = IndexByChainPosition
+		ev.IndexSource = reconciled.IndexByChainPosition
 	}
 	if !t.Empty {
-		i := U64(t.Index)
+		i := reconciled.U64(t.Index)
 		ev.TipIndex = &i
 	}
-	tm := U64(t.Time)
+	tm := reconciled.U64(t.Time)
 	ev.CertifiedTime = &tm
 	return ev
 }
 
-func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
+func (e *Engine) settle(v reconciled.Verdict, d *decision, closed bool) reconciled.Verdict {
 	v.DecidedAt = e.now().UTC()
 	v.NearMisses = d.near
 	if d.match == nil && closed && d.loose != nil {
@@ -386,17 +387,17 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 		// holds the same transfer up to normalisation: absent would invite
 		// paying again for a payment already made.
 		d.match, d.exact = d.loose, false
-		v.NearMisses = slices.DeleteFunc(slices.Clone(d.near), func(n NearMiss) bool { return uint64(n.Index) == d.loose.Index })
+		v.NearMisses = slices.DeleteFunc(slices.Clone(d.near), func(n reconciled.NearMiss) bool { return uint64(n.Index) == d.loose.Index })
 		if len(v.NearMisses) == 0 {
 			v.NearMisses = nil
 		}
 	}
 	switch {
 	case d.match != nil:
-		v.Status = StatusFound
-		v.Block = &BlockRef{Index: U64(d.match.Index), TS: U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: MatchNormalized}
+		v.Status = reconciled.StatusFound
+		v.Block = &reconciled.BlockRef{Index: reconciled.U64(d.match.Index), TS: reconciled.U64(d.match.TS), Hash: d.match.Hash.String(), Kind: string(d.match.Kind), Match: reconciled.MatchNormalized}
 		if d.exact {
-			v.Block.Match = MatchExact
+			v.Block.Match = reconciled.MatchExact
 		}
 		if d.match.Kind == icrc3.BlockUnknown {
 			v.Block.Kind = d.match.BType
@@ -405,17 +406,17 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 		// The block may be the intent's own under the true minting
 		// account: absent could make someone pay twice, and not_yet would
 		// say no block matches.
-		v.Status = StatusUnreadable
-		v.Reason = &Reason{Code: "E_MINTING_UNCERTAIN", Message: "a block matches the intent in every field but its kind, and the ledger's minting account could not be certified; configure minting= for this ledger or wait for the certified read"}
+		v.Status = reconciled.StatusUnreadable
+		v.Reason = &reconciled.Reason{Code: "E_MINTING_UNCERTAIN", Message: "a block matches the intent in every field but its kind, and the ledger's minting account could not be certified; configure minting= for this ledger or wait for the certified read"}
 	case closed && d.mintBurn:
 		// Without the minting account a mint with this stamp may be the
 		// intent's own: absent could make someone pay twice.
-		v.Status = StatusUnreadable
-		v.Reason = &Reason{Code: "E_NO_MINTING_ACCOUNT", Message: "a mint or burn block carries the intent's stamp and the ledger reports no minting account; configure minting= for this ledger"}
+		v.Status = reconciled.StatusUnreadable
+		v.Reason = &reconciled.Reason{Code: "E_NO_MINTING_ACCOUNT", Message: "a mint or burn block carries the intent's stamp and the ledger reports no minting account; configure minting= for this ledger"}
 	case closed:
-		v.Status = StatusAbsent
+		v.Status = reconciled.StatusAbsent
 	default:
-		v.Status = StatusNotYet
+		v.Status = reconciled.StatusNotYet
 	}
 	v.Final = v.Status.Final()
 	return v
@@ -424,11 +425,11 @@ func (e *Engine) settle(v Verdict, d *decision, closed bool) Verdict {
 // unreadable turns a failure into an unreadable verdict with a precise code,
 // or into a final invalid one when the failure is a settled fact about the
 // canister (Refusal): no later read can make it a ledger.
-func (e *Engine) unreadable(v Verdict, err error) Verdict {
-	v.Status, v.Final, v.DecidedAt = StatusUnreadable, false, e.now().UTC()
-	v.Reason = &Reason{Code: ReasonCode(err), Message: err.Error()}
+func (e *Engine) unreadable(v reconciled.Verdict, err error) reconciled.Verdict {
+	v.Status, v.Final, v.DecidedAt = reconciled.StatusUnreadable, false, e.now().UTC()
+	v.Reason = &reconciled.Reason{Code: ReasonCode(err), Message: err.Error()}
 	if Refusal(err) {
-		v.Status, v.Final = StatusInvalid, true
+		v.Status, v.Final = reconciled.StatusInvalid, true
 		e.log.Info("intent refused: its canister is not a ledger this daemon reads", zap.String("intent_id", v.IntentID),
 			zap.String("code", v.Reason.Code), zap.Error(err))
 		return v

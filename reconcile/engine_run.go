@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 )
@@ -49,7 +50,7 @@ type Joins struct {
 // in ins followed by the joined intents in the order join.Take returned
 // them. Every intent passed in or joined gets exactly one done call unless
 // ctx ends, which is the only error.
-func (e *Engine) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v Verdict)) error {
+func (e *Engine) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v reconciled.Verdict)) error {
 	r := &ledgerRun{e: e, ctx: ctx, ledger: ledger, join: join, done: done}
 	return r.run(ins)
 }
@@ -60,7 +61,7 @@ type ledgerRun struct {
 	ctx    context.Context
 	ledger string
 	join   Joins
-	done   func(k int, v Verdict)
+	done   func(k int, v reconciled.Verdict)
 
 	s           ledgerSource
 	c           *chain
@@ -82,7 +83,7 @@ type ledgerRun struct {
 type runDecision struct {
 	*decision
 	k int
-	v Verdict
+	v reconciled.Verdict
 	// failed: its lookup of verified blocks failed; it is answered
 	// unreadable with that error.
 	failed error
@@ -180,7 +181,7 @@ func (r *ledgerRun) settleWrites() {
 	c := r.c
 	if err := c.w.flush(); err != nil {
 		c.loaded, c.has, c.fetchedAt = false, false, time.Time{}
-		c.r = VerifiedRange{}
+		c.r = icrc3.VerifiedRange{}
 		r.e.log.Warn("verified blocks could not be cached; the chain goes back to the range cached before them",
 			zap.String("history", c.ledger), zap.Error(err))
 	}
@@ -195,11 +196,11 @@ func (r *ledgerRun) screen(ins []*matcher.Intent) []*runDecision {
 		k := r.n
 		r.n++
 		w := in.Window(lr)
-		v := Verdict{IntentID: in.ID, IntentHash: in.HashHex(),
-			Window: &Window{FromTS: U64(w.From), ToTS: U64(w.To), NarrowedBy: w.NarrowedBy}}
+		v := reconciled.Verdict{IntentID: in.ID, IntentHash: in.HashHex(),
+			Window: &reconciled.Window{FromTS: reconciled.U64(w.From), ToTS: reconciled.U64(w.To), NarrowedBy: w.NarrowedBy}}
 		if me := in.CheckRules(lr); me != nil {
-			v.Status, v.Final, v.DecidedAt = StatusInvalid, true, r.e.now().UTC()
-			v.Reason = &Reason{Code: me.Code, Field: me.Field, Message: me.Message}
+			v.Status, v.Final, v.DecidedAt = reconciled.StatusInvalid, true, r.e.now().UTC()
+			v.Reason = &reconciled.Reason{Code: me.Code, Field: me.Field, Message: me.Message}
 			r.done(k, v)
 			continue
 		}
@@ -361,7 +362,7 @@ func (r *ledgerRun) finish(d *runDecision) {
 	// range's lowest block is then not the window's first.
 	if !r.tip.Empty && c.covers(d.w.From) {
 		if first, last, ok, err := c.windowBlocks(r.ctx, c.r.Lo, c.r.Hi, d.w.From, d.w.To); err == nil && ok {
-			f, l := U64(first), U64(last)
+			f, l := reconciled.U64(first), reconciled.U64(last)
 			v.Window.FirstBlock, v.Window.LastBlock = &f, &l
 		}
 	}
@@ -372,7 +373,7 @@ func (r *ledgerRun) finish(d *runDecision) {
 
 // evidence is what d's verdict rests on: the run's tip, the blocks read,
 // and a history change the refresh met.
-func (r *ledgerRun) evidence(d *runDecision) *Evidence {
+func (r *ledgerRun) evidence(d *runDecision) *reconciled.Evidence {
 	ev := evidence(r.tip, d.decision)
 	ev.HistoryChanged = r.c.changed
 	return ev
@@ -405,7 +406,7 @@ func (r *ledgerRun) failAll(ins []*matcher.Intent, err error) error {
 	for _, in := range ins {
 		k := r.n
 		r.n++
-		r.done(k, r.e.unreadable(Verdict{IntentID: in.ID, IntentHash: in.HashHex()}, err))
+		r.done(k, r.e.unreadable(reconciled.Verdict{IntentID: in.ID, IntentHash: in.HashHex()}, err))
 	}
 	return nil
 }

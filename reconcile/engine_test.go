@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -30,7 +31,7 @@ func TestDecideFoundNotYetAbsent(t *testing.T) {
 	unpaid.id, unpaid.memo = "unpaid", []byte("dinner")
 
 	v := e.decide(e.intent(paid.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusFound || !v.Final || v.Block == nil || uint64(v.Block.Index) != idx {
+	if v.Status != reconciled.StatusFound || !v.Final || v.Block == nil || uint64(v.Block.Index) != idx {
 		t.Fatalf("paid: got %+v, want found at %d", v, idx)
 	}
 	if v.Evidence == nil || v.Evidence.Verified != "certificate+chain" || v.Evidence.TipIndex == nil {
@@ -38,7 +39,7 @@ func TestDecideFoundNotYetAbsent(t *testing.T) {
 	}
 
 	v = e.decide(e.intent(unpaid.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusNotYet || v.Final {
+	if v.Status != reconciled.StatusNotYet || v.Final {
 		t.Fatalf("unpaid, window open: got %s, want not_yet", v.Status)
 	}
 	if len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != idx || v.NearMisses[0].Differs[0] != "memo" {
@@ -55,12 +56,12 @@ func TestDecideFoundNotYetAbsent(t *testing.T) {
 
 	e.closeWindow()
 	v = e.decide(e.intent(unpaid.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusAbsent || !v.Final {
+	if v.Status != reconciled.StatusAbsent || !v.Final {
 		t.Fatalf("unpaid, window closed: got %s (%+v), want absent", v.Status, v.Reason)
 	}
 	// Closing the window does not turn a paid intent absent.
 	v = e.decide(e.intent(paid.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusFound {
+	if v.Status != reconciled.StatusFound {
 		t.Fatalf("paid after close: %s", v.Status)
 	}
 }
@@ -77,11 +78,11 @@ func TestDecideJustBeforeAndAfterClose(t *testing.T) {
 	// configured drift of 2 min keeps it open: wider is safe.
 	end := stamp + uint64(24*time.Hour+2*time.Minute)
 	e.srv.Advance(time.Duration(end-e.srv.Now()) - time.Minute)
-	if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+	if v := e.decide(in); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("a minute before the window's end: %s, want not_yet", v.Status)
 	}
 	e.srv.Advance(2 * time.Minute)
-	if v := e.decide(in); v.Status != reconcile.StatusAbsent {
+	if v := e.decide(in); v.Status != reconciled.StatusAbsent {
 		t.Fatalf("a minute after the window's end: %s, want absent", v.Status)
 	}
 }
@@ -95,7 +96,7 @@ func TestDecideIngressExpiryNarrowsWindow(t *testing.T) {
 	in := e.intent(transferIntent{id: "x", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: stamp, ingressEx: &exp}.json(e.ledger.ID()))
 	e.srv.Advance(6 * time.Minute)
 	v := e.decide(in)
-	if v.Status != reconcile.StatusAbsent || v.Window.NarrowedBy != "ingress_expiry" {
+	if v.Status != reconciled.StatusAbsent || v.Window.NarrowedBy != "ingress_expiry" {
 		t.Fatalf("got %s narrowed %q, want absent narrowed by ingress_expiry", v.Status, v.Window.NarrowedBy)
 	}
 }
@@ -130,7 +131,7 @@ func TestDecideInLongHistoryWithArchives(t *testing.T) {
 				t.Fatal("no archives: the test would not cover archive reads")
 			}
 			v := e.decide(e.intent(ti.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+			if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 				t.Fatalf("got %+v, want found at %d", v, idx)
 			}
 			// An unpaid intent stamped before the payment: its window reaches
@@ -139,7 +140,7 @@ func TestDecideInLongHistoryWithArchives(t *testing.T) {
 			miss.id, miss.amount, miss.stamp = "miss", 43, stamp-uint64(time.Hour)
 			e.closeWindow()
 			v = e.decide(e.intent(miss.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusAbsent {
+			if v.Status != reconciled.StatusAbsent {
 				t.Fatalf("miss: %s %+v", v.Status, v.Reason)
 			}
 			if v.Window.FirstBlock == nil || v.Window.LastBlock == nil {
@@ -172,7 +173,7 @@ func TestDecideSharedChainReadsBlocksOnce(t *testing.T) {
 	var first uint64
 	for i := 0; i < 20; i++ {
 		in := e.intent(transferIntent{id: "i" + string(rune('a'+i)), caller: alice, to: acct(principalN(2), nil), amount: uint64(i + 1), stamp: stamp + uint64(i)*uint64(time.Minute)}.json(e.ledger.ID()))
-		if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+		if v := e.decide(in); v.Status != reconciled.StatusNotYet {
 			t.Fatalf("intent %d: %s %+v", i, v.Status, v.Reason)
 		}
 		if i == 0 {
@@ -208,7 +209,7 @@ func TestDecideMintWithoutMintingAccountIsNeverAbsent(t *testing.T) {
 	}
 	e.closeWindow()
 	v := e.decide(e.intent(ti.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_NO_MINTING_ACCOUNT" {
+	if v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_NO_MINTING_ACCOUNT" {
 		t.Fatalf("got %s %+v, want unreadable E_NO_MINTING_ACCOUNT", v.Status, v.Reason)
 	}
 	// With the minting account known (the ledger reports it), it is found.
@@ -218,7 +219,7 @@ func TestDecideMintWithoutMintingAccountIsNeverAbsent(t *testing.T) {
 	if _, err := e2.ledger.Transfer(minter2, ti.arg()); err != nil {
 		t.Fatal(err)
 	}
-	if v := e2.decide(e2.intent(ti.json(e2.ledger.ID()))); v.Status != reconcile.StatusFound || v.Block.Kind != "1mint" {
+	if v := e2.decide(e2.intent(ti.json(e2.ledger.ID()))); v.Status != reconciled.StatusFound || v.Block.Kind != "1mint" {
 		t.Fatalf("mint with a known minting account: %s %+v", v.Status, v.Block)
 	}
 }
@@ -238,7 +239,7 @@ func TestReuseTipsSavesTipQueries(t *testing.T) {
 	e.engine.ReuseTips(time.Hour)
 	before := tipQueries()
 	for i := 0; i < 3; i++ {
-		if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+		if v := e.decide(in); v.Status != reconciled.StatusNotYet {
 			t.Fatalf("decision %d: %s", i, v.Status)
 		}
 	}
@@ -252,7 +253,7 @@ func TestReuseTipsSavesTipQueries(t *testing.T) {
 	}, reconcile.NewMemCache(), nil)
 	before = tipQueries()
 	for i := 0; i < 2; i++ {
-		if v, err := fresh.Decide(context.Background(), in); err != nil || v.Status != reconcile.StatusNotYet {
+		if v, err := fresh.Decide(context.Background(), in); err != nil || v.Status != reconciled.StatusNotYet {
 			t.Fatalf("fresh decision: %v %v", v.Status, err)
 		}
 	}
@@ -260,13 +261,13 @@ func TestReuseTipsSavesTipQueries(t *testing.T) {
 		t.Fatalf("2 decisions without reuse read %d tips, want 2", n)
 	}
 	e.closeWindow()
-	if v := e.decide(in); v.Status != reconcile.StatusNotYet {
+	if v := e.decide(in); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("reused tip closed the window: %s", v.Status)
 	}
-	if v, err := e.engine.Decide(reconcile.FreshTip(context.Background()), in); err != nil || v.Status != reconcile.StatusAbsent {
+	if v, err := e.engine.Decide(reconcile.FreshTip(context.Background()), in); err != nil || v.Status != reconciled.StatusAbsent {
 		t.Fatalf("FreshTip after the window: %s %v, want absent", v.Status, err)
 	}
-	if v, _ := fresh.Decide(context.Background(), in); v.Status != reconcile.StatusAbsent {
+	if v, _ := fresh.Decide(context.Background(), in); v.Status != reconciled.StatusAbsent {
 		t.Fatalf("fresh tip after the window: %s, want absent", v.Status)
 	}
 }
@@ -279,7 +280,7 @@ func TestUnreadableVerdictsCarryTheirWindow(t *testing.T) {
 	// Certificates signed by a wrong key fail detection itself.
 	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{WrongKey: true, QueryReject: 5})
 	v := e.decide(in)
-	if v.Status != reconcile.StatusUnreadable || v.Window == nil || uint64(v.Window.ToTS) != stamp+uint64(24*time.Hour+2*time.Minute) {
+	if v.Status != reconciled.StatusUnreadable || v.Window == nil || uint64(v.Window.ToTS) != stamp+uint64(24*time.Hour+2*time.Minute) {
 		t.Fatalf("got %s window %+v, want unreadable with the window", v.Status, v.Window)
 	}
 }
@@ -305,7 +306,7 @@ func TestOneBadPageAnswersEveryIntentThatNeedsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range vs {
-		if v.Status != reconcile.StatusUnreadable || v.Reason.Code != "E_CHAIN" {
+		if v.Status != reconciled.StatusUnreadable || v.Reason.Code != "E_CHAIN" {
 			t.Fatalf("%s: %s %+v, want unreadable E_CHAIN", v.IntentID, v.Status, v.Reason)
 		}
 	}

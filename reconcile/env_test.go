@@ -10,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
@@ -146,7 +147,7 @@ func (e *env) intent(raw []byte) *matcher.Intent {
 	return in
 }
 
-func (e *env) decide(in *matcher.Intent) reconcile.Verdict {
+func (e *env) decide(in *matcher.Intent) reconciled.Verdict {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -8,9 +8,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // withArgHex is an intent body with the Candid the call really sent.
@@ -73,13 +73,13 @@ func TestExactMatchTwoCallsUnderOneStamp(t *testing.T) {
 			}{{second, i2, i1}, {first, i1, i2}} {
 				in := e.intent(withArgHex(t, tc.ti.json(e.ledger.ID()), tc.ti.arg()))
 				v := e.decide(in)
-				if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != tc.want {
+				if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != tc.want {
 					t.Fatalf("intent of block %d: %s block %+v, want found in block %d", tc.want, v.Status, v.Block, tc.want)
 				}
-				if v.Block.Match != reconcile.MatchExact {
-					t.Errorf("block.match %q, want %q", v.Block.Match, reconcile.MatchExact)
+				if v.Block.Match != reconciled.MatchExact {
+					t.Errorf("block.match %q, want %q", v.Block.Match, reconciled.MatchExact)
 				}
-				if !slices.ContainsFunc(v.NearMisses, func(n reconcile.NearMiss) bool {
+				if !slices.ContainsFunc(v.NearMisses, func(n reconciled.NearMiss) bool {
 					return uint64(n.Index) == tc.not && slices.Equal(n.Differs, []string{c.differs})
 				}) {
 					t.Errorf("near misses %+v: want block %d reported as differing in %s", v.NearMisses, tc.not, c.differs)
@@ -87,7 +87,7 @@ func TestExactMatchTwoCallsUnderOneStamp(t *testing.T) {
 				// Without the sent bytes both blocks match up to
 				// normalisation: the first is named, and says so.
 				plain := e.decide(e.intent(tc.ti.json(e.ledger.ID())))
-				if plain.Status != reconcile.StatusFound || plain.Block.Match != reconcile.MatchNormalized || uint64(plain.Block.Index) != min(i1, i2) {
+				if plain.Status != reconciled.StatusFound || plain.Block.Match != reconciled.MatchNormalized || uint64(plain.Block.Index) != min(i1, i2) {
 					t.Errorf("without arg_hex: %s %+v, want found (normalized) in block %d", plain.Status, plain.Block, min(i1, i2))
 				}
 			}
@@ -113,13 +113,13 @@ func TestExactMatchNormalizedOnlyAtClosure(t *testing.T) {
 	}
 	in := e.intent(withArgHex(t, sent.json(e.ledger.ID()), sent.arg()))
 	v := e.decide(in)
-	if v.Status != reconcile.StatusNotYet || len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != oi ||
+	if v.Status != reconciled.StatusNotYet || len(v.NearMisses) != 1 || uint64(v.NearMisses[0].Index) != oi ||
 		!slices.Equal(v.NearMisses[0].Differs, []string{matcher.FieldSubaccountForm}) {
 		t.Fatalf("open window: %s near misses %+v, want not_yet with block %d differing in %s", v.Status, v.NearMisses, oi, matcher.FieldSubaccountForm)
 	}
 	e.closeWindow()
 	v = e.decide(in)
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != oi || v.Block.Match != reconcile.MatchNormalized || len(v.NearMisses) != 0 {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != oi || v.Block.Match != reconciled.MatchNormalized || len(v.NearMisses) != 0 {
 		t.Fatalf("closed window: %s block %+v near misses %+v, want found (normalized) in block %d", v.Status, v.Block, v.NearMisses, oi)
 	}
 }

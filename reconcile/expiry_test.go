@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -21,7 +22,7 @@ func TestExpiryInvalidNeverDecidedAbsent(t *testing.T) {
 	ti := transferIntent{id: "early-exp", caller: alice, to: acct(bob, nil), amount: 5, stamp: stamp, ingressEx: &exp}
 	in := e.intent(ti.json(e.ledger.ID()))
 	v := e.decide(in)
-	if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry ||
+	if v.Status != reconciled.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry ||
 		v.Reason.Field != "ingress_expiry" {
 		t.Fatalf("expiry before S−D decided %s final=%t reason %+v, want invalid %s", v.Status, v.Final, v.Reason, matcher.CodeBadExpiry)
 	}
@@ -40,19 +41,19 @@ func TestExpiryInvalidNeverDecidedAbsent(t *testing.T) {
 func TestLedgerConfigNarrowWindowUnreadable(t *testing.T) {
 	for _, c := range []struct {
 		cfg  reconcile.LedgerConfig
-		want reconcile.Status
+		want reconciled.Status
 	}{
-		{reconcile.LedgerConfig{TW: time.Hour}, reconcile.StatusUnreadable},
-		{reconcile.LedgerConfig{Drift: 10 * time.Second}, reconcile.StatusUnreadable},
-		{reconcile.LedgerConfig{TW: time.Hour, AllowNarrowWindow: true}, reconcile.StatusNotYet},
-		{reconcile.LedgerConfig{TW: matcher.FamilyTW, Drift: matcher.FamilyDrift}, reconcile.StatusNotYet},
+		{reconcile.LedgerConfig{TW: time.Hour}, reconciled.StatusUnreadable},
+		{reconcile.LedgerConfig{Drift: 10 * time.Second}, reconciled.StatusUnreadable},
+		{reconcile.LedgerConfig{TW: time.Hour, AllowNarrowWindow: true}, reconciled.StatusNotYet},
+		{reconcile.LedgerConfig{TW: matcher.FamilyTW, Drift: matcher.FamilyDrift}, reconciled.StatusNotYet},
 	} {
 		e := newEnv(t, envOpt{cfg: c.cfg})
 		alice := principalN(1)
 		e.fund(acct(alice, nil), 1_000)
 		in := e.intent(transferIntent{id: "cfg", caller: alice, to: acct(principalN(2), nil), amount: 5, stamp: e.srv.Now()}.json(e.ledger.ID()))
 		v := e.decide(in)
-		if v.Status != c.want || (c.want == reconcile.StatusUnreadable && v.Reason.Code != "E_LEDGER_CONFIG") {
+		if v.Status != c.want || (c.want == reconciled.StatusUnreadable && v.Reason.Code != "E_LEDGER_CONFIG") {
 			t.Errorf("%+v: %s %+v, want %s", c.cfg, v.Status, v.Reason, c.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icagent"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
@@ -33,7 +34,7 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 	eng := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
 		return e.client, reconcile.LedgerConfig{}, nil
 	}, st, nil)
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: eng, Store: store.ServiceStore{S: st}, Sink: newFakeSink(),
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: eng, Store: st, Sink: newFakeSink(),
 		Owns: func(l string) bool { return l == ledger.Encode() }})
 	if err != nil {
 		b.Fatal(err)
@@ -45,12 +46,12 @@ func BenchmarkFollowUpRound10k(b *testing.B) {
 		raw := transferIntent{id: fmt.Sprintf("open-%05d", i), caller: payer, to: acct(principalN(2), nil),
 			amount: uint64(1000 + i), stamp: stamp}.json(ledger)
 		in := e.intent(raw)
-		if _, err := st.PutIntent(ctx, store.IntentRecord{IntentID: in.ID, CanisterID: ledger.Encode(), Caller: payer.Encode(),
-			Method: string(in.Method), Body: in.Canonical(), CanonicalHash: in.Hash()}); err != nil {
+		if _, err := st.PutIntent(ctx, reconciled.IntentRecord{IntentID: in.ID, CanisterID: ledger.Encode(), Caller: payer.Encode(),
+			Method: string(in.Method), Body: in.Canonical(), Hash: in.Hash()}); err != nil {
 			b.Fatal(err)
 		}
-		v := reconcile.Verdict{IntentID: in.ID, Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
-		if err := st.AppendVerdictWatch(ctx, v, store.WatchEntry{IntentID: in.ID, CanisterID: ledger.Encode(), NextCheck: time.Now()}); err != nil {
+		v := reconciled.Verdict{IntentID: in.ID, Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: time.Now().UTC()}
+		if err := st.AppendVerdict(ctx, v, &reconciled.Watch{IntentID: in.ID, CanisterID: ledger.Encode(), NextCheck: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 	}

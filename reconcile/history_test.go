@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -54,7 +55,7 @@ func TestHistoryChangeSameCanisterInMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != oldIdx {
+			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != oldIdx {
 				t.Fatalf("before the change: %s, want found at %d", v.Status, oldIdx)
 			}
 
@@ -71,7 +72,7 @@ func TestHistoryChangeSameCanisterInMemory(t *testing.T) {
 				}
 			}
 			v := e.decide(e.intent(fresh.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusFound || uint64(v.Block.Index) != newIdx {
+			if v.Status != reconciled.StatusFound || uint64(v.Block.Index) != newIdx {
 				t.Fatalf("new history's payment: got %s %+v, want found at %d", v.Status, v.Reason, newIdx)
 			}
 			if v.Evidence == nil || v.Evidence.HistoryChanged == nil {
@@ -80,7 +81,7 @@ func TestHistoryChangeSameCanisterInMemory(t *testing.T) {
 			if n := m.Get(reconcile.MetricHistoryChanges, v.Evidence.HistoryChanged.Reason); n != 1 {
 				t.Fatalf("%s{reason=%q} = %d, want 1", reconcile.MetricHistoryChanges, v.Evidence.HistoryChanged.Reason, n)
 			}
-			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status == reconcile.StatusFound {
+			if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status == reconciled.StatusFound {
 				t.Fatalf("the old payment is found in block %d, which the certified ledger no longer has", v.Block.Index)
 			}
 		})
@@ -120,7 +121,7 @@ func TestHistoryChangeAcrossRestartWithSQLite(t *testing.T) {
 	eng := reconcile.NewEngine(func(string) (reconcile.History, reconcile.LedgerConfig, error) {
 		return e.client, reconcile.LedgerConfig{}, nil
 	}, s, nil)
-	if v, err := eng.Decide(ctx, e.intent(old.json(e.ledger.ID()))); err != nil || v.Status != reconcile.StatusFound {
+	if v, err := eng.Decide(ctx, e.intent(old.json(e.ledger.ID()))); err != nil || v.Status != reconciled.StatusFound {
 		t.Fatalf("before the restart: %s %v", v.Status, err)
 	}
 	if err := s.Close(); err != nil {
@@ -145,7 +146,7 @@ func TestHistoryChangeAcrossRestartWithSQLite(t *testing.T) {
 		return e2.client, reconcile.LedgerConfig{}, nil
 	}, s, nil)
 	v, err := eng.Decide(ctx, e2.intent(fresh.json(e2.ledger.ID())))
-	if err != nil || v.Status != reconcile.StatusFound || uint64(v.Block.Index) != newIdx {
+	if err != nil || v.Status != reconciled.StatusFound || uint64(v.Block.Index) != newIdx {
 		t.Fatalf("after the restart: got %s %+v %+v (%v), want found at %d", v.Status, v.Reason, v.Evidence, err, newIdx)
 	}
 	key := reconcile.HistoryKey(e2.client.NetworkKey(), e2.ledger.ID().Encode(), e2.client.Mode())
@@ -155,7 +156,7 @@ func TestHistoryChangeAcrossRestartWithSQLite(t *testing.T) {
 	e2.closeWindow()
 	unpaid := fresh
 	unpaid.id, unpaid.amount = "unpaid", 7
-	if v, _ := eng.Decide(ctx, e2.intent(unpaid.json(e2.ledger.ID()))); v.Status != reconcile.StatusAbsent {
+	if v, _ := eng.Decide(ctx, e2.intent(unpaid.json(e2.ledger.ID()))); v.Status != reconciled.StatusAbsent {
 		t.Fatalf("unpaid after the restart and its window: %s %+v", v.Status, v.Reason)
 	}
 
@@ -168,7 +169,7 @@ type stuckCache struct {
 	stuck bool
 }
 
-func (c *stuckCache) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
+func (c *stuckCache) Discard(ctx context.Context, ledger string, ch reconciled.HistoryChange) error {
 	if c.stuck {
 		return errors.New("store is read-only")
 	}
@@ -190,7 +191,7 @@ func TestHistoryChangeUnrebuildableIsUnreadable(t *testing.T) {
 	if _, err := e.ledger.Transfer(alice, old.arg()); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+	if v := e.decide(e.intent(old.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 		t.Fatalf("before the change: %s", v.Status)
 	}
 	e.reinstall()
@@ -202,11 +203,11 @@ func TestHistoryChangeUnrebuildableIsUnreadable(t *testing.T) {
 	}
 	cache.stuck = true
 	in := e.intent(fresh.json(e.ledger.ID()))
-	if v := e.decide(in); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_HISTORY_CHANGED" {
+	if v := e.decide(in); v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_HISTORY_CHANGED" {
 		t.Fatalf("history changed, old chain kept: got %s %+v, want unreadable E_HISTORY_CHANGED", v.Status, v.Reason)
 	}
 	cache.stuck = false
-	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v := e.decide(in); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("once rebuilt: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 }

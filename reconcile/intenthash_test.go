@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Every verdict names the body it answers: decided, invalid (hash of the
@@ -23,12 +23,12 @@ func TestVerdictsCarryIntentHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := in.HashHex()
-	if got := reconcile.IntentHash(body); got != want {
+	if got := matcher.IntentHash(body); got != want {
 		t.Fatalf("IntentHash of a valid body = %s, want its canonical hash %s", got, want)
 	}
-	e.dec.set("h-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	e.dec.set("h-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
 	e.handle(body)
-	e.dec.set("h-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	e.dec.set("h-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 3}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestVerdictsCarryIntentHash(t *testing.T) {
 	bad := []byte(`{"intent_id":"h-bad","method":"icrc1_transfer"}`)
 	e.handle(bad)
 	raw := sha256.Sum256(bad)
-	if got := reconcile.IntentHash(bad); got != hex.EncodeToString(raw[:]) {
+	if got := matcher.IntentHash(bad); got != hex.EncodeToString(raw[:]) {
 		t.Fatalf("IntentHash of an invalid body = %s", got)
 	}
 	vs, err := e.st.Verdicts(ctx, "h-bad")
-	if err != nil || len(vs) != 1 || vs[0].Status != reconcile.StatusInvalid || vs[0].IntentHash != hex.EncodeToString(raw[:]) {
+	if err != nil || len(vs) != 1 || vs[0].Status != reconciled.StatusInvalid || vs[0].IntentHash != hex.EncodeToString(raw[:]) {
 		t.Fatalf("invalid verdict %+v %v", vs, err)
 	}
 
@@ -62,8 +62,8 @@ func TestVerdictsCarryIntentHash(t *testing.T) {
 	// the hash of the body its header carries.
 	other := intentBody("h-2", 2)
 	oin, _ := matcher.ParseIntent(other)
-	v := reconcile.Verdict{IntentID: "h-2", Seq: 1, Status: reconcile.StatusAbsent, Final: true, DecidedAt: e.clock}
-	if err := e.svc.ImportVerdict(ctx, v, &reconcile.IntentHeader{Body: oin.Canonical(), Hash: oin.Hash()}); err != nil {
+	v := reconciled.Verdict{IntentID: "h-2", Seq: 1, Status: reconciled.StatusAbsent, Final: true, DecidedAt: e.clock}
+	if err := e.svc.ImportVerdict(ctx, v, &reconciled.IntentHeader{Body: oin.Canonical(), Hash: oin.Hash()}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.st.LatestVerdict(ctx, "h-2")
@@ -80,9 +80,9 @@ func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
 func TestConflictingBodyReachesDaemonOfAnotherStore(t *testing.T) {
 	e := newSvcEnv(t)
 	taken := intentBody("x-1", 1)
-	e.sink.verdicts["x-1"] = []reconcile.Verdict{{IntentID: "x-1", IntentHash: reconcile.IntentHash(taken), Seq: 1, Status: reconcile.StatusNotYet}}
-	e.dec.set("x-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconcile.Ack {
+	e.sink.verdicts["x-1"] = []reconciled.Verdict{{IntentID: "x-1", IntentHash: matcher.IntentHash(taken), Seq: 1, Status: reconciled.StatusNotYet}}
+	e.dec.set("x-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconciled.Ack {
 		t.Fatalf("outcome %+v, want ack", o)
 	}
 	if len(e.sink.rejects) != 1 || e.sink.rejects[0] != "x-1:E_INTENT_CONFLICT" {
@@ -92,7 +92,7 @@ func TestConflictingBodyReachesDaemonOfAnotherStore(t *testing.T) {
 		t.Fatalf("stream seqs %v: the other body's history must stay", got)
 	}
 	// Published again, the body this store holds is refused again.
-	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 2 {
+	if o := e.handle(intentBody("x-1", 2)); o.Kind != reconciled.Ack || len(e.sink.rejects) != 2 {
 		t.Fatalf("re-publication: %+v, rejects %v", o, e.sink.rejects)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -51,13 +52,13 @@ func newJoinWorldOver(t *testing.T, span time.Duration) *joinWorld {
 
 // decideJoining runs DecideJoining and returns the verdicts in the order
 // they were handed over.
-func (w *joinWorld) decideJoining(ins []*matcher.Intent, join func() []*matcher.Intent) []reconcile.Verdict {
+func (w *joinWorld) decideJoining(ins []*matcher.Intent, join func() []*matcher.Intent) []reconciled.Verdict {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var got []reconcile.Verdict
+	var got []reconciled.Verdict
 	seen := map[int]bool{}
-	if err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), ins, reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
+	if err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), ins, reconcile.Joins{Take: join}, func(k int, v reconciled.Verdict) {
 		if seen[k] {
 			w.t.Errorf("intent %d (%s) answered twice", k, v.IntentID)
 		}
@@ -69,9 +70,9 @@ func (w *joinWorld) decideJoining(ins []*matcher.Intent, join func() []*matcher.
 	return got
 }
 
-func (w *joinWorld) wantFound(v reconcile.Verdict, id string, at uint64) {
+func (w *joinWorld) wantFound(v reconciled.Verdict, id string, at uint64) {
 	w.t.Helper()
-	if v.IntentID != id || v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != at {
+	if v.IntentID != id || v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != at {
 		w.t.Fatalf("%s: got %s %s block %+v reason %+v, want found at %d", id, v.IntentID, v.Status, v.Block, v.Reason, at)
 	}
 }
@@ -178,7 +179,7 @@ func TestJoiningAgreesWithDecideMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := func(vs []reconcile.Verdict) map[string]string {
+	status := func(vs []reconciled.Verdict) map[string]string {
 		m := map[string]string{}
 		for _, v := range vs {
 			s := string(v.Status)
@@ -196,7 +197,7 @@ func TestJoiningAgreesWithDecideMany(t *testing.T) {
 	if len(g) != 4 || !maps.Equal(g, r) {
 		t.Fatalf("joined %v, together %v", g, r)
 	}
-	if !slices.ContainsFunc(got, func(v reconcile.Verdict) bool { return v.Status == reconcile.StatusInvalid }) {
+	if !slices.ContainsFunc(got, func(v reconciled.Verdict) bool { return v.Status == reconciled.StatusInvalid }) {
 		t.Fatalf("no invalid verdict among %v", g)
 	}
 }
@@ -226,7 +227,7 @@ func TestJoiningLookupFailureAnswersOnlyThatIntent(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d verdicts: %+v", len(got), got)
 	}
-	if v := got[0]; v.IntentID != "shallow" || v.Status != reconcile.StatusUnreadable || v.Reason == nil {
+	if v := got[0]; v.IntentID != "shallow" || v.Status != reconciled.StatusUnreadable || v.Reason == nil {
 		t.Fatalf("shallow: %s %+v, want unreadable", v.Status, v.Reason)
 	}
 	w.wantFound(got[1], "deep", w.deepAt)

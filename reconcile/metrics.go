@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Metrics counts what the service does. Each Metrics has its own
@@ -120,7 +122,7 @@ func NewMetrics() *Metrics {
 		m.rounds, m.imports, m.decisions, m.histories, m.lastRound)
 	// The outcomes are few and known: exposing them at zero lets a rate()
 	// over them start from the first scrape instead of the first event.
-	for _, k := range []OutcomeKind{Ack, Nak, Term} {
+	for _, k := range []reconciled.OutcomeKind{reconciled.Ack, reconciled.Nak, reconciled.Term} {
 		m.outcomes.WithLabelValues(k.String())
 	}
 	return m
@@ -259,13 +261,13 @@ func (m *Metrics) received() {
 	}
 }
 
-func (m *Metrics) outcome(o Outcome) {
+func (m *Metrics) outcome(o reconciled.Outcome) {
 	if m != nil {
 		m.outcomes.WithLabelValues(o.Kind.String()).Inc()
 	}
 }
 
-func (m *Metrics) verdict(s Status) {
+func (m *Metrics) verdict(s reconciled.Status) {
 	if m != nil {
 		m.verdicts.WithLabelValues(string(s)).Inc()
 	}

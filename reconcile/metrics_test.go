@@ -5,18 +5,20 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestMetricsCount(t *testing.T) {
 	m := NewMetrics()
 	m.received()
 	m.received()
-	m.outcome(Outcome{Kind: Ack})
-	m.outcome(Outcome{Kind: Nak})
-	m.outcome(Outcome{Kind: Ack})
-	m.verdict(StatusFound)
-	m.verdict(StatusNotYet)
-	m.verdict(StatusFound)
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.outcome(reconciled.Outcome{Kind: reconciled.Nak})
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.verdict(reconciled.StatusFound)
+	m.verdict(reconciled.StatusNotYet)
+	m.verdict(reconciled.StatusFound)
 	m.reject("E_INTENT_CONFLICT")
 	m.unreadableRetry()
 	m.round()
@@ -132,8 +134,8 @@ func TestMetricsIndependent(t *testing.T) {
 func TestMetricsNil(t *testing.T) {
 	var m *Metrics
 	m.received()
-	m.outcome(Outcome{Kind: Ack})
-	m.verdict(StatusFound)
+	m.outcome(reconciled.Outcome{Kind: reconciled.Ack})
+	m.verdict(reconciled.StatusFound)
 	m.reject("x")
 	m.unreadableRetry()
 	m.round()

@@ -51,7 +51,7 @@ type waitingPage struct {
 	// protobuf bytes), or when the cache is given whole blocks (MemCache,
 	// which keeps them as they are); nil otherwise.
 	full []icrc3.Block
-	r    VerifiedRange // the range once this page is in
+	r    icrc3.VerifiedRange // the range once this page is in
 	// bytes is what the page holds in memory, near enough for
 	// maxWaitingBytes: the blocks' Values and the records below.
 	bytes int
@@ -77,7 +77,7 @@ type stampedBlock struct {
 	pos   int
 }
 
-func newWaitingPage(blocks []icrc3.Block, r VerifiedRange, whole bool) *waitingPage {
+func newWaitingPage(blocks []icrc3.Block, r icrc3.VerifiedRange, whole bool) *waitingPage {
 	p := &waitingPage{r: r, kept: make([]keptBlock, len(blocks)),
 		timed: make([]timedBlock, 0, len(blocks)), stamped: make([]stampedBlock, 0, len(blocks))}
 	if whole || slices.ContainsFunc(blocks, func(b icrc3.Block) bool { return b.Native != nil }) {
@@ -171,7 +171,7 @@ func newPageWriter(c *chain) *pageWriter {
 // put queues page, whose range after it is r, for writing. An error is a
 // failed earlier write: the page is not queued, and the walk stops as it
 // did when its own write failed.
-func (w *pageWriter) put(ctx context.Context, page []icrc3.Block, r VerifiedRange) error {
+func (w *pageWriter) put(ctx context.Context, page []icrc3.Block, r icrc3.VerifiedRange) error {
 	p := w.newPage(page, r)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -202,7 +202,7 @@ func (w *pageWriter) queue(p *waitingPage) {
 }
 
 // newPage is page as it waits for the writer.
-func (w *pageWriter) newPage(page []icrc3.Block, r VerifiedRange) *waitingPage {
+func (w *pageWriter) newPage(page []icrc3.Block, r icrc3.VerifiedRange) *waitingPage {
 	_, ranged := w.c.cache.(pageRangeCache)
 	return newWaitingPage(page, r, !ranged)
 }

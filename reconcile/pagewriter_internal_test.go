@@ -53,7 +53,7 @@ func TestReadsOverUnwrittenPagesMatchTheCache(t *testing.T) {
 		c.w = newPageWriter(c)
 		for hi := split; hi > 0; {
 			lo := max(0, hi-1-rng.IntN(50))
-			c.w.queue(c.w.newPage(blocks[lo:hi], VerifiedRange{}))
+			c.w.queue(c.w.newPage(blocks[lo:hi], icrc3.VerifiedRange{}))
 			hi = lo
 		}
 		top := uint64(n - 1)
@@ -61,7 +61,7 @@ func TestReadsOverUnwrittenPagesMatchTheCache(t *testing.T) {
 		// chain does once it has read it: windows still open there are
 		// answered without reading where they end.
 		if round%3 > 0 {
-			c.r = VerifiedRange{Lo: 0, Hi: top}
+			c.r = icrc3.VerifiedRange{Lo: 0, Hi: top}
 			for i := n - 1; i >= 0; i-- {
 				if blocks[i].TS != 0 {
 					c.top, c.topTS, c.hasTop, c.r.HiTS = blocks[i].Index, blocks[i].TS, true, blocks[i].TS
@@ -138,7 +138,7 @@ func testBlock(t *testing.T, index, ts uint64, st *uint64, unknown bool) icrc3.B
 // rangedMem is a MemCache that stores pages with their ranges.
 type rangedMem struct{ *MemCache }
 
-func (m rangedMem) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r VerifiedRange) error {
+func (m rangedMem) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r icrc3.VerifiedRange) error {
 	if err := m.PutVerified(ctx, ledger, blocks); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
@@ -80,7 +81,7 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 	again := w.paid
 	again.id = "paid-again"
 	joined := false
-	var got []reconcile.Verdict
+	var got []reconciled.Verdict
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(),
@@ -94,7 +95,7 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 			joined = true
 			return []*matcher.Intent{w.intent(again.json(w.ledger.ID()))}
 		}},
-		func(k int, v reconcile.Verdict) {
+		func(k int, v reconciled.Verdict) {
 			got = append(got, v)
 			if v.IntentID == again.id {
 				cache.release()
@@ -107,13 +108,13 @@ func TestJoinerFindsABlockNotYetCached(t *testing.T) {
 	if !joined {
 		t.Fatal("the second intent never joined")
 	}
-	byID := map[string]reconcile.Verdict{}
+	byID := map[string]reconciled.Verdict{}
 	for _, v := range got {
 		byID[v.IntentID] = v
 	}
 	w.wantFound(byID["paid"], "paid", w.at)
 	w.wantFound(byID["paid-again"], "paid-again", w.at)
-	if v := byID["walker"]; v.Status != reconcile.StatusAbsent {
+	if v := byID["walker"]; v.Status != reconciled.StatusAbsent {
 		t.Fatalf("walker: %s, want absent", v.Status)
 	}
 	// The run gave the chain up only once its pages were written.
@@ -159,13 +160,13 @@ func TestJoinerArrivingWhileWritesTrailIsAnsweredAtOnce(t *testing.T) {
 		}
 		return nil
 	}
-	var got []reconcile.Verdict
+	var got []reconciled.Verdict
 	var beforeWrites bool
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.intent(w.paid.json(w.ledger.ID()))},
 		reconcile.Joins{Take: take, Arrived: arrived},
-		func(k int, v reconcile.Verdict) {
+		func(k int, v reconciled.Verdict) {
 			got = append(got, v)
 			switch v.IntentID {
 			case w.paid.id:
@@ -206,7 +207,7 @@ func TestFailedWriteBehindTheWalkIsNotClaimed(t *testing.T) {
 	// The payment lies at the bottom; which verdict the first decision
 	// gets depends on how far the walk went before it saw the failure,
 	// but it is never absent.
-	if first.Status == reconcile.StatusAbsent {
+	if first.Status == reconciled.StatusAbsent {
 		t.Fatalf("first decision: absent with its cache write failing")
 	}
 	again := w.paid

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/matcher"
@@ -90,7 +91,7 @@ func TestJoiningAfterWalkFailure(t *testing.T) {
 	if afterFailure != 0 || len(got) != 1 {
 		t.Fatalf("%d joins after the walk failed, %d verdicts (%+v): want none and the deep intent's only", afterFailure, len(got), got)
 	}
-	if v := got[0]; v.IntentID != "deep" || v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_INTERNAL" {
+	if v := got[0]; v.IntentID != "deep" || v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_INTERNAL" {
 		t.Fatalf("deep: %s %+v, want unreadable", v.Status, v.Reason)
 	}
 	// The next decision reads again: the history answers now.
@@ -101,12 +102,12 @@ func TestJoiningAfterWalkFailure(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d verdicts for the late intents: %+v", len(got), got)
 	}
-	by := map[string]reconcile.Verdict{}
+	by := map[string]reconciled.Verdict{}
 	for _, v := range got {
 		by[v.IntentID] = v
 	}
 	w.wantFound(by["shallow"], "shallow", w.shallowAt)
-	if v := by["deep-unpaid"]; v.Status != reconcile.StatusNotYet {
+	if v := by["deep-unpaid"]; v.Status != reconciled.StatusNotYet {
 		t.Fatalf("deep-unpaid: %s %+v, want not_yet", v.Status, v.Reason)
 	}
 }
@@ -121,12 +122,12 @@ func TestJoiningCancelledMidWalk(t *testing.T) {
 	join, _ := joinAfter(3, w.shallow)
 	seen := map[int]int{}
 	returned := false
-	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.deep}, reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
+	err := w.engine.DecideJoining(ctx, w.ledger.ID().Encode(), []*matcher.Intent{w.deep}, reconcile.Joins{Take: join}, func(k int, v reconciled.Verdict) {
 		if returned {
 			t.Errorf("intent %d (%s) answered after the decision returned", k, v.IntentID)
 		}
 		seen[k]++
-		if v.Status == reconcile.StatusUnreadable {
+		if v.Status == reconciled.StatusUnreadable {
 			t.Errorf("intent %d (%s) answered unreadable (%+v) though only the context ended", k, v.IntentID, v.Reason)
 		}
 	})
@@ -167,7 +168,7 @@ func serviceJoiningBurst(t *testing.T, onStore bool) {
 		w.engine = w.engineOn(w.client, st)
 	}
 	w.engine.JoinRunning(time.Hour)
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: w.engine, Store: store.ServiceStore{S: st}, Sink: newFakeSink()})
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: w.engine, Store: st, Sink: newFakeSink()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func serviceJoiningBurst(t *testing.T, onStore bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if o := svc.HandleIntent(context.Background(), b.json(w.ledger.ID())); o.Kind != reconcile.Ack {
+			if o := svc.HandleIntent(context.Background(), b.json(w.ledger.ID())); o.Kind != reconciled.Ack {
 				t.Errorf("%s: %+v", b.id, o)
 			}
 		}()
@@ -192,7 +193,7 @@ func serviceJoiningBurst(t *testing.T, onStore bool) {
 	wg.Wait()
 	for id, at := range want {
 		v, err := st.LatestVerdict(context.Background(), id)
-		if err != nil || v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != at || v.Seq != 1 {
+		if err != nil || v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != at || v.Seq != 1 {
 			t.Fatalf("%s: %+v %v, want found at %d", id, v, err, at)
 		}
 	}

@@ -12,42 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
-
-// OutcomeKind says how an intent delivery is settled.
-type OutcomeKind int
-
-const (
-	// Ack: the intent is settled (a verdict is stored and published, or it
-	// was refused); it leaves the work queue.
-	Ack OutcomeKind = iota + 1
-	// Nak: give it back for redelivery after Delay (possibly to another
-	// instance); stored state makes the redelivery continue where this
-	// one stopped.
-	Nak
-	// Term: it can never be handled (no intent id to answer on).
-	Term
-)
-
-func (k OutcomeKind) String() string {
-	switch k {
-	case Ack:
-		return "ack"
-	case Nak:
-		return "nak"
-	case Term:
-		return "term"
-	}
-	return fmt.Sprintf("OutcomeKind(%d)", int(k))
-}
-
-// Outcome is HandleIntent's answer to the intake.
-type Outcome struct {
-	Kind   OutcomeKind
-	Delay  time.Duration // Nak only
-	Reason string        // Term and Nak: for logs and advisories
-}
 
 // ServiceConfig wires a Service.
 type ServiceConfig struct {
@@ -81,7 +48,7 @@ type ServiceConfig struct {
 	// reading the ledger: the follow-up decides it once this instance
 	// follows its ledger. A daemon bounds so what canisters nobody
 	// configured cost, without leaving intents on the intake stream.
-	Hold func(ledger string) *Reason
+	Hold func(ledger string) *reconciled.Reason
 }
 
 // Service takes intents from the work queue, decides them, stores and
@@ -125,7 +92,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // HandleIntent handles one delivery of an intent message. It never asks
 // for endless redelivery: a message that cannot be answered is terminated,
 // and a malformed intent with a readable id gets an invalid verdict.
-func (s *Service) HandleIntent(ctx context.Context, data []byte) Outcome {
+func (s *Service) HandleIntent(ctx context.Context, data []byte) reconciled.Outcome {
 	return s.HandleIntentOn(ctx, "", data)
 }
 
@@ -134,14 +101,14 @@ func (s *Service) HandleIntent(ctx context.Context, data []byte) Outcome {
 // names another canister is a final invalid CodeSubjectMismatch: the
 // subject is what publish permissions are granted on, so the body must
 // not choose another ledger than the one the publisher may publish for.
-func (s *Service) HandleIntentOn(ctx context.Context, subjectCanister string, data []byte) Outcome {
+func (s *Service) HandleIntentOn(ctx context.Context, subjectCanister string, data []byte) reconciled.Outcome {
 	s.m.received()
 	o := s.handle(ctx, subjectCanister, data)
 	s.m.outcome(o)
 	return o
 }
 
-func (s *Service) handle(ctx context.Context, subjectCanister string, data []byte) Outcome {
+func (s *Service) handle(ctx context.Context, subjectCanister string, data []byte) reconciled.Outcome {
 	in, err := matcher.ParseIntent(data)
 	if err != nil {
 		var me *matcher.Error
@@ -150,21 +117,21 @@ func (s *Service) handle(ctx context.Context, subjectCanister string, data []byt
 		}
 		return s.handleInvalid(ctx, data, me)
 	}
-	rec := IntentRecord{
-		ID: in.ID, Canister: in.Canister.Encode(), Caller: in.Caller.Encode(), Method: string(in.Method),
-		Body: in.Canonical(), Hash: in.Hash(), Intent: in,
+	rec := reconciled.IntentRecord{
+		IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(), Method: string(in.Method),
+		Body: in.Canonical(), Hash: in.Hash(), Parsed: in,
 	}
-	if subjectCanister != "" && subjectCanister != rec.Canister {
-		return s.refuse(ctx, rec, &Reason{Code: CodeSubjectMismatch, Field: "canister_id",
-			Message: fmt.Sprintf("the intent was published on the subject of canister %q but names canister %s", subjectCanister, rec.Canister)})
+	if subjectCanister != "" && subjectCanister != rec.CanisterID {
+		return s.refuse(ctx, rec, &reconciled.Reason{Code: CodeSubjectMismatch, Field: "canister_id",
+			Message: fmt.Sprintf("the intent was published on the subject of canister %q but names canister %s", subjectCanister, rec.CanisterID)})
 	}
-	if s.cfg.Serves != nil && !s.cfg.Serves(rec.Canister) {
-		return s.refuse(ctx, rec, &Reason{Code: CodeUnknownLedger, Field: "canister_id",
-			Message: fmt.Sprintf("canister %s is not a ledger this daemon is configured to read (strict ledgers)", rec.Canister)})
+	if s.cfg.Serves != nil && !s.cfg.Serves(rec.CanisterID) {
+		return s.refuse(ctx, rec, &reconciled.Reason{Code: CodeUnknownLedger, Field: "canister_id",
+			Message: fmt.Sprintf("canister %s is not a ledger this daemon is configured to read (strict ledgers)", rec.CanisterID)})
 	}
 	if s.cfg.Hold != nil {
-		if r := s.cfg.Hold(rec.Canister); r != nil {
-			v := Verdict{IntentID: rec.ID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusUnreadable,
+		if r := s.cfg.Hold(rec.CanisterID); r != nil {
+			v := reconciled.Verdict{IntentID: rec.IntentID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: reconciled.StatusUnreadable,
 				Reason: r, DecidedAt: s.cfg.Now().UTC()}
 			return s.admit(ctx, rec, in, &v)
 		}
@@ -175,14 +142,15 @@ func (s *Service) handle(ctx context.Context, subjectCanister string, data []byt
 // refuse answers a well-formed intent with a final invalid verdict without
 // deciding it; a redelivery, or an id already answered, is answered from
 // the store as any other.
-func (s *Service) refuse(ctx context.Context, rec IntentRecord, r *Reason) Outcome {
-	v := Verdict{IntentID: rec.ID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusInvalid, Final: true,
+func (s *Service) refuse(ctx context.Context, rec reconciled.IntentRecord, r *reconciled.Reason) reconciled.Outcome {
+	v := reconciled.Verdict{IntentID: rec.IntentID, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: reconciled.StatusInvalid, Final: true,
 		Reason: r, DecidedAt: s.cfg.Now().UTC()}
-	return s.admit(ctx, rec, rec.Intent, &v)
+	in, _ := rec.Parsed.(*matcher.Intent) // nil for a record without one
+	return s.admit(ctx, rec, in, &v)
 }
 
 // handleInvalid answers a malformed intent on its id when it has one.
-func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Error) Outcome {
+func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Error) reconciled.Outcome {
 	var head struct {
 		ID       any `json:"intent_id"`
 		Canister any `json:"canister_id"`
@@ -191,13 +159,13 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 	}
 	_ = json.Unmarshal(data, &head) // a body that is not JSON has no id either
 	id, _ := head.ID.(string)
-	if !ValidIntentID(id) || !json.Valid(data) {
+	if !reconciled.ValidIntentID(id) || !json.Valid(data) {
 		fields := []zap.Field{zap.String("code", me.Code), zap.String("field", me.Field), zap.String("message", me.Message), zap.Int("bytes", len(data))}
 		if len(data) <= 1024 {
 			fields = append(fields, zap.ByteString("body", data))
 		}
 		s.log.Warn("intent without a usable intent_id terminated", fields...)
-		return Outcome{Kind: Term, Reason: "invalid intent without a usable intent_id: " + me.Code}
+		return reconciled.Outcome{Kind: reconciled.Term, Reason: "invalid intent without a usable intent_id: " + me.Code}
 	}
 	str := func(v any) string {
 		if t, ok := v.(string); ok && t != "" && len(t) <= 256 {
@@ -205,10 +173,10 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 		}
 		return "unknown"
 	}
-	rec := IntentRecord{ID: id, Canister: str(head.Canister), Caller: str(head.Caller), Method: str(head.Method),
+	rec := reconciled.IntentRecord{IntentID: id, CanisterID: str(head.Canister), Caller: str(head.Caller), Method: str(head.Method),
 		Body: append([]byte(nil), data...), Hash: sha256.Sum256(data)}
-	v := Verdict{IntentID: id, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: StatusInvalid, Final: true,
-		Reason: &Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: s.cfg.Now().UTC()}
+	v := reconciled.Verdict{IntentID: id, IntentHash: hex.EncodeToString(rec.Hash[:]), Seq: 1, Status: reconciled.StatusInvalid, Final: true,
+		Reason: &reconciled.Reason{Code: me.Code, Field: me.Field, Message: me.Message}, DecidedAt: s.cfg.Now().UTC()}
 	return s.admit(ctx, rec, nil, &v)
 }
 
@@ -223,8 +191,8 @@ func (s *Service) handleInvalid(ctx context.Context, data []byte, me *matcher.Er
 // state is read again under the lock once the verdict is decided; if a
 // verdict was stored meanwhile (imported, or decided by another delivery),
 // the decision is dropped and the stored one answers.
-func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) Outcome {
-	log := s.log.With(zap.String("intent_id", rec.ID))
+func (s *Service) admit(ctx context.Context, rec reconciled.IntentRecord, in *matcher.Intent, invalid *reconciled.Verdict) reconciled.Outcome {
+	log := s.log.With(zap.String("intent_id", rec.IntentID))
 	var d *firstDecision
 	for {
 		o, decide := s.admitLocked(ctx, log, rec, d)
@@ -242,38 +210,38 @@ func (s *Service) admit(ctx context.Context, rec IntentRecord, in *matcher.Inten
 // firstDecision is a first verdict decided without the intent's lock, with
 // the watch entry it needs.
 type firstDecision struct {
-	v Verdict
-	w *Watch
+	v reconciled.Verdict
+	w *reconciled.Watch
 }
 
 // admitLocked is admit under the intent's lock. It reports decide when the
 // intent needs its first verdict and d holds none; admit then decides it
 // without the lock and calls again.
-func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRecord, d *firstDecision) (o Outcome, decide bool) {
-	unlock := s.locks.lock(rec.ID)
+func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord, d *firstDecision) (o reconciled.Outcome, decide bool) {
+	unlock := s.locks.lock(rec.IntentID)
 	defer unlock()
 
 	// A store that does not know the intent may lag the fleet (a new
 	// instance, a follower behind): what the stream already holds is
 	// taken first, so this instance neither decides a seq the fleet has
 	// decided nor stores a body other than the one the fleet answered.
-	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.ID); errors.Is(err, ErrNotFound) {
+	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID); errors.Is(err, reconciled.ErrNotFound) {
 		if d != nil {
 			// Decided since the stream was read without a verdict: a
 			// verdict the fleet published meanwhile makes the stream
 			// refuse this one, which then yields to it (publishDecided).
 			return s.admitNew(ctx, log, rec, *d), false
 		}
-		last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+		last, err := s.cfg.Sink.LastVerdict(ctx, rec.IntentID)
 		if err != nil {
 			return s.retry(ctx, log, "read the stream's verdict", err), false
 		}
 		if last == nil {
 			// Neither the store nor the stream holds a verdict: the intent
 			// is decided, then stored with its verdict in one transaction.
-			return Outcome{}, true
+			return reconciled.Outcome{}, true
 		}
-		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "import the stream's verdicts", err), false
 		}
 	} else if err != nil {
@@ -284,12 +252,12 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRe
 	if err != nil {
 		return s.retry(ctx, log, "store intent", err), false
 	}
-	if res == PutConflict {
+	if res == reconciled.PutConflict {
 		return s.admitConflict(ctx, log, rec), false
 	}
-	_, err = s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	_, err = s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, reconciled.ErrNotFound):
 		// New, or stored by an instance that stopped before deciding.
 	case err != nil:
 		return s.retry(ctx, log, "read latest verdict", err), false
@@ -297,7 +265,7 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRe
 		return s.admitKnown(ctx, log, rec, res), false
 	}
 	if d == nil {
-		return Outcome{}, true
+		return reconciled.Outcome{}, true
 	}
 
 	if err := s.cfg.Store.AppendDecided(ctx, d.v, d.w); err != nil {
@@ -310,22 +278,22 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec IntentRe
 // scanning: the stream is made to hold every stored verdict, in seq order,
 // and an open intent is watched. A stream that holds another body for the
 // id is the fleet's answer: the store takes it, and rec is refused.
-func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec IntentRecord, res PutResult) Outcome {
-	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord, res reconciled.PutResult) reconciled.Outcome {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.IntentID)
 	if err != nil {
 		return s.retry(ctx, log, "read the stream's verdict", err)
 	}
 	if holdsOtherBody(last, rec) {
-		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "take the stream's intent", err)
 		}
-		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.IntentID))
 	}
-	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
-	if err := s.publishStoredOver(ctx, log, rec.ID, hdr, last); err != nil {
+	hdr := reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}
+	if err := s.publishStoredOver(ctx, log, rec.IntentID, hdr, last); err != nil {
 		return s.retry(ctx, log, "re-publish stored verdict", err)
 	}
-	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.ID)
+	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
 	if err != nil {
 		return s.retry(ctx, log, "read latest verdict", err)
 	}
@@ -335,7 +303,7 @@ func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec IntentRec
 		}
 	}
 	log.Debug("known intent answered from the store", zap.String("put", fmt.Sprint(res)), zap.Uint64("seq", latest.Seq), zap.String("status", string(latest.Status)))
-	return Outcome{Kind: Ack}
+	return reconciled.Outcome{Kind: reconciled.Ack}
 }
 
 // admitConflict answers rec when the store holds another body under its
@@ -343,8 +311,8 @@ func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec IntentRec
 // other than the stored one (two stores each took a different body
 // first), the store takes the stream's body and verdicts; rec is then
 // answered from the store if it is that body, and refused otherwise.
-func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec IntentRecord) Outcome {
-	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord) reconciled.Outcome {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.IntentID)
 	if err != nil {
 		return s.retry(ctx, log, "read the stream's verdict", err)
 	}
@@ -352,38 +320,38 @@ func (s *Service) admitConflict(ctx context.Context, log *zap.Logger, rec Intent
 		// The stream names no body: the stored one stands.
 		return s.refuseStoredConflict(ctx, log, rec)
 	}
-	stored, err := s.cfg.Store.Intent(ctx, rec.ID)
+	stored, err := s.cfg.Store.Intent(ctx, rec.IntentID)
 	if err != nil {
 		return s.retry(ctx, log, "read the stored intent", err)
 	}
 	if last.IntentHash != hex.EncodeToString(stored.Hash[:]) {
-		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "take the stream's intent", err)
 		}
-		if stored, err = s.cfg.Store.Intent(ctx, rec.ID); err != nil {
+		if stored, err = s.cfg.Store.Intent(ctx, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "read the stored intent", err)
 		}
 	}
 	if holdsOtherBody(last, rec) {
-		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.IntentID))
 	}
 	if stored.Hash != rec.Hash {
 		// The stream's verdicts carry no body to take.
 		return s.refuseStoredConflict(ctx, log, rec)
 	}
-	return s.admitKnown(ctx, log, rec, PutExisting)
+	return s.admitKnown(ctx, log, rec, reconciled.PutExisting)
 }
 
 // admitNew settles an intent that neither the store nor the stream knows:
 // it is decided first, and the intent, its verdict and the verdict's outbox
 // row are then stored in one transaction (shared with the rest of a burst).
-func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecord, d firstDecision) Outcome {
+func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord, d firstDecision) reconciled.Outcome {
 	v := d.v
 	res, err := s.cfg.Store.PutIntentDecided(ctx, rec, v, d.w)
 	if err != nil {
 		return s.storeFailed(ctx, log, err)
 	}
-	if res == PutConflict {
+	if res == reconciled.PutConflict {
 		return s.admitConflict(ctx, log, rec)
 	}
 	return s.publishDecided(ctx, log, rec, v)
@@ -392,8 +360,8 @@ func (s *Service) admitNew(ctx context.Context, log *zap.Logger, rec IntentRecor
 // firstVerdict decides rec (or takes the verdict given: an invalid one, or
 // a held intent's unreadable one) as its seq 1, with the watch entry a
 // verdict that is not final needs.
-func (s *Service) firstVerdict(ctx context.Context, rec IntentRecord, in *matcher.Intent, invalid *Verdict) (Verdict, *Watch, error) {
-	var v Verdict
+func (s *Service) firstVerdict(ctx context.Context, rec reconciled.IntentRecord, in *matcher.Intent, invalid *reconciled.Verdict) (reconciled.Verdict, *reconciled.Watch, error) {
+	var v reconciled.Verdict
 	if invalid != nil {
 		v = *invalid
 	} else {
@@ -405,54 +373,54 @@ func (s *Service) firstVerdict(ctx context.Context, rec IntentRecord, in *matche
 	v.Seq = 1
 	// The verdict answers the body stored with it, whatever the decider set.
 	v.IntentHash = hex.EncodeToString(rec.Hash[:])
-	var w *Watch
+	var w *reconciled.Watch
 	if !v.Final {
 		attempts := 0
-		if v.Status == StatusUnreadable {
+		if v.Status == reconciled.StatusUnreadable {
 			attempts = 1
 		}
-		w = &Watch{IntentID: rec.ID, Canister: rec.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
+		w = &reconciled.Watch{IntentID: rec.IntentID, CanisterID: rec.CanisterID, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
 	}
 	return v, w, nil
 }
 
 // storeFailed answers a failure to store a decided verdict.
-func (s *Service) storeFailed(ctx context.Context, log *zap.Logger, err error) Outcome {
-	if errors.Is(err, ErrInvalidRecord) {
+func (s *Service) storeFailed(ctx context.Context, log *zap.Logger, err error) reconciled.Outcome {
+	if errors.Is(err, reconciled.ErrInvalidRecord) {
 		// The store can never hold this verdict: redelivery would
 		// repeat the same refusal until the server gives up.
 		log.Error("verdict refused by the store; intent terminated", zap.Error(err))
-		return Outcome{Kind: Term, Reason: "verdict not storable: " + err.Error()}
+		return reconciled.Outcome{Kind: reconciled.Term, Reason: "verdict not storable: " + err.Error()}
 	}
 	return s.retry(ctx, log, "store verdict", err)
 }
 
 // refuseStoredConflict answers a body under an id this store holds for
 // another body.
-func (s *Service) refuseStoredConflict(ctx context.Context, log *zap.Logger, rec IntentRecord) Outcome {
-	return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.ID))
+func (s *Service) refuseStoredConflict(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord) reconciled.Outcome {
+	return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already stored with another body; the stored intent and its verdicts stay", rec.IntentID))
 }
 
 // publishDecided publishes a verdict decided here and just stored.
-func (s *Service) publishDecided(ctx context.Context, log *zap.Logger, rec IntentRecord, v Verdict) Outcome {
-	hdr := IntentHeader{Body: rec.Body, Hash: rec.Hash}
+func (s *Service) publishDecided(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord, v reconciled.Verdict) reconciled.Outcome {
+	hdr := reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}
 	s.m.verdict(v.Status)
 	s.logVerdict(log, v)
 	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); err != nil && s.streamHoldsOtherBody(ctx, rec) {
 		// Another instance, whose store took this id first for another
 		// body, decided it: the stream is the fleet's answer, and this
 		// store takes its body, verdicts and watch in place of rec's.
-		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			// The outbox pass, or a redelivery, takes it later.
 			log.Warn("the stream's intent not taken; will retry", zap.Error(err))
 		}
-		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.ID))
-	} else if errors.Is(err, ErrHistory) {
+		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.IntentID))
+	} else if errors.Is(err, reconciled.ErrHistory) {
 		// Another instance decided it first: its answer stands.
-		if err := s.yieldToStream(ctx, log, rec.ID); err != nil {
+		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "import the stream's verdicts", err)
 		}
-		return Outcome{Kind: Ack}
+		return reconciled.Outcome{Kind: reconciled.Ack}
 	} else if err != nil {
 		// Stored but not published: the redelivery finds it in the store
 		// and publishes it, with this seq; so does the outbox, should the
@@ -460,40 +428,40 @@ func (s *Service) publishDecided(ctx context.Context, log *zap.Logger, rec Inten
 		return s.retry(ctx, log, "publish verdict", err)
 	}
 	s.markPublished(ctx, log, v)
-	return Outcome{Kind: Ack}
+	return reconciled.Outcome{Kind: reconciled.Ack}
 }
 
 // refuseConflict answers a body under an id taken by another body.
-func (s *Service) refuseConflict(ctx context.Context, log *zap.Logger, rec IntentRecord, msg string) Outcome {
-	log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.Canister))
+func (s *Service) refuseConflict(ctx context.Context, log *zap.Logger, rec reconciled.IntentRecord, msg string) reconciled.Outcome {
+	log.Warn("conflicting intent refused", zap.String("code", "E_INTENT_CONFLICT"), zap.String("canister_id", rec.CanisterID))
 	s.m.reject("E_INTENT_CONFLICT")
-	if err := s.cfg.Sink.PublishReject(ctx, rec.ID, "E_INTENT_CONFLICT", msg); err != nil {
+	if err := s.cfg.Sink.PublishReject(ctx, rec.IntentID, "E_INTENT_CONFLICT", msg); err != nil {
 		// The reject is advisory (core NATS); the stored data is what
 		// matters and it is untouched. Redelivering would only repeat it.
 		log.Warn("publish reject", zap.Error(err))
 	}
-	return Outcome{Kind: Ack}
+	return reconciled.Outcome{Kind: reconciled.Ack}
 }
 
 // streamHoldsOtherBody reports whether the verdict stream's latest verdict
 // of rec's id was decided for another body. Each instance's store refuses
 // a second body on its own, but two stores can each take a different body
 // first; the stream then holds one of them.
-func (s *Service) streamHoldsOtherBody(ctx context.Context, rec IntentRecord) bool {
-	last, err := s.cfg.Sink.LastVerdict(ctx, rec.ID)
+func (s *Service) streamHoldsOtherBody(ctx context.Context, rec reconciled.IntentRecord) bool {
+	last, err := s.cfg.Sink.LastVerdict(ctx, rec.IntentID)
 	return err == nil && holdsOtherBody(last, rec)
 }
 
 // holdsOtherBody reports whether last, the stream's latest verdict of
 // rec's id, was decided for another body.
-func holdsOtherBody(last *Verdict, rec IntentRecord) bool {
+func holdsOtherBody(last *reconciled.Verdict, rec reconciled.IntentRecord) bool {
 	return last != nil && last.IntentHash != "" && last.IntentHash != hex.EncodeToString(rec.Hash[:])
 }
 
 // markPublished clears v's outbox entries once the stream holds it. A
 // failure only costs a stream lookup later: the outbox retry finds the
 // verdict there and clears the entries then.
-func (s *Service) markPublished(ctx context.Context, log *zap.Logger, v Verdict) {
+func (s *Service) markPublished(ctx context.Context, log *zap.Logger, v reconciled.Verdict) {
 	if err := s.cfg.Store.MarkPublished(ctx, v.IntentID, v.Seq); err != nil && ctx.Err() == nil {
 		log.Warn("published verdict not cleared from the outbox; will re-check", zap.Uint64("seq", v.Seq), zap.Error(err))
 	}
@@ -501,13 +469,13 @@ func (s *Service) markPublished(ctx context.Context, log *zap.Logger, v Verdict)
 
 // retry turns a failure into a Nak: immediately when shutting down (another
 // instance takes over), after RetryDelay otherwise.
-func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err error) Outcome {
+func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err error) reconciled.Outcome {
 	if ctx.Err() != nil {
 		log.Info("intent given back: shutting down", zap.String("during", what))
-		return Outcome{Kind: Nak, Reason: "shutting down"}
+		return reconciled.Outcome{Kind: reconciled.Nak, Reason: "shutting down"}
 	}
 	log.Warn("intent will be redelivered", zap.String("during", what), zap.Error(err))
-	return Outcome{Kind: Nak, Delay: s.cfg.RetryDelay, Reason: what + ": " + err.Error()}
+	return reconciled.Outcome{Kind: reconciled.Nak, Delay: s.cfg.RetryDelay, Reason: what + ": " + err.Error()}
 }
 
 // publishStored makes the stream hold every stored verdict of the intent,
@@ -518,7 +486,7 @@ func (s *Service) retry(ctx context.Context, log *zap.Logger, what string, err e
 // body, the stream's history is taken instead (yieldToStream). Once the
 // stream holds the store's latest verdict its outbox rows are cleared.
 // The caller holds the intent's lock.
-func (s *Service) publishStored(ctx context.Context, log *zap.Logger, id string, hdr IntentHeader) error {
+func (s *Service) publishStored(ctx context.Context, log *zap.Logger, id string, hdr reconciled.IntentHeader) error {
 	last, err := s.cfg.Sink.LastVerdict(ctx, id)
 	if err != nil {
 		return err
@@ -528,7 +496,7 @@ func (s *Service) publishStored(ctx context.Context, log *zap.Logger, id string,
 
 // publishStoredOver is publishStored given the stream's last verdict of
 // the intent (nil for none), for a caller that has already read it.
-func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id string, hdr IntentHeader, last *Verdict) error {
+func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id string, hdr reconciled.IntentHeader, last *reconciled.Verdict) error {
 	local, err := s.cfg.Store.Verdicts(ctx, id)
 	if err != nil || len(local) == 0 {
 		return err
@@ -541,7 +509,7 @@ func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id str
 			return s.yieldToStream(ctx, log, id)
 		}
 		for _, v := range local {
-			if v.Seq == last.Seq && !SameDecision(*last, withIntentHash(v, hdr)) {
+			if v.Seq == last.Seq && !reconciled.SameDecision(*last, withIntentHash(v, hdr)) {
 				return s.yieldToStream(ctx, log, id)
 			}
 		}
@@ -551,7 +519,7 @@ func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id str
 		if v.Seq <= from {
 			continue
 		}
-		if err := s.cfg.Sink.PublishVerdict(ctx, withIntentHash(v, hdr), hdr); errors.Is(err, ErrHistory) {
+		if err := s.cfg.Sink.PublishVerdict(ctx, withIntentHash(v, hdr), hdr); errors.Is(err, reconciled.ErrHistory) {
 			// Another instance published this seq meanwhile.
 			return s.yieldToStream(ctx, log, id)
 		} else if err != nil {
@@ -565,7 +533,7 @@ func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id str
 
 // withIntentHash gives a verdict stored before verdicts carried intent_hash
 // the hash of the stored intent it was decided for, which hdr carries.
-func withIntentHash(v Verdict, hdr IntentHeader) Verdict {
+func withIntentHash(v reconciled.Verdict, hdr reconciled.IntentHeader) reconciled.Verdict {
 	if v.IntentHash == "" && len(hdr.Body) > 0 {
 		v.IntentHash = hex.EncodeToString(hdr.Hash[:])
 	}
@@ -575,24 +543,24 @@ func withIntentHash(v Verdict, hdr IntentHeader) Verdict {
 // ensureWatched adds a watch entry for a non-final intent that has none,
 // e.g. one whose verdicts were imported from another instance that may be
 // gone: a re-published intent is then followed up here too.
-func (s *Service) ensureWatched(ctx context.Context, rec IntentRecord) error {
+func (s *Service) ensureWatched(ctx context.Context, rec reconciled.IntentRecord) error {
 	ws, err := s.cfg.Store.Watches(ctx)
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
-		if w.IntentID == rec.ID {
+		if w.IntentID == rec.IntentID {
 			return nil
 		}
 	}
-	return s.cfg.Store.Reschedule(ctx, Watch{IntentID: rec.ID, Canister: rec.Canister, NextCheck: s.cfg.Now()})
+	return s.cfg.Store.Reschedule(ctx, reconciled.Watch{IntentID: rec.IntentID, CanisterID: rec.CanisterID, NextCheck: s.cfg.Now()})
 }
 
 // nextCheck: not_yet is looked at every round (the shared chain only reads
 // new blocks); unreadable backs off exponentially, without giving up.
-func (s *Service) nextCheck(st Status, attempts int) time.Time {
+func (s *Service) nextCheck(st reconciled.Status, attempts int) time.Time {
 	now := s.cfg.Now()
-	if st != StatusUnreadable {
+	if st != reconciled.StatusUnreadable {
 		return now
 	}
 	return now.Add(s.backoff(attempts))
@@ -606,7 +574,7 @@ func (s *Service) backoff(attempts int) time.Duration {
 	return min(d, s.cfg.BackoffMax)
 }
 
-func (s *Service) logVerdict(log *zap.Logger, v Verdict) {
+func (s *Service) logVerdict(log *zap.Logger, v reconciled.Verdict) {
 	fields := []zap.Field{zap.Uint64("seq", v.Seq), zap.String("status", string(v.Status)), zap.Bool("final", v.Final)}
 	if v.Block != nil {
 		fields = append(fields, zap.Uint64("block", uint64(v.Block.Index)))
@@ -619,9 +587,6 @@ func (s *Service) logVerdict(log *zap.Logger, v Verdict) {
 	}
 	log.Info("verdict", fields...)
 }
-
-// ValidIntentID reports whether id has the form [A-Za-z0-9_-]{1,128}.
-func ValidIntentID(id string) bool { return matcher.ValidIntentID(id) }
 
 // keyedMutex serialises work on one intent id (intake and follow-up may
 // both append to its history) without a lock per id living forever.

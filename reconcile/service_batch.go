@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 
@@ -18,14 +19,14 @@ import (
 // JoiningDecider is a Decider that lets intents join a running decision of
 // their ledger (Engine.DecideJoining).
 type JoiningDecider interface {
-	DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v Verdict)) error
+	DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join Joins, done func(k int, v reconciled.Verdict)) error
 }
 
 type batchReq struct {
 	in   *matcher.Intent
 	done chan struct{}
 	// Set before done is closed.
-	v   Verdict
+	v   reconciled.Verdict
 	err error
 	// settled: done is closed (by the batch's goroutine only).
 	settled bool
@@ -54,7 +55,7 @@ var errNoVerdict = errors.New("reconcile: the decision ended without a verdict f
 // gives every handler the same context, which ends only at the drain
 // deadline, when every request is given back anyway. The goroutine ends
 // when no request of the ledger is left.
-func (s *Service) decide(ctx context.Context, in *matcher.Intent) (Verdict, error) {
+func (s *Service) decide(ctx context.Context, in *matcher.Intent) (reconciled.Verdict, error) {
 	b := &s.batch
 	ledger := in.Canister.Encode()
 	r := &batchReq{in: in, done: make(chan struct{})}
@@ -105,7 +106,7 @@ func (s *Service) runBatches(ctx context.Context, ledger string, lb *ledgerBatch
 // every one of them.
 func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, reqs []*batchReq) {
 	running := reqs
-	answer := func(k int, v Verdict) {
+	answer := func(k int, v reconciled.Verdict) {
 		if k < 0 || k >= len(running) || running[k].settled {
 			return
 		}
@@ -131,7 +132,7 @@ func (s *Service) runBatch(ctx context.Context, ledger string, lb *ledgerBatch, 
 		}
 		err = jd.DecideJoining(ctx, ledger, intents(reqs), Joins{Take: join, Arrived: lb.arrived}, answer)
 	} else {
-		var vs []Verdict
+		var vs []reconciled.Verdict
 		if vs, err = s.cfg.Decider.DecideMany(ctx, intents(reqs)); err == nil {
 			for k, v := range vs {
 				answer(k, v)

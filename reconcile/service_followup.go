@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 
@@ -79,17 +80,17 @@ func (s *Service) startRound(ctx context.Context, interval time.Duration) ([]<-c
 	}
 	s.parsed.keep(ws)
 	now := s.cfg.Now()
-	byLedger := map[string][]Watch{}
+	byLedger := map[string][]reconciled.Watch{}
 	followed := map[string]bool{}
 	for _, w := range ws {
 		// Every store watches every open intent of the fleet; only the
 		// holder of a ledger's lease follows its intents up.
-		if s.cfg.Owns != nil && !s.cfg.Owns(w.Canister) {
+		if s.cfg.Owns != nil && !s.cfg.Owns(w.CanisterID) {
 			continue
 		}
-		followed[w.Canister] = true
+		followed[w.CanisterID] = true
 		if !w.NextCheck.After(now) {
-			byLedger[w.Canister] = append(byLedger[w.Canister], w)
+			byLedger[w.CanisterID] = append(byLedger[w.CanisterID], w)
 		}
 	}
 	if interval > 0 {
@@ -124,7 +125,7 @@ type ledgerRound struct {
 	// The next round, asked for while one runs: the newest due watches,
 	// the context of the request, and the channels of every request it
 	// answers.
-	next    []Watch
+	next    []reconciled.Watch
 	nextCtx context.Context
 	waiters []chan struct{}
 }
@@ -132,7 +133,7 @@ type ledgerRound struct {
 // request asks for a round of ledger over ws. It starts one unless one
 // runs; then the newest ws is followed up as soon as that one ends. The
 // channel is closed once a round over ws (or newer watches) has run.
-func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, ws []Watch) <-chan struct{} {
+func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, ws []reconciled.Watch) <-chan struct{} {
 	c := make(chan struct{})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -162,7 +163,7 @@ func (r *ledgerRounds) request(ctx context.Context, s *Service, ledger string, w
 }
 
 // run follows the ledger up, round after round, while rounds are asked for.
-func (r *ledgerRounds) run(ctx context.Context, s *Service, ledger string, lr *ledgerRound, ws []Watch, waiters []chan struct{}) {
+func (r *ledgerRounds) run(ctx context.Context, s *Service, ledger string, lr *ledgerRound, ws []reconciled.Watch, waiters []chan struct{}) {
 	defer r.wg.Done()
 	for {
 		s.followLedger(ctx, ledger, ws)
@@ -203,7 +204,7 @@ func (r *ledgerRounds) warnLate(log *zap.Logger, now time.Time, late, every time
 // due and no round running (there was nothing to do), and for the ledgers
 // known here that no longer have open intents but are still owned; it
 // forgets the ledgers this instance no longer follows up.
-func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[string][]Watch, now time.Time) {
+func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[string][]reconciled.Watch, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -230,11 +231,11 @@ func (r *ledgerRounds) settle(s *Service, followed map[string]bool, due map[stri
 // wait waits for every running round to end.
 func (r *ledgerRounds) wait() { r.wg.Wait() }
 
-func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
+func (s *Service) followLedger(ctx context.Context, ledger string, ws []reconciled.Watch) {
 	log := s.log.With(zap.String("canister_id", ledger))
 	ins := make([]*matcher.Intent, 0, len(ws))
-	kept := make([]Watch, 0, len(ws))
-	hdrs := make([]IntentHeader, 0, len(ws))
+	kept := make([]reconciled.Watch, 0, len(ws))
+	hdrs := make([]reconciled.IntentHeader, 0, len(ws))
 	for _, w := range ws {
 		pi, err := s.parsed.get(ctx, s.cfg.Store, w.IntentID)
 		if err != nil {
@@ -261,7 +262,7 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 	checked := s.cfg.Now()
 	defer s.recordChecks(ctx, log, kept, checked)
 	for i, v := range vs {
-		if v.Status == StatusNotYet && kept[i].LastStatus == StatusNotYet {
+		if v.Status == reconciled.StatusNotYet && kept[i].LastStatus == reconciled.StatusNotYet {
 			// not_yet again: nothing new to say, and nothing to read. A
 			// watch list a step behind the store only delays a verdict
 			// to the next round; advance re-reads under the lock.
@@ -276,7 +277,7 @@ func (s *Service) followLedger(ctx context.Context, ledger string, ws []Watch) {
 // recordChecks records, when the store keeps it, that the intents of ws
 // were checked at at; after their verdicts, so that a watch the round
 // created has it too.
-func (s *Service) recordChecks(ctx context.Context, log *zap.Logger, ws []Watch, at time.Time) {
+func (s *Service) recordChecks(ctx context.Context, log *zap.Logger, ws []reconciled.Watch, at time.Time) {
 	cr, ok := s.cfg.Store.(CheckRecorder)
 	if !ok {
 		return
@@ -291,14 +292,14 @@ func (s *Service) recordChecks(ctx context.Context, log *zap.Logger, ws []Watch,
 }
 
 // advance records a follow-up decision of one watched intent.
-func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHeader) error {
+func (s *Service) advance(ctx context.Context, w reconciled.Watch, v reconciled.Verdict, hdr reconciled.IntentHeader) error {
 	unlock := s.locks.lock(w.IntentID)
 	defer unlock()
 	log := s.log.With(zap.String("intent_id", w.IntentID))
 	latest, err := s.cfg.Store.LatestVerdict(ctx, w.IntentID)
 	var seq uint64
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, reconciled.ErrNotFound):
 	case err != nil:
 		return err
 	case latest.Final:
@@ -307,15 +308,15 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 		seq = latest.Seq
 	}
 	attempts := 0
-	if v.Status == StatusUnreadable {
+	if v.Status == reconciled.StatusUnreadable {
 		attempts = w.Attempts + 1
 		s.m.unreadableRetry()
 	}
 	changed := seq == 0 || latest.Status != v.Status ||
-		(v.Status == StatusUnreadable && reasonCode(latest) != reasonCode(v))
-	next := Watch{IntentID: w.IntentID, Canister: w.Canister, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
+		(v.Status == reconciled.StatusUnreadable && reasonCode(latest) != reasonCode(v))
+	next := reconciled.Watch{IntentID: w.IntentID, CanisterID: w.CanisterID, Attempts: attempts, NextCheck: s.nextCheck(v.Status, attempts)}
 	if !changed {
-		if v.Status == StatusUnreadable {
+		if v.Status == reconciled.StatusUnreadable {
 			log.Info("history still unreadable; backing off", zap.String("code", reasonCode(v)),
 				zap.Int("attempts", attempts), zap.Time("next_check", next.NextCheck))
 			return s.cfg.Store.Reschedule(ctx, next)
@@ -348,7 +349,7 @@ func (s *Service) advance(ctx context.Context, w Watch, v Verdict, hdr IntentHea
 			return s.publishStored(ctx, log, w.IntentID, hdr)
 		}
 	}
-	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, ErrHistory) {
+	if err := s.cfg.Sink.PublishVerdict(ctx, v, hdr); errors.Is(err, reconciled.ErrHistory) {
 		// Another instance published this seq first: its verdict stands.
 		return s.yieldToStream(ctx, log, w.IntentID)
 	} else if err != nil {
@@ -398,7 +399,7 @@ func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) err
 	if holdsOtherBody(last, rec) {
 		return s.yieldToStream(ctx, log, id)
 	}
-	return s.publishStoredOver(ctx, log, id, IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
+	return s.publishStoredOver(ctx, log, id, reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have
@@ -413,7 +414,7 @@ func (s *Service) Resume(ctx context.Context) error {
 	return nil
 }
 
-func reasonCode(v Verdict) string {
+func reasonCode(v reconciled.Verdict) string {
 	if v.Reason == nil {
 		return ""
 	}
@@ -431,7 +432,7 @@ type parsedIntents struct {
 
 type parsedIntent struct {
 	in  *matcher.Intent
-	hdr IntentHeader
+	hdr reconciled.IntentHeader
 }
 
 func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedIntent, error) {
@@ -451,7 +452,7 @@ func (p *parsedIntents) get(ctx context.Context, st Store, id string) (parsedInt
 		// store, not something a retry fixes.
 		return pi, fmt.Errorf("stored body no longer parses: %w", err)
 	}
-	pi = parsedIntent{in: in, hdr: IntentHeader{Body: rec.Body, Hash: rec.Hash}}
+	pi = parsedIntent{in: in, hdr: reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}}
 	p.mu.Lock()
 	if p.m == nil {
 		p.m = map[string]parsedIntent{}
@@ -470,7 +471,7 @@ func (p *parsedIntents) drop(id string) {
 
 // keep drops the intents no longer watched, bounding the cache by the
 // watch list.
-func (p *parsedIntents) keep(ws []Watch) {
+func (p *parsedIntents) keep(ws []reconciled.Watch) {
 	watched := make(map[string]bool, len(ws))
 	for _, w := range ws {
 		watched[w.IntentID] = true

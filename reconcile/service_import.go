@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 )
 
@@ -22,14 +23,14 @@ import (
 // decision at a stored seq, a verdict after a final one) is logged and
 // skipped: redelivering it could never succeed. Only failures a retry can
 // heal (the store or the stream is unavailable) are returned.
-func (s *Service) ImportVerdict(ctx context.Context, v Verdict, hdr *IntentHeader) error {
+func (s *Service) ImportVerdict(ctx context.Context, v reconciled.Verdict, hdr *reconciled.IntentHeader) error {
 	unlock := s.locks.lock(v.IntentID)
 	defer unlock()
 	return s.importVerdict(ctx, v, hdr)
 }
 
 // importVerdict is ImportVerdict for a caller holding the intent's lock.
-func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeader) error {
+func (s *Service) importVerdict(ctx context.Context, v reconciled.Verdict, hdr *reconciled.IntentHeader) error {
 	log := s.log.With(zap.String("intent_id", v.IntentID), zap.Uint64("seq", v.Seq))
 	if hdr != nil {
 		v = withIntentHash(v, *hdr)
@@ -84,32 +85,32 @@ func (s *Service) importVerdict(ctx context.Context, v Verdict, hdr *IntentHeade
 // storeImported stores one streamed verdict after the stored seq have,
 // across a gap when the stream holds none of the seqs between. It reports
 // whether the verdict is stored.
-func (s *Service) storeImported(ctx context.Context, log *zap.Logger, v Verdict, hdr *IntentHeader, have uint64) (bool, error) {
+func (s *Service) storeImported(ctx context.Context, log *zap.Logger, v reconciled.Verdict, hdr *reconciled.IntentHeader, have uint64) (bool, error) {
 	canister := ""
 	if hdr != nil && len(hdr.Body) > 0 {
 		rec := recordFromHeader(v.IntentID, *hdr)
-		canister = rec.Canister
+		canister = rec.CanisterID
 		res, err := s.cfg.Store.PutIntent(ctx, rec)
 		switch {
 		case err != nil && ctx.Err() == nil && !isPermanent(err):
 			return false, err
 		case err != nil:
 			log.Warn("imported intent not stored", zap.Error(err))
-		case res == PutConflict:
+		case res == reconciled.PutConflict:
 			return false, s.takeFromStream(ctx, log, v.IntentID)
 		}
 	}
 	// An open intent is watched by every store, so whichever instance
 	// holds its ledger's lease follows it up, whoever decided it.
-	var w *Watch
+	var w *reconciled.Watch
 	if !v.Final {
 		if canister == "" {
 			if rec, err := s.cfg.Store.Intent(ctx, v.IntentID); err == nil {
-				canister = rec.Canister
+				canister = rec.CanisterID
 			}
 		}
 		if canister != "" && canister != "unknown" {
-			w = &Watch{IntentID: v.IntentID, Canister: canister, NextCheck: s.cfg.Now()}
+			w = &reconciled.Watch{IntentID: v.IntentID, CanisterID: canister, NextCheck: s.cfg.Now()}
 		}
 	}
 	gap := v.Seq > have+1
@@ -128,7 +129,7 @@ func (s *Service) storeImported(ctx context.Context, log *zap.Logger, v Verdict,
 	case err == nil:
 		s.m.imported("stored")
 		return true, nil
-	case errors.Is(err, ErrHistory) || isPermanent(err):
+	case errors.Is(err, reconciled.ErrHistory) || isPermanent(err):
 		s.m.imported("skipped")
 		log.Warn("streamed verdict contradicts the local history; skipped", zap.Error(err))
 		return false, nil
@@ -145,7 +146,7 @@ func (s *Service) takeFromStream(ctx context.Context, log *zap.Logger, id string
 	}
 	took, err := s.takeStreamBody(ctx, log, id, hist)
 	switch {
-	case err != nil && (isPermanent(err) || errors.Is(err, ErrHistory)):
+	case err != nil && (isPermanent(err) || errors.Is(err, reconciled.ErrHistory)):
 		s.m.imported("conflict")
 		log.Error("the stream's body for a stored intent could not be stored; verdict skipped", zap.Error(err))
 		return nil
@@ -160,15 +161,15 @@ func (s *Service) takeFromStream(ctx context.Context, log *zap.Logger, id string
 
 // isPermanent: errors about the record itself rather than the store's
 // availability.
-func isPermanent(err error) bool { return errors.Is(err, ErrInvalidRecord) }
+func isPermanent(err error) bool { return errors.Is(err, reconciled.ErrInvalidRecord) }
 
 // recordFromHeader rebuilds the intent record a verdict header carries. A
 // valid intent's canonical body parses again; an invalid one's raw body
 // gives what it can.
-func recordFromHeader(id string, h IntentHeader) IntentRecord {
-	rec := IntentRecord{ID: id, Body: h.Body, Hash: h.Hash, Canister: "unknown", Caller: "unknown", Method: "unknown"}
+func recordFromHeader(id string, h reconciled.IntentHeader) reconciled.IntentRecord {
+	rec := reconciled.IntentRecord{IntentID: id, Body: h.Body, Hash: h.Hash, CanisterID: "unknown", Caller: "unknown", Method: "unknown"}
 	if in, err := matcher.ParseIntent(h.Body); err == nil {
-		rec.Canister, rec.Caller, rec.Method = in.Canister.Encode(), in.Caller.Encode(), string(in.Method)
+		rec.CanisterID, rec.Caller, rec.Method = in.Canister.Encode(), in.Caller.Encode(), string(in.Method)
 		return rec
 	}
 	var head struct {
@@ -177,7 +178,7 @@ func recordFromHeader(id string, h IntentHeader) IntentRecord {
 		Method   any `json:"method"`
 	}
 	if json.Unmarshal(h.Body, &head) == nil {
-		for dst, v := range map[*string]any{&rec.Canister: head.Canister, &rec.Caller: head.Caller, &rec.Method: head.Method} {
+		for dst, v := range map[*string]any{&rec.CanisterID: head.Canister, &rec.Caller: head.Caller, &rec.Method: head.Method} {
 			if t, ok := v.(string); ok && t != "" && len(t) <= 256 {
 				*dst = t
 			}

@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
 )
 
 const (
@@ -39,7 +39,7 @@ type hangingDecider struct {
 	decided chan string // the ids of each finished decision
 }
 
-func (d *hangingDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+func (d *hangingDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
 	d.mu.Lock()
 	hang := d.armed && ins[0].Canister.Encode() == d.ledger
 	if hang {
@@ -70,7 +70,7 @@ type publishedSink struct {
 	finals chan string
 }
 
-func (s publishedSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s publishedSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	err := s.fakeSink.PublishVerdict(ctx, v, in)
 	if err == nil && v.Final {
 		s.finals <- v.IntentID
@@ -107,16 +107,16 @@ func TestServiceFollowUpLedgerDoesNotWaitForAnother(t *testing.T) {
 	clock := &lockedClock{t: e.clock}
 	core, logs := observer.New(zapcore.WarnLevel)
 	m := reconcile.NewMetrics()
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: store.ServiceStore{S: e.st}, Sink: sink,
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: e.st, Sink: sink,
 		Log: zap.New(core), Metrics: m, Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	e.dec.set("hung-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	e.dec.set("live-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	e.dec.set("hung-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	e.dec.set("live-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
 	for _, b := range [][]byte{intentOn("hung-1", hungLedger), intentOn("live-1", liveLedger)} {
-		if o := svc.HandleIntent(ctx, b); o.Kind != reconcile.Ack {
+		if o := svc.HandleIntent(ctx, b); o.Kind != reconciled.Ack {
 			t.Fatalf("%+v", o)
 		}
 	}
@@ -153,7 +153,7 @@ func TestServiceFollowUpLedgerDoesNotWaitForAnother(t *testing.T) {
 			break
 		}
 	}
-	e.dec.set("live-1", reconcile.Verdict{Status: reconcile.StatusAbsent})
+	e.dec.set("live-1", reconciled.Verdict{Status: reconciled.StatusAbsent})
 	clock.add(4 * interval)
 	trigger <- struct{}{}
 	select {
@@ -188,7 +188,7 @@ func TestServiceImportDoesNotWaitForADecision(t *testing.T) {
 	e := newSvcEnv(t)
 	dec := &hangingDecider{scriptDecider: e.dec, ledger: hungLedger, armed: true, hung: make(chan struct{}),
 		release: make(chan struct{}), decided: make(chan string, 16)}
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: e.st, Sink: e.sink,
 		Now: func() time.Time { return e.clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +199,8 @@ func TestServiceImportDoesNotWaitForADecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.dec.set("slow-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	handled := make(chan reconcile.Outcome, 1)
+	e.dec.set("slow-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	handled := make(chan reconciled.Outcome, 1)
 	go func() { handled <- svc.HandleIntent(ctx, body) }()
 	<-dec.hung
 	released := false
@@ -213,9 +213,9 @@ func TestServiceImportDoesNotWaitForADecision(t *testing.T) {
 
 	// Another instance decided it meanwhile; its verdict reaches the
 	// stream and this instance's follower.
-	fleet := reconcile.Verdict{IntentID: "slow-1", Seq: 1, Status: reconcile.StatusFound, Final: true,
-		Block: &reconcile.BlockRef{Index: 4}, DecidedAt: time.Now().UTC()}
-	hdr := reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	fleet := reconciled.Verdict{IntentID: "slow-1", Seq: 1, Status: reconciled.StatusFound, Final: true,
+		Block: &reconciled.BlockRef{Index: 4}, DecidedAt: time.Now().UTC()}
+	hdr := reconciled.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
 	if err := e.sink.PublishVerdict(ctx, fleet, hdr); err != nil {
 		t.Fatal(err)
 	}
@@ -231,10 +231,10 @@ func TestServiceImportDoesNotWaitForADecision(t *testing.T) {
 	}
 	released = true
 	close(dec.release)
-	if o := <-handled; o.Kind != reconcile.Ack {
+	if o := <-handled; o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
-	if vs, _ := e.st.Verdicts(ctx, "slow-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+	if vs, _ := e.st.Verdicts(ctx, "slow-1"); len(vs) != 1 || vs[0].Status != reconciled.StatusFound {
 		t.Fatalf("stored %+v, want the fleet's found", vs)
 	}
 	if got := e.sink.seqs("slow-1"); len(got) != 1 {

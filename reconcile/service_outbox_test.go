@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -20,7 +21,7 @@ import (
 // of the old Service's memory survives.
 func (e *svcEnv) restart(log *zap.Logger) {
 	e.t.Helper()
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: e.st, Sink: e.sink,
 		Log: log, Now: func() time.Time { return e.clock }})
 	if err != nil {
 		e.t.Fatal(err)
@@ -41,7 +42,7 @@ func (e *svcEnv) outbox() []store.OutboxEntry {
 // between storing one and publishing it.
 type finalFailSink struct{ *fakeSink }
 
-func (s finalFailSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s finalFailSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	if v.Final {
 		return errors.New("process killed before publishing")
 	}
@@ -55,20 +56,20 @@ func (s finalFailSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, 
 func TestServiceFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("c-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("c-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("c-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("c-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	if got := e.outbox(); len(got) != 0 {
 		t.Fatalf("a published verdict stayed in the outbox: %+v", got)
 	}
 
-	dying, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: e.st},
+	dying, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: e.st,
 		Sink: finalFailSink{e.sink}, Now: func() time.Time { return e.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.dec.set("c-1", reconcile.Verdict{Status: reconcile.StatusAbsent})
+	e.dec.set("c-1", reconciled.Verdict{Status: reconciled.StatusAbsent})
 	if err := dying.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestServiceFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 	if got := e.sink.seqs("c-1"); len(got) != 2 || got[1] != 2 {
 		t.Fatalf("stream seqs %v after Resume, want [1 2]", got)
 	}
-	if last, _ := e.sink.LastVerdict(ctx, "c-1"); last.Status != reconcile.StatusAbsent {
+	if last, _ := e.sink.LastVerdict(ctx, "c-1"); last.Status != reconciled.StatusAbsent {
 		t.Fatalf("stream holds %+v", last)
 	}
 	if got := e.outbox(); len(got) != 0 {
@@ -115,11 +116,11 @@ func TestServiceFollowUpVerdictSurvivesCrashBeforePublish(t *testing.T) {
 func TestServiceFollowUpRetriesOutbox(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("r-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("r-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("r-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("r-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
-	e.dec.set("r-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 9}})
+	e.dec.set("r-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 9}})
 	e.sink.fail = errors.New("nats down")
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
@@ -154,8 +155,8 @@ func TestServiceIntakeVerdictInOutbox(t *testing.T) {
 	ctx := context.Background()
 	e.sink.fail = errors.New("nats down")
 	for _, id := range []string{"a-1", "a-2"} {
-		e.dec.set(id, reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 4}})
-		if o := e.handle(intentBody(id, 1)); o.Kind != reconcile.Nak {
+		e.dec.set(id, reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 4}})
+		if o := e.handle(intentBody(id, 1)); o.Kind != reconciled.Nak {
 			t.Fatalf("%s: %+v, want a nak", id, o)
 		}
 	}
@@ -163,7 +164,7 @@ func TestServiceIntakeVerdictInOutbox(t *testing.T) {
 		t.Fatalf("outbox %+v", got)
 	}
 	e.sink.fail = nil
-	if o := e.handle(intentBody("a-1", 1)); o.Kind != reconcile.Ack {
+	if o := e.handle(intentBody("a-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("redelivery: %+v", o)
 	}
 	if got := e.outbox(); len(got) != 1 || got[0].IntentID != "a-2" {
@@ -188,7 +189,7 @@ func TestServiceIntakeVerdictInOutbox(t *testing.T) {
 func TestServiceImportBypassesOutbox(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	v := reconcile.Verdict{IntentID: "x-1", Seq: 1, Status: reconcile.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()}
+	v := reconciled.Verdict{IntentID: "x-1", Seq: 1, Status: reconciled.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()}
 	if err := e.svc.ImportVerdict(ctx, v, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -201,9 +202,9 @@ func TestServiceImportBypassesOutbox(t *testing.T) {
 // final one.
 type historySink struct{ *fakeSink }
 
-func (s historySink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s historySink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	if last, _ := s.LastVerdict(ctx, v.IntentID); last != nil && last.Final && last.Seq < v.Seq {
-		return fmt.Errorf("%w: after final seq %d", reconcile.ErrHistory, last.Seq)
+		return fmt.Errorf("%w: after final seq %d", reconciled.ErrHistory, last.Seq)
 	}
 	return s.fakeSink.PublishVerdict(ctx, v, in)
 }
@@ -220,20 +221,20 @@ func TestServiceYieldsToTheStreamOnIntake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sink.verdicts["h-1"] = []reconcile.Verdict{{IntentID: "h-1", Seq: 1, Status: reconcile.StatusFound, Final: true,
-		Block: &reconcile.BlockRef{Index: 2}, DecidedAt: time.Now().UTC()}}
-	e.sink.headers["h-1"] = reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
-	e.svc, _ = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: e.st},
+	e.sink.verdicts["h-1"] = []reconciled.Verdict{{IntentID: "h-1", Seq: 1, Status: reconciled.StatusFound, Final: true,
+		Block: &reconciled.BlockRef{Index: 2}, DecidedAt: time.Now().UTC()}}
+	e.sink.headers["h-1"] = reconciled.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	e.svc, _ = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: e.st,
 		Sink: historySink{e.sink}, Now: func() time.Time { return e.clock }})
 
-	e.dec.set("h-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(body); o.Kind != reconcile.Ack {
+	e.dec.set("h-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(body); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v, want an ack: the stream answers it", o)
 	}
 	if n := e.dec.calls["h-1"]; n != 0 {
 		t.Fatalf("decided %d times; the stream held its answer", n)
 	}
-	if vs, _ := e.st.Verdicts(ctx, "h-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+	if vs, _ := e.st.Verdicts(ctx, "h-1"); len(vs) != 1 || vs[0].Status != reconciled.StatusFound {
 		t.Fatalf("stored %+v, want the stream's found", vs)
 	}
 	if got := e.outbox(); len(got) != 0 {
@@ -252,20 +253,20 @@ func TestServiceYieldsToTheStreamOnIntake(t *testing.T) {
 func TestServiceYieldsToTheStreamOnFollowUp(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("h-2", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("h-2", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("h-2", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("h-2", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	e.sink.mu.Lock()
-	e.sink.verdicts["h-2"] = append(e.sink.verdicts["h-2"], reconcile.Verdict{IntentID: "h-2", Seq: 2,
-		Status: reconcile.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
+	e.sink.verdicts["h-2"] = append(e.sink.verdicts["h-2"], reconciled.Verdict{IntentID: "h-2", Seq: 2,
+		Status: reconciled.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
 	e.sink.mu.Unlock()
-	e.dec.set("h-2", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_X", Message: "x"}})
+	e.dec.set("h-2", reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_X", Message: "x"}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	vs, _ := e.st.Verdicts(ctx, "h-2")
-	if len(vs) != 2 || vs[1].Status != reconcile.StatusAbsent {
+	if len(vs) != 2 || vs[1].Status != reconciled.StatusAbsent {
 		t.Fatalf("stored %+v, want the stream's absent at seq 2", vs)
 	}
 	if got := e.outbox(); len(got) != 0 {
@@ -284,8 +285,8 @@ func TestServiceYieldsToTheStreamOnFollowUp(t *testing.T) {
 func TestServiceFollowUpLogsDecideFailure(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("d-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("d-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("d-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("d-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	core, logs := observer.New(zapcore.WarnLevel)
@@ -313,8 +314,8 @@ func TestServiceImportStoresAndWatchesTheIntent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := &reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
-	v := reconcile.Verdict{IntentID: "imp-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	hdr := &reconciled.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	v := reconciled.Verdict{IntentID: "imp-1", Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: time.Now().UTC()}
 	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestServiceImportStoresAndWatchesTheIntent(t *testing.T) {
 	if ws, _ := e.st.Watches(ctx); len(ws) != 1 || ws[0].IntentID != "imp-1" || ws[0].CanisterID != in.Canister.Encode() {
 		t.Fatalf("watches %+v, want the imported open intent", ws)
 	}
-	v.Seq, v.Status, v.Final = 2, reconcile.StatusAbsent, true
+	v.Seq, v.Status, v.Final = 2, reconciled.StatusAbsent, true
 	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
 		t.Fatal(err)
 	}

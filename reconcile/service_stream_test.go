@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -48,7 +49,7 @@ func feed(t *testing.T, svc *reconcile.Service, sink *fakeSink, id string) {
 	}
 }
 
-func seqsOf(vs []reconcile.Verdict) []uint64 {
+func seqsOf(vs []reconciled.Verdict) []uint64 {
 	var out []uint64
 	for _, v := range vs {
 		out = append(out, v.Seq)
@@ -62,17 +63,17 @@ func seqsOf(vs []reconcile.Verdict) []uint64 {
 func TestServiceOutboxPublishesEverySeqInOrder(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("g-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("g-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("g-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("g-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	e.sink.fail = errors.New("nats down")
-	e.dec.set("g-1", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	e.dec.set("g-1", reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_A", Message: "a"}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.clock = e.clock.Add(time.Hour) // the unreadable back-off has passed
-	e.dec.set("g-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	e.dec.set("g-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 3}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestServiceOutboxPublishesEverySeqInOrder(t *testing.T) {
 		t.Fatalf("outbox %+v", got)
 	}
 	other := openStore(t)
-	svc2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: other}, Sink: e.sink})
+	svc2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: other, Sink: e.sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +107,12 @@ func TestServiceOutboxPublishesEverySeqInOrder(t *testing.T) {
 func TestServiceFollowUpPublishesTheMissingSeqFirst(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("g-2", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("g-2", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("g-2", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("g-2", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	e.sink.fail = errors.New("nats down")
-	e.dec.set("g-2", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	e.dec.set("g-2", reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_A", Message: "a"}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestServiceFollowUpPublishesTheMissingSeqFirst(t *testing.T) {
 	e.sink.fail, e.sink.failN = nil, 1
 	e.sink.mu.Unlock()
 	e.clock = e.clock.Add(time.Hour)
-	e.dec.set("g-2", reconcile.Verdict{Status: reconcile.StatusAbsent})
+	e.dec.set("g-2", reconciled.Verdict{Status: reconciled.StatusAbsent})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestServiceImportAcceptsTheStreamsGap(t *testing.T) {
 	ctx := context.Background()
 	core, logs := observer.New(zapcore.WarnLevel)
 	m := reconcile.NewMetrics()
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: e.st, Sink: e.sink,
 		Log: zap.New(core), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +147,11 @@ func TestServiceImportAcceptsTheStreamsGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	hdr := reconciled.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
 	now := time.Now().UTC()
-	e.sink.verdicts["gap-1"] = []reconcile.Verdict{
-		{IntentID: "gap-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: now},
-		{IntentID: "gap-1", Seq: 3, Status: reconcile.StatusAbsent, Final: true, DecidedAt: now},
+	e.sink.verdicts["gap-1"] = []reconciled.Verdict{
+		{IntentID: "gap-1", Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: now},
+		{IntentID: "gap-1", Seq: 3, Status: reconciled.StatusAbsent, Final: true, DecidedAt: now},
 	}
 	e.sink.headers["gap-1"] = hdr
 	feed(t, svc, e.sink, "gap-1")
@@ -176,7 +177,7 @@ type hookSink struct {
 	before func()
 }
 
-func (h *hookSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (h *hookSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	if f := h.before; f != nil {
 		h.before = nil
 		f()
@@ -198,21 +199,21 @@ func TestServiceConflictRaceTakesTheStreamsBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	a.dec.set(id, reconciled.Verdict{Status: reconciled.StatusNotYet})
 
 	bst := openStore(t)
 	hs := &hookSink{fakeSink: a.sink}
-	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: hs,
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: hs,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs.before = func() {
-		if o := a.handle(body1); o.Kind != reconcile.Ack {
+		if o := a.handle(body1); o.Kind != reconciled.Ack {
 			t.Errorf("A: %+v", o)
 		}
 	}
-	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Ack {
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconciled.Ack {
 		t.Fatalf("B: %+v", o)
 	}
 	if len(a.sink.rejects) != 1 || a.sink.rejects[0] != id+":E_INTENT_CONFLICT" {
@@ -221,11 +222,11 @@ func TestServiceConflictRaceTakesTheStreamsBody(t *testing.T) {
 	h1 := in1.Hash()
 	want := hex.EncodeToString(h1[:])
 	rec, err := bst.Intent(ctx, id)
-	if err != nil || hex.EncodeToString(rec.CanonicalHash[:]) != want {
-		t.Fatalf("B stores the body with hash %x (%v), want the stream's body 1 (%s)", rec.CanonicalHash, err, want)
+	if err != nil || hex.EncodeToString(rec.Hash[:]) != want {
+		t.Fatalf("B stores the body with hash %x (%v), want the stream's body 1 (%s)", rec.Hash, err, want)
 	}
 	vs, _ := bst.Verdicts(ctx, id)
-	if len(vs) != 1 || vs[0].IntentHash != want || vs[0].Status != reconcile.StatusNotYet {
+	if len(vs) != 1 || vs[0].IntentHash != want || vs[0].Status != reconciled.StatusNotYet {
 		t.Fatalf("B stores verdicts %+v, want the stream's seq 1", vs)
 	}
 	if es, _ := bst.Outbox(ctx); len(es) != 0 {
@@ -237,7 +238,7 @@ func TestServiceConflictRaceTakesTheStreamsBody(t *testing.T) {
 
 	// A re-publish of body 1 lands on B.
 	calls := a.dec.calls[id]
-	if o := b.HandleIntent(ctx, body1); o.Kind != reconcile.Ack {
+	if o := b.HandleIntent(ctx, body1); o.Kind != reconciled.Ack {
 		t.Fatalf("B, body 1: %+v", o)
 	}
 	if len(a.sink.rejects) != 1 {
@@ -247,11 +248,11 @@ func TestServiceConflictRaceTakesTheStreamsBody(t *testing.T) {
 		t.Fatal("body 1 decided again; the store answers it")
 	}
 	// B holds the ledger's lease: it follows body 1 up.
-	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 5}})
+	a.dec.set(id, reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 5}})
 	if err := b.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if last, _ := a.sink.LastVerdict(ctx, id); last == nil || last.Seq != 2 || last.Status != reconcile.StatusFound || last.IntentHash != want {
+	if last, _ := a.sink.LastVerdict(ctx, id); last == nil || last.Seq != 2 || last.Status != reconciled.StatusFound || last.IntentHash != want {
 		t.Fatalf("stream's last verdict %+v, want B's found for body 1 at seq 2", last)
 	}
 }
@@ -265,31 +266,31 @@ func TestServiceImportOfAnotherBodyTakesTheStreams(t *testing.T) {
 	const id = "race-2"
 	body1, body2 := intentBody(id, 1), intentBody(id, 2)
 	in1, _ := matcher.ParseIntent(body1)
-	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	a.dec.set(id, reconciled.Verdict{Status: reconciled.StatusNotYet})
 
 	bst := openStore(t)
 	down := &hookSink{fakeSink: newFakeSink()}
 	down.fakeSink.fail = errors.New("nats down")
-	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: down,
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: down,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Nak {
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconciled.Nak {
 		t.Fatalf("B: %+v, want a nak (not published)", o)
 	}
-	if o := a.handle(body1); o.Kind != reconcile.Ack {
+	if o := a.handle(body1); o.Kind != reconciled.Ack {
 		t.Fatalf("A: %+v", o)
 	}
-	b2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: a.sink,
+	b2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: a.sink,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	feed(t, b2, a.sink, id)
 	rec, err := bst.Intent(ctx, id)
-	if err != nil || rec.CanonicalHash != in1.Hash() {
-		t.Fatalf("B stores hash %x (%v), want body 1's", rec.CanonicalHash, err)
+	if err != nil || rec.Hash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want body 1's", rec.Hash, err)
 	}
 	if es, _ := bst.Outbox(ctx); len(es) != 0 {
 		t.Fatalf("B's outbox %+v still offers body 2's verdict", es)
@@ -311,7 +312,7 @@ type jsSink struct {
 	before func()
 }
 
-func (s *jsSink) PublishVerdict(ctx context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s *jsSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	s.mu.Lock()
 	fail, f := s.fail, s.before
 	s.before = nil
@@ -350,10 +351,10 @@ func jetStream(t *testing.T) *queue.Conn {
 func TestServiceStreamConvergesOnJetStream(t *testing.T) {
 	ctx := context.Background()
 	c := jetStream(t)
-	dec := &scriptDecider{script: map[string]func() reconcile.Verdict{}, calls: map[string]int{}}
+	dec := &scriptDecider{script: map[string]func() reconciled.Verdict{}, calls: map[string]int{}}
 	clock := time.Unix(1_800_000_000, 0)
 	newSvc := func(st *store.Store, sink reconcile.Sink) *reconcile.Service {
-		svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: store.ServiceStore{S: st}, Sink: sink,
+		svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: dec, Store: st, Sink: sink,
 			Now: func() time.Time { return clock }})
 		if err != nil {
 			t.Fatal(err)
@@ -368,17 +369,17 @@ func TestServiceStreamConvergesOnJetStream(t *testing.T) {
 	const id = "js-race"
 	body1, body2 := intentBody(id, 1), intentBody(id, 2)
 	in1, _ := matcher.ParseIntent(body1)
-	dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	dec.set(id, reconciled.Verdict{Status: reconciled.StatusNotYet})
 	bs.before = func() {
-		if o := a.HandleIntent(ctx, body1); o.Kind != reconcile.Ack {
+		if o := a.HandleIntent(ctx, body1); o.Kind != reconciled.Ack {
 			t.Errorf("A: %+v", o)
 		}
 	}
-	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Ack {
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconciled.Ack {
 		t.Fatalf("B: %+v", o)
 	}
-	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
-		t.Fatalf("B stores hash %x (%v), want the stream's body 1", rec.CanonicalHash, err)
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.Hash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want the stream's body 1", rec.Hash, err)
 	}
 	if ws, _ := bst.Watches(ctx); len(ws) != 1 {
 		t.Fatalf("B watches %+v", ws)
@@ -389,12 +390,12 @@ func TestServiceStreamConvergesOnJetStream(t *testing.T) {
 	bs.mu.Lock()
 	bs.fail = errors.New("nats down")
 	bs.mu.Unlock()
-	dec.set(id, reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	dec.set(id, reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_A", Message: "a"}})
 	if err := b.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clock = clock.Add(time.Hour)
-	dec.set(id, reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	dec.set(id, reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 3}})
 	if err := b.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -436,19 +437,19 @@ func TestServiceStreamConvergesOnJetStream(t *testing.T) {
 func TestServiceDropsAVerdictTheStreamSkipped(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("sk-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := e.handle(intentBody("sk-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("sk-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := e.handle(intentBody("sk-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
 	e.sink.fail = errors.New("nats down")
-	e.dec.set("sk-1", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_A", Message: "a"}})
+	e.dec.set("sk-1", reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_A", Message: "a"}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.sink.mu.Lock()
 	e.sink.fail = nil
-	e.sink.verdicts["sk-1"] = append(e.sink.verdicts["sk-1"], reconcile.Verdict{IntentID: "sk-1", Seq: 3,
-		Status: reconcile.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
+	e.sink.verdicts["sk-1"] = append(e.sink.verdicts["sk-1"], reconciled.Verdict{IntentID: "sk-1", Seq: 3,
+		Status: reconciled.StatusAbsent, Final: true, DecidedAt: time.Now().UTC()})
 	e.sink.mu.Unlock()
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
@@ -474,38 +475,38 @@ func TestServiceFollowUpDropsADecisionOfAReplacedBody(t *testing.T) {
 	body1, body2 := intentBody(id, 1), intentBody(id, 2)
 	in1, _ := matcher.ParseIntent(body1)
 	in2, _ := matcher.ParseIntent(body2)
-	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
-	if o := a.handle(body1); o.Kind != reconcile.Ack {
+	a.dec.set(id, reconciled.Verdict{Status: reconciled.StatusNotYet})
+	if o := a.handle(body1); o.Kind != reconciled.Ack {
 		t.Fatalf("A: %+v", o)
 	}
 	bst := openStore(t)
-	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: a.sink,
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: a.sink,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// B's store took body 2 (from a stream it followed before).
-	v2 := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
-	if err := b.ImportVerdict(ctx, v2, &reconcile.IntentHeader{Body: in2.Canonical(), Hash: in2.Hash()}); err != nil {
+	v2 := reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: time.Now().UTC()}
+	if err := b.ImportVerdict(ctx, v2, &reconciled.IntentHeader{Body: in2.Canonical(), Hash: in2.Hash()}); err != nil {
 		t.Fatal(err)
 	}
 	hist, _ := a.sink.History(ctx, id)
 	a.dec.mu.Lock()
-	a.dec.script[id] = func() reconcile.Verdict {
+	a.dec.script[id] = func() reconciled.Verdict {
 		// While body 2 is decided, B's follower brings the stream's body 1.
 		if err := b.ImportVerdict(ctx, hist[0].Verdict, hist[0].Intent); err != nil {
 			t.Error(err)
 		}
-		return reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 8}}
+		return reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 8}}
 	}
 	a.dec.mu.Unlock()
 	if err := b.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
-		t.Fatalf("B stores hash %x (%v), want body 1's", rec.CanonicalHash, err)
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.Hash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want body 1's", rec.Hash, err)
 	}
-	if vs, _ := bst.Verdicts(ctx, id); len(vs) != 1 || vs[0].Status != reconcile.StatusNotYet {
+	if vs, _ := bst.Verdicts(ctx, id); len(vs) != 1 || vs[0].Status != reconciled.StatusNotYet {
 		t.Fatalf("B stores %+v, want only the stream's not_yet of body 1", vs)
 	}
 	if got := a.sink.seqs(id); len(got) != 1 {
@@ -521,22 +522,22 @@ func TestServiceOutboxOfAnotherBodyTakesTheStreams(t *testing.T) {
 	const id = "race-3"
 	body1, body2 := intentBody(id, 1), intentBody(id, 2)
 	in1, _ := matcher.ParseIntent(body1)
-	a.dec.set(id, reconcile.Verdict{Status: reconcile.StatusNotYet})
+	a.dec.set(id, reconciled.Verdict{Status: reconciled.StatusNotYet})
 	bst := openStore(t)
 	down := newFakeSink()
 	down.fail = errors.New("nats down")
-	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: down,
+	b, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: down,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := b.HandleIntent(ctx, body2); o.Kind != reconcile.Nak {
+	if o := b.HandleIntent(ctx, body2); o.Kind != reconciled.Nak {
 		t.Fatalf("B: %+v, want a nak (not published)", o)
 	}
-	if o := a.handle(body1); o.Kind != reconcile.Ack {
+	if o := a.handle(body1); o.Kind != reconciled.Ack {
 		t.Fatalf("A: %+v", o)
 	}
-	b2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: store.ServiceStore{S: bst}, Sink: a.sink,
+	b2, err := reconcile.NewService(reconcile.ServiceConfig{Decider: a.dec, Store: bst, Sink: a.sink,
 		Now: func() time.Time { return a.clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -544,8 +545,8 @@ func TestServiceOutboxOfAnotherBodyTakesTheStreams(t *testing.T) {
 	if err := b2.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := bst.Intent(ctx, id); err != nil || rec.CanonicalHash != in1.Hash() {
-		t.Fatalf("B stores hash %x (%v), want body 1's", rec.CanonicalHash, err)
+	if rec, err := bst.Intent(ctx, id); err != nil || rec.Hash != in1.Hash() {
+		t.Fatalf("B stores hash %x (%v), want body 1's", rec.Hash, err)
 	}
 	if es, _ := bst.Outbox(ctx); len(es) != 0 {
 		t.Fatalf("B's outbox %+v", es)
@@ -557,10 +558,10 @@ func TestServiceOutboxOfAnotherBodyTakesTheStreams(t *testing.T) {
 		t.Fatalf("stream seqs %v", got)
 	}
 	// Body 2 delivered again to B is refused; body 1 is answered.
-	if o := b2.HandleIntent(ctx, body2); o.Kind != reconcile.Ack || len(a.sink.rejects) != 1 {
+	if o := b2.HandleIntent(ctx, body2); o.Kind != reconciled.Ack || len(a.sink.rejects) != 1 {
 		t.Fatalf("body 2 again: %+v, rejects %v", o, a.sink.rejects)
 	}
-	if o := b2.HandleIntent(ctx, body1); o.Kind != reconcile.Ack || len(a.sink.rejects) != 1 {
+	if o := b2.HandleIntent(ctx, body1); o.Kind != reconciled.Ack || len(a.sink.rejects) != 1 {
 		t.Fatalf("body 1: %+v, rejects %v", o, a.sink.rejects)
 	}
 }

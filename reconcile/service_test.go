@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -17,8 +18,8 @@ import (
 // fakeSink is a verdict stream in memory that can be made to fail.
 type fakeSink struct {
 	mu       sync.Mutex
-	verdicts map[string][]reconcile.Verdict
-	headers  map[string]reconcile.IntentHeader
+	verdicts map[string][]reconciled.Verdict
+	headers  map[string]reconciled.IntentHeader
 	rejects  []string
 	fail     error
 	// failN fails that many publishes (after fail), one each.
@@ -26,10 +27,10 @@ type fakeSink struct {
 }
 
 func newFakeSink() *fakeSink {
-	return &fakeSink{verdicts: map[string][]reconcile.Verdict{}, headers: map[string]reconcile.IntentHeader{}}
+	return &fakeSink{verdicts: map[string][]reconciled.Verdict{}, headers: map[string]reconciled.IntentHeader{}}
 }
 
-func (f *fakeSink) PublishVerdict(_ context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (f *fakeSink) PublishVerdict(_ context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -41,7 +42,7 @@ func (f *fakeSink) PublishVerdict(_ context.Context, v reconcile.Verdict, in rec
 	}
 	h := f.verdicts[v.IntentID]
 	if n := len(h); n > 0 && h[n-1].Seq >= v.Seq {
-		return fmt.Errorf("%w: seq %d after %d", reconcile.ErrHistory, v.Seq, h[n-1].Seq)
+		return fmt.Errorf("%w: seq %d after %d", reconciled.ErrHistory, v.Seq, h[n-1].Seq)
 	}
 	f.verdicts[v.IntentID] = append(h, v)
 	f.headers[v.IntentID] = in
@@ -55,7 +56,7 @@ func (f *fakeSink) PublishReject(_ context.Context, id, code, _ string) error {
 	return nil
 }
 
-func (f *fakeSink) LastVerdict(_ context.Context, id string) (*reconcile.Verdict, error) {
+func (f *fakeSink) LastVerdict(_ context.Context, id string) (*reconciled.Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h := f.verdicts[id]
@@ -66,12 +67,12 @@ func (f *fakeSink) LastVerdict(_ context.Context, id string) (*reconcile.Verdict
 	return &v, nil
 }
 
-func (f *fakeSink) History(_ context.Context, id string) ([]reconcile.StreamedVerdict, error) {
+func (f *fakeSink) History(_ context.Context, id string) ([]reconciled.StreamedVerdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []reconcile.StreamedVerdict
+	var out []reconciled.StreamedVerdict
 	for _, v := range f.verdicts[id] {
-		sv := reconcile.StreamedVerdict{Verdict: v}
+		sv := reconciled.StreamedVerdict{Verdict: v}
 		if h, ok := f.headers[id]; ok {
 			sv.Intent = &h
 		}
@@ -94,18 +95,18 @@ func (f *fakeSink) seqs(id string) []uint64 {
 // counting calls.
 type scriptDecider struct {
 	mu     sync.Mutex
-	script map[string]func() reconcile.Verdict
+	script map[string]func() reconciled.Verdict
 	calls  map[string]int
 	err    error
 }
 
-func (d *scriptDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+func (d *scriptDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {
 		return nil, d.err
 	}
-	out := make([]reconcile.Verdict, len(ins))
+	out := make([]reconciled.Verdict, len(ins))
 	for i, in := range ins {
 		d.calls[in.ID]++
 		v := d.script[in.ID]()
@@ -115,10 +116,10 @@ func (d *scriptDecider) DecideMany(ctx context.Context, ins []*matcher.Intent) (
 	return out, nil
 }
 
-func (d *scriptDecider) set(id string, v reconcile.Verdict) {
+func (d *scriptDecider) set(id string, v reconciled.Verdict) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.script[id] = func() reconcile.Verdict { return v }
+	d.script[id] = func() reconciled.Verdict { return v }
 }
 
 type svcEnv struct {
@@ -138,8 +139,8 @@ func newSvcEnv(t *testing.T) *svcEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &svcEnv{t: t, st: st, sink: newFakeSink(),
-		dec: &scriptDecider{script: map[string]func() reconcile.Verdict{}, calls: map[string]int{}}, clock: time.Unix(1_800_000_000, 0)}
-	e.svc, err = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: store.ServiceStore{S: st}, Sink: e.sink,
+		dec: &scriptDecider{script: map[string]func() reconciled.Verdict{}, calls: map[string]int{}}, clock: time.Unix(1_800_000_000, 0)}
+	e.svc, err = reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: st, Sink: e.sink,
 		Now: func() time.Time { return e.clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -152,28 +153,28 @@ func intentBody(id string, amount int) []byte {
 		"caller":"2vxsx-fae","args":{"to":"aaaaa-aa","amount":"%d","created_at_time":"1791547201000000000"},"after":"unknown"}`, id, amount)
 }
 
-func (e *svcEnv) handle(body []byte) reconcile.Outcome {
+func (e *svcEnv) handle(body []byte) reconciled.Outcome {
 	e.t.Helper()
 	return e.svc.HandleIntent(context.Background(), body)
 }
 
 func TestServiceInvalidIntents(t *testing.T) {
 	e := newSvcEnv(t)
-	if o := e.handle([]byte(`{"no_id":1}`)); o.Kind != reconcile.Term {
+	if o := e.handle([]byte(`{"no_id":1}`)); o.Kind != reconciled.Term {
 		t.Fatalf("no id: %+v, want term", o)
 	}
-	if o := e.handle([]byte(`not json`)); o.Kind != reconcile.Term {
+	if o := e.handle([]byte(`not json`)); o.Kind != reconciled.Term {
 		t.Fatalf("not JSON: %+v, want term", o)
 	}
 	body := []byte(`{"intent_id":"bad-1","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"2vxsx-fae",
 		"args":{"to":"aaaaa-aa","amount":"1"}}`)
 	for range 2 {
-		if o := e.handle(body); o.Kind != reconcile.Ack {
+		if o := e.handle(body); o.Kind != reconciled.Ack {
 			t.Fatalf("invalid with id: %+v, want ack", o)
 		}
 	}
 	vs, err := e.st.Verdicts(context.Background(), "bad-1")
-	if err != nil || len(vs) != 1 || vs[0].Status != reconcile.StatusInvalid || vs[0].Reason.Code != matcher.CodeNoStamp {
+	if err != nil || len(vs) != 1 || vs[0].Status != reconciled.StatusInvalid || vs[0].Reason.Code != matcher.CodeNoStamp {
 		t.Fatalf("stored %+v %v", vs, err)
 	}
 	if got := e.sink.seqs("bad-1"); len(got) != 1 {
@@ -183,20 +184,20 @@ func TestServiceInvalidIntents(t *testing.T) {
 		t.Fatal("an invalid intent's verdict must carry its body as received")
 	}
 	// Another body under the id of an invalid intent conflicts.
-	if o := e.handle(intentBody("bad-1", 5)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 1 {
+	if o := e.handle(intentBody("bad-1", 5)); o.Kind != reconciled.Ack || len(e.sink.rejects) != 1 {
 		t.Fatalf("%+v rejects %v", o, e.sink.rejects)
 	}
 }
 
 func TestServiceDecidesOnceAndRepublishesFromStore(t *testing.T) {
 	e := newSvcEnv(t)
-	e.dec.set("p-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 7}})
+	e.dec.set("p-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 7}})
 	e.sink.fail = errors.New("nats down")
-	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconcile.Nak || o.Delay == 0 {
+	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconciled.Nak || o.Delay == 0 {
 		t.Fatalf("publish failure: %+v, want a delayed nak", o)
 	}
 	e.sink.fail = nil
-	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconcile.Ack {
+	if o := e.handle(intentBody("p-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("redelivery: %+v", o)
 	}
 	if e.dec.calls["p-1"] != 1 {
@@ -206,7 +207,7 @@ func TestServiceDecidesOnceAndRepublishesFromStore(t *testing.T) {
 		t.Fatalf("stream seqs %v, want [1]", got)
 	}
 	// Conflict: refused, stored data untouched.
-	if o := e.handle(intentBody("p-1", 2)); o.Kind != reconcile.Ack || len(e.sink.rejects) != 1 || e.sink.rejects[0] != "p-1:E_INTENT_CONFLICT" {
+	if o := e.handle(intentBody("p-1", 2)); o.Kind != reconciled.Ack || len(e.sink.rejects) != 1 || e.sink.rejects[0] != "p-1:E_INTENT_CONFLICT" {
 		t.Fatalf("conflict: %+v %v", o, e.sink.rejects)
 	}
 	vs, _ := e.st.Verdicts(context.Background(), "p-1")
@@ -220,16 +221,16 @@ func TestServiceShutdownGivesIntentBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	e.dec.err = context.Canceled
-	if o := e.svc.HandleIntent(ctx, intentBody("s-1", 1)); o.Kind != reconcile.Nak || o.Delay != 0 {
+	if o := e.svc.HandleIntent(ctx, intentBody("s-1", 1)); o.Kind != reconciled.Nak || o.Delay != 0 {
 		t.Fatalf("%+v, want an immediate nak", o)
 	}
 	// Stored without a verdict: the next delivery decides it.
 	e.dec.err = nil
-	e.dec.set("s-1", reconcile.Verdict{Status: reconcile.StatusNotYet, Window: &reconcile.Window{ToTS: 5}})
-	if o := e.handle(intentBody("s-1", 1)); o.Kind != reconcile.Ack {
+	e.dec.set("s-1", reconciled.Verdict{Status: reconciled.StatusNotYet, Window: &reconciled.Window{ToTS: 5}})
+	if o := e.handle(intentBody("s-1", 1)); o.Kind != reconciled.Ack {
 		t.Fatalf("%+v", o)
 	}
-	if vs, _ := e.st.Verdicts(context.Background(), "s-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusNotYet {
+	if vs, _ := e.st.Verdicts(context.Background(), "s-1"); len(vs) != 1 || vs[0].Status != reconciled.StatusNotYet {
 		t.Fatalf("history %+v", vs)
 	}
 }
@@ -237,22 +238,22 @@ func TestServiceShutdownGivesIntentBack(t *testing.T) {
 func TestServiceFollowUp(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	unread := func(code string) reconcile.Verdict {
-		return reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: code, Message: code}}
+	unread := func(code string) reconciled.Verdict {
+		return reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: code, Message: code}}
 	}
-	e.dec.set("f-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
+	e.dec.set("f-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
 	e.dec.set("f-2", unread("E_TRANSPORT"))
 	for _, id := range []string{"f-1", "f-2"} {
-		if o := e.handle(intentBody(id, 1)); o.Kind != reconcile.Ack {
+		if o := e.handle(intentBody(id, 1)); o.Kind != reconciled.Ack {
 			t.Fatalf("%s: %+v", id, o)
 		}
 	}
-	watches := func() map[string]reconcile.Watch {
-		ws, err := store.ServiceStore{S: e.st}.Watches(ctx)
+	watches := func() map[string]reconciled.Watch {
+		ws, err := e.st.Watches(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]reconcile.Watch{}
+		m := map[string]reconciled.Watch{}
 		for _, w := range ws {
 			m[w.IntentID] = w
 		}
@@ -279,7 +280,7 @@ func TestServiceFollowUp(t *testing.T) {
 	// Another reason code is news: a new verdict.
 	e.clock = e.clock.Add(4 * time.Second)
 	e.dec.set("f-2", unread("E_CERTIFICATE"))
-	e.dec.set("f-1", reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: 3}})
+	e.dec.set("f-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 3}})
 	if err := e.svc.FollowUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +313,8 @@ func TestServiceImportSkipsContradictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := &reconcile.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
-	v := reconcile.Verdict{IntentID: "i-1", Seq: 1, Status: reconcile.StatusNotYet, DecidedAt: time.Now().UTC()}
+	hdr := &reconciled.IntentHeader{Body: in.Canonical(), Hash: in.Hash()}
+	v := reconciled.Verdict{IntentID: "i-1", Seq: 1, Status: reconciled.StatusNotYet, DecidedAt: time.Now().UTC()}
 	if err := e.svc.ImportVerdict(ctx, v, hdr); err != nil {
 		t.Fatal(err)
 	}
@@ -329,12 +330,12 @@ func TestServiceImportSkipsContradictions(t *testing.T) {
 		t.Fatalf("a seq gap must be taken, not retried: %v", err)
 	}
 	other := v
-	other.Status = reconcile.StatusUnreadable
-	other.Reason = &reconcile.Reason{Code: "E_X", Message: "x"}
+	other.Status = reconciled.StatusUnreadable
+	other.Reason = &reconciled.Reason{Code: "E_X", Message: "x"}
 	if err := e.svc.ImportVerdict(ctx, other, hdr); err != nil {
 		t.Fatalf("a conflicting seq must be skipped: %v", err)
 	}
-	if vs, _ := e.st.Verdicts(ctx, "i-1"); len(vs) != 2 || vs[0].Status != reconcile.StatusNotYet || vs[1].Seq != 3 {
+	if vs, _ := e.st.Verdicts(ctx, "i-1"); len(vs) != 2 || vs[0].Status != reconciled.StatusNotYet || vs[1].Seq != 3 {
 		t.Fatalf("history %+v", vs)
 	}
 }
@@ -345,14 +346,14 @@ func TestServiceBatchesKeepVerdictsApart(t *testing.T) {
 	e := newSvcEnv(t)
 	const n = 40
 	for i := range n {
-		e.dec.set(fmt.Sprint("b-", i), reconcile.Verdict{Status: reconcile.StatusFound, Block: &reconcile.BlockRef{Index: reconcile.U64(1000 + i)}})
+		e.dec.set(fmt.Sprint("b-", i), reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: reconciled.U64(1000 + i)}})
 	}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if o := e.handle(intentBody(fmt.Sprint("b-", i), i+1)); o.Kind != reconcile.Ack {
+			if o := e.handle(intentBody(fmt.Sprint("b-", i), i+1)); o.Kind != reconciled.Ack {
 				t.Errorf("b-%d: %+v", i, o)
 			}
 		}()
@@ -379,14 +380,14 @@ type joinDecider struct {
 	joined  chan string
 }
 
-func (d *joinDecider) DecideMany(context.Context, []*matcher.Intent) ([]reconcile.Verdict, error) {
+func (d *joinDecider) DecideMany(context.Context, []*matcher.Intent) ([]reconciled.Verdict, error) {
 	return nil, errors.New("joinDecider: DecideMany called; the service should join")
 }
 
-func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join reconcile.Joins, done func(int, reconcile.Verdict)) error {
-	found := func(in *matcher.Intent, at uint64) reconcile.Verdict {
-		return reconcile.Verdict{IntentID: in.ID, Status: reconcile.StatusFound, Final: true,
-			Block: &reconcile.BlockRef{Index: reconcile.U64(at)}, DecidedAt: time.Now().UTC()}
+func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*matcher.Intent, join reconcile.Joins, done func(int, reconciled.Verdict)) error {
+	found := func(in *matcher.Intent, at uint64) reconciled.Verdict {
+		return reconciled.Verdict{IntentID: in.ID, Status: reconciled.StatusFound, Final: true,
+			Block: &reconciled.BlockRef{Index: reconciled.U64(at)}, DecidedAt: time.Now().UTC()}
 	}
 	d.once.Do(func() { close(d.started) })
 	k := len(ins)
@@ -433,22 +434,22 @@ func (d *joinDecider) DecideJoining(ctx context.Context, ledger string, ins []*m
 func TestServiceJoinsRunningDecision(t *testing.T) {
 	e := newSvcEnv(t)
 	d := &joinDecider{started: make(chan struct{}), release: make(chan struct{}), joined: make(chan string)}
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: d, Store: store.ServiceStore{S: e.st}, Sink: e.sink,
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: d, Store: e.st, Sink: e.sink,
 		Now: func() time.Time { return e.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan reconcile.Outcome, 1)
+	first := make(chan reconciled.Outcome, 1)
 	go func() { first <- svc.HandleIntent(context.Background(), intentBody("j-0", 1)) }()
 	<-d.started
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprint("j-", i)
-		out := make(chan reconcile.Outcome, 1)
+		out := make(chan reconciled.Outcome, 1)
 		go func() { out <- svc.HandleIntent(context.Background(), intentBody(id, i+1)) }()
 		d.joined <- id
 		select {
 		case o := <-out:
-			if o.Kind != reconcile.Ack {
+			if o.Kind != reconciled.Ack {
 				t.Fatalf("%s: %+v", id, o)
 			}
 		case <-time.After(2 * time.Minute):
@@ -465,7 +466,7 @@ func TestServiceJoinsRunningDecision(t *testing.T) {
 		}
 	}
 	close(d.release)
-	if o := <-first; o.Kind != reconcile.Ack {
+	if o := <-first; o.Kind != reconciled.Ack {
 		t.Fatalf("first: %+v", o)
 	}
 	if v, err := e.st.LatestVerdict(context.Background(), "j-0"); err != nil || v.Block == nil || v.Block.Index != 100 {
@@ -479,10 +480,10 @@ func TestServiceJoinsRunningDecision(t *testing.T) {
 func TestFollowUpRecordsCheckTimes(t *testing.T) {
 	e := newSvcEnv(t)
 	ctx := context.Background()
-	e.dec.set("c-1", reconcile.Verdict{Status: reconcile.StatusNotYet})
-	e.dec.set("c-2", reconcile.Verdict{Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "x"}})
+	e.dec.set("c-1", reconciled.Verdict{Status: reconciled.StatusNotYet})
+	e.dec.set("c-2", reconciled.Verdict{Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_TRANSPORT", Message: "x"}})
 	for _, id := range []string{"c-1", "c-2"} {
-		if o := e.handle(intentBody(id, 1)); o.Kind != reconcile.Ack {
+		if o := e.handle(intentBody(id, 1)); o.Kind != reconciled.Ack {
 			t.Fatalf("%s: %+v", id, o)
 		}
 	}

@@ -6,27 +6,14 @@ import (
 	"errors"
 
 	"go.uber.org/zap"
+
+	"github.com/reconciled/reconciled"
 )
 
 // Two instances may decide the same seq of one intent: a lease holder that
 // stalled past its TTL and its successor, or a store that has not yet
 // imported what the fleet decided. The verdict stream takes only one of
 // them (expected last sequence per subject); the other yields here.
-
-// SameDecision compares what two verdicts decide, not when or how they
-// were computed, so a verdict re-published from a store that re-encoded it
-// is still recognised.
-func SameDecision(a, b Verdict) bool {
-	if a.Status != b.Status || a.Final != b.Final || (a.Block == nil) != (b.Block == nil) {
-		return false
-	}
-	// A verdict of another body is never the same decision; one stored
-	// before verdicts carried intent_hash has none to compare.
-	if a.IntentHash != "" && b.IntentHash != "" && a.IntentHash != b.IntentHash {
-		return false
-	}
-	return a.Block == nil || *a.Block == *b.Block
-}
 
 // yieldToStream makes the local history of id the stream's after the
 // stream refused (or may not hold) this instance's verdicts. When the
@@ -53,14 +40,14 @@ func (s *Service) yieldToStream(ctx context.Context, log *zap.Logger, id string)
 	if err != nil {
 		return err
 	}
-	onStream := make(map[uint64]Verdict, len(hist))
+	onStream := make(map[uint64]reconciled.Verdict, len(hist))
 	for _, sv := range hist {
 		onStream[sv.Verdict.Seq] = sv.Verdict
 	}
 	streamLast := hist[len(hist)-1].Verdict.Seq
 	for _, lv := range local {
 		sv, ok := onStream[lv.Seq]
-		if ok && SameDecision(sv, lv) || !ok && lv.Seq > streamLast {
+		if ok && reconciled.SameDecision(sv, lv) || !ok && lv.Seq > streamLast {
 			// The fleet's, or decided here after the stream's last: it
 			// stays, for publishing.
 			continue
@@ -68,7 +55,7 @@ func (s *Service) yieldToStream(ctx context.Context, log *zap.Logger, id string)
 		// Another decision at this seq, or a seq the stream skipped and,
 		// holding later ones, can never take.
 		err := s.cfg.Store.DiscardUnpublished(ctx, id, lv.Seq)
-		if errors.Is(err, ErrInvalidRecord) && !ok {
+		if errors.Is(err, reconciled.ErrInvalidRecord) && !ok {
 			// Not decided here: a verdict the stream held once and no
 			// longer does (its age limit). It stays.
 			continue
@@ -98,8 +85,8 @@ func (s *Service) yieldToStream(ctx context.Context, log *zap.Logger, id string)
 // watched, so whichever instance holds its ledger's lease follows it up.
 // It reports whether it replaced anything. The caller holds the intent's
 // lock.
-func (s *Service) takeStreamBody(ctx context.Context, log *zap.Logger, id string, hist []StreamedVerdict) (bool, error) {
-	var sh *IntentHeader
+func (s *Service) takeStreamBody(ctx context.Context, log *zap.Logger, id string, hist []reconciled.StreamedVerdict) (bool, error) {
+	var sh *reconciled.IntentHeader
 	for i := len(hist) - 1; i >= 0 && sh == nil; i-- {
 		if h := hist[i].Intent; h != nil && len(h.Body) > 0 {
 			sh = h
@@ -110,7 +97,7 @@ func (s *Service) takeStreamBody(ctx context.Context, log *zap.Logger, id string
 	}
 	stored, err := s.cfg.Store.Intent(ctx, id)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, reconciled.ErrNotFound):
 		return false, nil // no body stored: importing adopts the stream's
 	case err != nil:
 		return false, err
@@ -118,16 +105,16 @@ func (s *Service) takeStreamBody(ctx context.Context, log *zap.Logger, id string
 		return false, nil
 	}
 	rec := recordFromHeader(id, *sh)
-	vs := make([]Verdict, len(hist))
+	vs := make([]reconciled.Verdict, len(hist))
 	for i, sv := range hist {
 		vs[i] = sv.Verdict
 		if sv.Intent != nil {
 			vs[i] = withIntentHash(vs[i], *sv.Intent)
 		}
 	}
-	var w *Watch
-	if last := vs[len(vs)-1]; !last.Final && rec.Canister != "unknown" {
-		w = &Watch{IntentID: id, Canister: rec.Canister, NextCheck: s.cfg.Now()}
+	var w *reconciled.Watch
+	if last := vs[len(vs)-1]; !last.Final && rec.CanisterID != "unknown" {
+		w = &reconciled.Watch{IntentID: id, CanisterID: rec.CanisterID, NextCheck: s.cfg.Now()}
 	}
 	if err := s.cfg.Store.ReplaceIntent(ctx, rec, vs, w); err != nil {
 		return false, err

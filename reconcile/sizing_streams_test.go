@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // dirBytes is the size of the files under dir.
@@ -62,21 +63,21 @@ func TestSizingStreams(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("pay-%08d", i)
 		body := intentBody(id, 100000+i)
-		if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", id, body); err != nil {
+		if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", id, body, matcher.IntentHash(body)); err != nil {
 			t.Fatal(err)
 		}
-		hdr := reconcile.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
-		tip, ct, first := reconcile.U64(1500), reconcile.U64(1791547201000000000), reconcile.U64(998)
-		v := reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusNotYet,
-			Window:    &reconcile.Window{FromTS: 1791547081000000000, ToTS: 1791633721000000000, FirstBlock: &first},
-			Evidence:  &reconcile.Evidence{Verified: "certificate+chain", TipIndex: &tip, CertifiedTime: &ct, BlocksRead: 313},
+		hdr := reconciled.IntentHeader{Body: body, Hash: sha256.Sum256(body)}
+		tip, ct, first := reconciled.U64(1500), reconciled.U64(1791547201000000000), reconciled.U64(998)
+		v := reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusNotYet,
+			Window:    &reconciled.Window{FromTS: 1791547081000000000, ToTS: 1791633721000000000, FirstBlock: &first},
+			Evidence:  &reconciled.Evidence{Verified: "certificate+chain", TipIndex: &tip, CertifiedTime: &ct, BlocksRead: 313},
 			DecidedAt: at}
 		if err := sink.PublishVerdict(ctx, v, hdr); err != nil {
 			t.Fatal(err)
 		}
-		v.Seq, v.Status, v.Final, v.DecidedAt = 2, reconcile.StatusFound, true, at.Add(10*time.Second)
-		v.Block = &reconcile.BlockRef{Index: reconcile.U64(1_000_000 + i), TS: 1791547201733000000, Hash: "ab12", Kind: "1xfer"}
-		v.NearMisses = []reconcile.NearMiss{{Index: 1040, Differs: []string{"amount"}}}
+		v.Seq, v.Status, v.Final, v.DecidedAt = 2, reconciled.StatusFound, true, at.Add(10*time.Second)
+		v.Block = &reconciled.BlockRef{Index: reconciled.U64(1_000_000 + i), TS: 1791547201733000000, Hash: "ab12", Kind: "1xfer"}
+		v.NearMisses = []reconciled.NearMiss{{Index: 1040, Differs: []string{"amount"}}}
 		if err := sink.PublishVerdict(ctx, v, hdr); err != nil {
 			t.Fatal(err)
 		}

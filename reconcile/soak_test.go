@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
@@ -21,12 +22,12 @@ var soak = flag.Bool("soak", false, "TestSoakRetention runs 24 simulated hours a
 // soakDecider finds every intent at once, decided at the simulated time.
 type soakDecider struct{ now func() time.Time }
 
-func (d soakDecider) DecideMany(_ context.Context, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
-	out := make([]reconcile.Verdict, len(ins))
+func (d soakDecider) DecideMany(_ context.Context, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
+	out := make([]reconciled.Verdict, len(ins))
 	for i, in := range ins {
-		idx := reconcile.U64(1_000_000 + i)
-		out[i] = reconcile.Verdict{IntentID: in.ID, Status: reconcile.StatusFound, Final: true,
-			Block:     &reconcile.BlockRef{Index: idx, TS: 1791547201733000000, Hash: "ab12", Kind: "1xfer"},
+		idx := reconciled.U64(1_000_000 + i)
+		out[i] = reconciled.Verdict{IntentID: in.ID, Status: reconciled.StatusFound, Final: true,
+			Block:     &reconciled.BlockRef{Index: idx, TS: 1791547201733000000, Hash: "ab12", Kind: "1xfer"},
 			DecidedAt: d.now()}
 	}
 	return out, nil
@@ -38,27 +39,27 @@ func (d soakDecider) DecideMany(_ context.Context, ins []*matcher.Intent) ([]rec
 type soakSink struct {
 	mu   sync.Mutex
 	keep time.Duration
-	kept []reconcile.StreamedVerdict
+	kept []reconciled.StreamedVerdict
 }
 
-func (s *soakSink) PublishVerdict(_ context.Context, v reconcile.Verdict, in reconcile.IntentHeader) error {
+func (s *soakSink) PublishVerdict(_ context.Context, v reconciled.Verdict, in reconciled.IntentHeader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.kept = append(s.kept, reconcile.StreamedVerdict{Verdict: v, Intent: &in})
+	s.kept = append(s.kept, reconciled.StreamedVerdict{Verdict: v, Intent: &in})
 	if old := s.kept[0].Verdict.DecidedAt; v.DecidedAt.Sub(old) > s.keep+time.Minute {
 		cut := 0
 		for cut < len(s.kept) && v.DecidedAt.Sub(s.kept[cut].Verdict.DecidedAt) > s.keep {
 			cut++
 		}
-		s.kept = append([]reconcile.StreamedVerdict(nil), s.kept[cut:]...)
+		s.kept = append([]reconciled.StreamedVerdict(nil), s.kept[cut:]...)
 	}
 	return nil
 }
 func (s *soakSink) PublishReject(context.Context, string, string, string) error { return nil }
-func (s *soakSink) LastVerdict(context.Context, string) (*reconcile.Verdict, error) {
+func (s *soakSink) LastVerdict(context.Context, string) (*reconciled.Verdict, error) {
 	return nil, nil
 }
-func (s *soakSink) History(context.Context, string) ([]reconcile.StreamedVerdict, error) {
+func (s *soakSink) History(context.Context, string) ([]reconciled.StreamedVerdict, error) {
 	return nil, nil
 }
 
@@ -112,7 +113,7 @@ func TestSoakRetention(t *testing.T) {
 	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	sink := &soakSink{keep: retention}
-	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: soakDecider{now}, Store: store.ServiceStore{S: st},
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: soakDecider{now}, Store: st,
 		Sink: sink, Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestSoakRetention(t *testing.T) {
 		for range workers {
 			wg.Go(func() {
 				for i := range ids {
-					if o := svc.HandleIntent(ctx, intentBody(fmt.Sprintf("soak-%07d", i), 100+i)); o.Kind != reconcile.Ack {
+					if o := svc.HandleIntent(ctx, intentBody(fmt.Sprintf("soak-%07d", i), 100+i)); o.Kind != reconciled.Ack {
 						t.Errorf("intent %d: %+v", i, o)
 						return
 					}
@@ -188,7 +189,7 @@ func TestSoakRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	fsvc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: soakDecider{now}, Store: store.ServiceStore{S: fresh},
+	fsvc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: soakDecider{now}, Store: fresh,
 		Sink: &soakSink{keep: retention}, Now: now})
 	if err != nil {
 		t.Fatal(err)

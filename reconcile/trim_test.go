@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -44,12 +45,12 @@ func TestTrimmedCacheRereadsAWindowFromTheLedger(t *testing.T) {
 	}
 
 	v := e.decide(e.intent(pay.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusFound || v.Block == nil {
+	if v.Status != reconciled.StatusFound || v.Block == nil {
 		t.Fatalf("before the trim: %s %+v", v.Status, v.Reason)
 	}
 	at := uint64(v.Block.Index)
 	un := e.decide(e.intent(unpaid.json(e.ledger.ID())))
-	if un.Status != reconcile.StatusAbsent {
+	if un.Status != reconciled.StatusAbsent {
 		t.Fatalf("unpaid before the trim: %s %+v", un.Status, un.Reason)
 	}
 	key := reconcile.HistoryKey(e.client.NetworkKey(), id, e.client.Mode())
@@ -74,14 +75,14 @@ func TestTrimmedCacheRereadsAWindowFromTheLedger(t *testing.T) {
 	again := pay
 	again.id = "paid-again"
 	v2 := e.decide(e.intent(again.json(e.ledger.ID())))
-	if v2.Status != reconcile.StatusFound || v2.Block == nil || uint64(v2.Block.Index) != at {
+	if v2.Status != reconciled.StatusFound || v2.Block == nil || uint64(v2.Block.Index) != at {
 		t.Fatalf("after the trim: %s %+v, want found at block %d", v2.Status, v2.Block, at)
 	}
 	if q := e.client.Stats().Total - before; q < 2 {
 		t.Fatalf("after the trim the payment cost %d queries: its blocks were not read again", q)
 	}
 	unpaid.id = "unpaid-again"
-	if un2 := e.decide(e.intent(unpaid.json(e.ledger.ID()))); un2.Status != reconcile.StatusAbsent {
+	if un2 := e.decide(e.intent(unpaid.json(e.ledger.ID()))); un2.Status != reconciled.StatusAbsent {
 		t.Fatalf("unpaid after the trim: %s %+v, want absent as before", un2.Status, un2.Reason)
 	}
 	if r, _, _ := st.LoadRange(ctx, key); r.Lo > at {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/reconcile"
@@ -32,7 +33,7 @@ func TestMintingAccountLieNeverAbsent(t *testing.T) {
 			e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{LieMintingAccount: lie.String()})
 			e.closeWindow()
 			v := e.decide(e.intent(ti.json(e.ledger.ID())))
-			if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
+			if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
 				t.Fatalf("minting account lied to be the %s: got %s %+v %+v, want found at %d", side, v.Status, v.Reason, v.NearMisses, idx)
 			}
 		})
@@ -72,14 +73,14 @@ func TestMintingAccountUncertainIsUnreadable(t *testing.T) {
 			e.closeWindow()
 			in := e.intent(mint.json(e.ledger.ID()))
 			v := e.decide(in)
-			if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_UNCERTAIN" {
+			if v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_UNCERTAIN" {
 				t.Fatalf("mint, uncertain minting account: got %s %+v, want unreadable E_MINTING_UNCERTAIN", v.Status, v.Reason)
 			}
-			if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != paidIdx {
+			if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != paidIdx {
 				t.Fatalf("transfer, uncertain minting account: got %s %+v, want found at %d", v.Status, v.Reason, paidIdx)
 			}
 			e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
-			if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != mintIdx {
+			if v := e.decide(in); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != mintIdx {
 				t.Fatalf("minting account certain again: got %s %+v, want found at %d", v.Status, v.Reason, mintIdx)
 			}
 		})
@@ -103,19 +104,19 @@ func TestQueriesModeIdleLedgerWaitsForABlock(t *testing.T) {
 	}
 	unpaid := paid
 	unpaid.id, unpaid.amount = "unpaid", 6
-	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("window open: got %s %+v, want not_yet", v.Status, v.Reason)
 	}
 	e.closeWindow()
-	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+	if v := e.decide(e.intent(unpaid.json(e.ledger.ID()))); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("idle ledger after the window: got %s %+v, want not_yet until a later block", v.Status, v.Evidence)
 	}
 	e.fund(acct(principalN(3), nil), 1)
 	v := e.decide(e.intent(unpaid.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusAbsent || v.Evidence == nil || v.Evidence.Verified != "queries" {
+	if v.Status != reconciled.StatusAbsent || v.Evidence == nil || v.Evidence.Verified != "queries" {
 		t.Fatalf("a block after the window: got %s %+v %+v, want absent on queries evidence", v.Status, v.Reason, v.Evidence)
 	}
-	if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v := e.decide(e.intent(paid.json(e.ledger.ID()))); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("paid: got %s, want found at %d", v.Status, idx)
 	}
 }
@@ -134,7 +135,7 @@ func TestMintingAccountConfiguredAgainstCertified(t *testing.T) {
 	}
 	e.closeWindow()
 	v := e.decide(e.intent(ti.json(e.ledger.ID())))
-	if v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_CONFLICT" {
+	if v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_MINTING_CONFLICT" {
 		t.Fatalf("minting= against the certified account: got %s %+v, want unreadable E_MINTING_CONFLICT", v.Status, v.Reason)
 	}
 }
@@ -162,11 +163,11 @@ func TestQueriesModeLaggingReplicaNeverAbsent(t *testing.T) {
 	// payment.
 	e.srv.Advance(4 * time.Minute)
 	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{LagBlocks: 1})
-	if v := e.decide(in); v.Status == reconcile.StatusAbsent || v.Final {
+	if v := e.decide(in); v.Status == reconciled.StatusAbsent || v.Final {
 		t.Fatalf("payment hidden by a lagging replica: got %s final=%v %+v, want a verdict that is not final", v.Status, v.Final, v.Evidence)
 	}
 	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
-	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v := e.decide(in); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("replica caught up: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 }
@@ -192,7 +193,7 @@ func TestMintingAccountNonReplicatedRejectIsNotFinal(t *testing.T) {
 		t.Fatalf("minting account denied by one node: final %s %+v", v.Status, v.Reason)
 	}
 	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
-	if v := e.decide(in); v.Status != reconcile.StatusFound || uint64(v.Block.Index) != idx {
+	if v := e.decide(in); v.Status != reconciled.StatusFound || uint64(v.Block.Index) != idx {
 		t.Fatalf("the subnet answers again: got %s %+v, want found at %d", v.Status, v.Reason, idx)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -572,7 +573,7 @@ func (w *world) round(name string, eng *reconcile.Engine, f *activeFault, isFina
 			if s.http {
 				w.tally.covered("http")
 			}
-			if v.Status == reconcile.StatusFound && len(w.l.Archives()) > 0 && uint64(v.Block.Index) <= w.l.Archives()[len(w.l.Archives())-1].End {
+			if v.Status == reconciled.StatusFound && len(w.l.Archives()) > 0 && uint64(v.Block.Index) <= w.l.Archives()[len(w.l.Archives())-1].End {
 				w.tally.covered("archived")
 			}
 		}

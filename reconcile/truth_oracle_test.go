@@ -13,11 +13,11 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The truth test's oracle: what docs/design.md#statuses allows as a verdict for a
@@ -39,7 +39,7 @@ func (w *world) checkBad() {
 				w.badProblem(b, fmt.Sprintf("refused by the parser with %v, want %s", err, matcher.CodeBadExpiry))
 				continue
 			}
-			w.tally.count(reconcile.StatusInvalid)
+			w.tally.count(reconciled.StatusInvalid)
 			w.tally.underAdv("intent:bad_expiry", true)
 			w.tally.finals++
 			continue
@@ -58,7 +58,7 @@ func (w *world) checkBad() {
 	for i, v := range vs {
 		w.tally.count(v.Status)
 		w.tally.underAdv("intent:bad_expiry", v.Final)
-		if v.Status != reconcile.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry {
+		if v.Status != reconciled.StatusInvalid || !v.Final || v.Reason == nil || v.Reason.Code != matcher.CodeBadExpiry {
 			vj, _ := json.Marshal(v)
 			w.badProblem(at[i], fmt.Sprintf("verdict %s, want invalid %s", vj, matcher.CodeBadExpiry))
 			continue
@@ -84,7 +84,7 @@ func (w *world) describeMatches(s *scenario, execs []ledgertest.Execution) strin
 }
 
 // check says what is wrong with verdict v of s, or "".
-func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execution, after uint64, f *activeFault) string {
+func (w *world) check(s *scenario, v reconciled.Verdict, execs []ledgertest.Execution, after uint64, f *activeFault) string {
 	stamp := s.intent.stamp()
 	from, to := stamp-uint64(2*time.Minute), stamp+uint64(24*time.Hour+2*time.Minute)
 	if v.IntentID != w.ins[s.idx].ID {
@@ -92,10 +92,10 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	}
 	// A ledger that cannot even be detected gives no rules to compute the
 	// window with; any other verdict carries it.
-	if v.Window == nil && v.Status == reconcile.StatusUnreadable {
+	if v.Window == nil && v.Status == reconciled.StatusUnreadable {
 		return w.checkUnreadable(v, f)
 	}
-	if f != nil && f.kind == faultNarrow && v.Status != reconcile.StatusUnreadable {
+	if f != nil && f.kind == faultNarrow && v.Status != reconciled.StatusUnreadable {
 		return fmt.Sprintf("%s decided on a configured window narrower than the ledger's", v.Status)
 	}
 	if v.Window == nil || uint64(v.Window.FromTS) != from || uint64(v.Window.ToTS) != to {
@@ -109,13 +109,13 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 	if v.Evidence != nil && v.Evidence.CertifiedTime != nil {
 		ct = uint64(*v.Evidence.CertifiedTime)
 	}
-	if v.Status != reconcile.StatusUnreadable && v.Status != reconcile.StatusInvalid {
+	if v.Status != reconciled.StatusUnreadable && v.Status != reconciled.StatusInvalid {
 		if ct == 0 || ct > after {
 			return fmt.Sprintf("certified time %d is missing or after the ledger's clock %d", ct, after)
 		}
 	}
 	switch v.Status {
-	case reconcile.StatusFound:
+	case reconciled.StatusFound:
 		if !v.Final || v.Block == nil {
 			return "found without a block or not final"
 		}
@@ -125,7 +125,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			}
 		}
 		return fmt.Sprintf("found block %d, which is no execution of the intent", v.Block.Index)
-	case reconcile.StatusAbsent:
+	case reconciled.StatusAbsent:
 		switch {
 		case !v.Final:
 			return "absent but not final"
@@ -135,7 +135,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			return fmt.Sprintf("absent while the window was open (certified time %d <= to %d)", ct, to)
 		}
 		return ""
-	case reconcile.StatusNotYet:
+	case reconciled.StatusNotYet:
 		if v.Final {
 			return "not_yet marked final"
 		}
@@ -149,7 +149,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 			return fmt.Sprintf("not_yet, but block %d below the certified tip executes the intent", e.Index)
 		}
 		return ""
-	case reconcile.StatusUnreadable:
+	case reconciled.StatusUnreadable:
 		return w.checkUnreadable(v, f)
 	}
 	return fmt.Sprintf("status %q for a valid intent", v.Status)
@@ -159,7 +159,7 @@ func (w *world) check(s *scenario, v reconcile.Verdict, execs []ledgertest.Execu
 // blocks that v names, or "": the first block of the ledger at or after
 // from, and the last at or before to that the decision's certified tip
 // reaches. Blocks without a timestamp are in no window.
-func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
+func (w *world) checkWindowBlocks(v reconciled.Verdict, from, to uint64) string {
 	fb, lb := v.Window.FirstBlock, v.Window.LastBlock
 	if (fb == nil) != (lb == nil) {
 		return fmt.Sprintf("window blocks %v..%v: one of them missing", fb, lb)
@@ -203,7 +203,7 @@ func (w *world) checkWindowBlocks(v reconcile.Verdict, from, to uint64) string {
 	return ""
 }
 
-func (w *world) checkUnreadable(v reconcile.Verdict, f *activeFault) string {
+func (w *world) checkUnreadable(v reconciled.Verdict, f *activeFault) string {
 	if f == nil {
 		return fmt.Sprintf("unreadable without a fault: %+v", v.Reason)
 	}

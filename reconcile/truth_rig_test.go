@@ -12,6 +12,7 @@ import (
 
 	"github.com/aviate-labs/agent-go/candid/idl"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
@@ -183,12 +184,12 @@ func (w *world) newEngineOn(cache reconcile.BlockCache, cfg reconcile.LedgerConf
 // world as a burst arrives, one intent starting the decision and the rest
 // joining it one to four at a time, between the pages of its walk; those
 // still waiting when it ends are decided next.
-func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string, ins []*matcher.Intent) ([]reconcile.Verdict, error) {
+func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string, ins []*matcher.Intent) ([]reconciled.Verdict, error) {
 	if !w.cfg.joining || len(ins) == 0 {
 		return eng.DecideMany(ctx, ins)
 	}
 	r := rand.New(rand.NewPCG(w.cfg.seed, uint64(len(round))<<32|uint64(len(ins))))
-	out := make([]reconcile.Verdict, len(ins))
+	out := make([]reconciled.Verdict, len(ins))
 	got := make([]bool, len(ins))
 	next := 1
 	join := func() []*matcher.Intent {
@@ -202,7 +203,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		next += k
 		return more
 	}
-	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], reconcile.Joins{Take: join}, func(k int, v reconcile.Verdict) {
+	err := eng.DecideJoining(ctx, ins[0].Canister.Encode(), ins[:1], reconcile.Joins{Take: join}, func(k int, v reconciled.Verdict) {
 		if got[k] {
 			w.t.Errorf("%s: round %s: intent %d answered twice", w.cfg, round, k)
 		}
@@ -217,7 +218,7 @@ func (w *world) decide(ctx context.Context, eng *reconcile.Engine, round string,
 		rest := ins[next:]
 		base := next
 		next = len(ins)
-		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, reconcile.Joins{}, func(k int, v reconcile.Verdict) {
+		if err := eng.DecideJoining(ctx, rest[0].Canister.Encode(), rest, reconcile.Joins{}, func(k int, v reconciled.Verdict) {
 			got[base+k], out[base+k] = true, v
 		}); err != nil {
 			return nil, err

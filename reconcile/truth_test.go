@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // The truth test: generated scenarios (truth_gen_test.go) run by the
@@ -153,7 +153,7 @@ type tally struct {
 	mu        sync.Mutex
 	worlds    int
 	scenarios int
-	verdicts  map[reconcile.Status]int
+	verdicts  map[reconciled.Status]int
 	finals    int // correct final verdicts checked after every window closed
 	executed  int // scenarios whose intent the ledger really executed
 	underF    int // verdicts decided while a fault was active
@@ -233,9 +233,9 @@ func (t *tally) covered(k string) {
 	t.cover[k]++
 }
 
-func (t *tally) count(s reconcile.Status) {
+func (t *tally) count(s reconciled.Status) {
 	if t.verdicts == nil {
-		t.verdicts = map[reconcile.Status]int{}
+		t.verdicts = map[reconciled.Status]int{}
 	}
 	t.verdicts[s]++
 }
@@ -250,7 +250,7 @@ func (t *tally) add(o *tally) {
 	t.underF += o.underF
 	t.wrong += o.wrong
 	if t.verdicts == nil {
-		t.verdicts = map[reconcile.Status]int{}
+		t.verdicts = map[reconciled.Status]int{}
 	}
 	for k, v := range o.verdicts {
 		t.verdicts[k] += v
@@ -270,7 +270,7 @@ func (t *tally) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var st []string
-	for _, s := range []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent, reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusInvalid} {
+	for _, s := range []reconciled.Status{reconciled.StatusFound, reconciled.StatusAbsent, reconciled.StatusNotYet, reconciled.StatusUnreadable, reconciled.StatusInvalid} {
 		st = append(st, fmt.Sprintf("%s=%d", s, t.verdicts[s]))
 	}
 	return fmt.Sprintf("%d worlds, %d scenarios (%d executed), verdicts: %s (%d under faults), finals checked: %d, wrong: %d",
@@ -300,27 +300,27 @@ func TestTruthCatchesWrongVerdicts(t *testing.T) {
 		if p := w.check(s, v, execs, after, nil); p != "" {
 			t.Fatalf("true verdict rejected: %s\n%s", p, s)
 		}
-		var forged []reconcile.Verdict
+		var forged []reconciled.Verdict
 		unreadable := v
-		unreadable.Status, unreadable.Final, unreadable.Reason = reconcile.StatusUnreadable, false, &reconcile.Reason{Code: "E_CHAIN", Message: "forged"}
+		unreadable.Status, unreadable.Final, unreadable.Reason = reconciled.StatusUnreadable, false, &reconciled.Reason{Code: "E_CHAIN", Message: "forged"}
 		notYet := v
-		notYet.Status, notYet.Final, notYet.Block = reconcile.StatusNotYet, false, nil
+		notYet.Status, notYet.Final, notYet.Block = reconciled.StatusNotYet, false, nil
 		forged = append(forged, unreadable, notYet)
 		switch v.Status {
-		case reconcile.StatusFound:
+		case reconciled.StatusFound:
 			found++
 			a := v
-			a.Status, a.Block = reconcile.StatusAbsent, nil
+			a.Status, a.Block = reconciled.StatusAbsent, nil
 			other := v
 			blk := *v.Block
 			blk.Index++
 			other.Block = &blk
 			forged = append(forged, a, other)
-		case reconcile.StatusAbsent:
+		case reconciled.StatusAbsent:
 			absent++
 			f := v
-			f.Status = reconcile.StatusFound
-			f.Block = &reconcile.BlockRef{Index: reconcile.U64(execs[len(execs)-1].Index)}
+			f.Status = reconciled.StatusFound
+			f.Block = &reconciled.BlockRef{Index: reconciled.U64(execs[len(execs)-1].Index)}
 			forged = append(forged, f)
 		}
 		for _, fv := range forged {

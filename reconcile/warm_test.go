@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -38,7 +39,7 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 			// window, about every block.
 			cold := first
 			cold.id, cold.amount, cold.stamp = "cold", 6, e.srv.Now()-uint64(time.Hour)
-			if v := e.decide(e.intent(cold.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet {
+			if v := e.decide(e.intent(cold.json(e.ledger.ID()))); v.Status != reconciled.StatusNotYet {
 				t.Fatalf("cold intent: %s %+v", v.Status, v.Reason)
 			}
 			for k := 0; k < 3; k++ {
@@ -52,7 +53,7 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 				before := e.client.Stats()
 				rs0 := e.srv.Stats().Canisters[e.ledger.ID().Encode()].ReadStates
 				v := e.decide(e.intent(in.json(e.ledger.ID())))
-				if v.Status != reconcile.StatusFound {
+				if v.Status != reconciled.StatusFound {
 					t.Fatalf("warm intent %d: %s %+v", k, v.Status, v.Reason)
 				}
 				after := e.client.Stats()
@@ -69,7 +70,7 @@ func TestWarmIntentCostsTipAndNewPage(t *testing.T) {
 			in := first
 			in.id = "idle"
 			before := e.client.Stats().Total
-			if v := e.decide(e.intent(in.json(e.ledger.ID()))); v.Status != reconcile.StatusFound {
+			if v := e.decide(e.intent(in.json(e.ledger.ID()))); v.Status != reconciled.StatusFound {
 				t.Fatalf("idle intent: %s %+v", v.Status, v.Reason)
 			}
 			if n := e.client.Stats().Total - before; n != 1 {
@@ -109,7 +110,7 @@ func TestColdWalkAsksForPagesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	far := transferIntent{id: "far", caller: alice, to: acct(bob, nil), amount: 6, stamp: e.srv.Now() - uint64(time.Hour)}
-	if v := e.decide(e.intent(far.json(e.ledger.ID()))); v.Status != reconcile.StatusNotYet || v.Evidence == nil || v.Evidence.BlocksRead < 2*page {
+	if v := e.decide(e.intent(far.json(e.ledger.ID()))); v.Status != reconciled.StatusNotYet || v.Evidence == nil || v.Evidence.BlocksRead < 2*page {
 		t.Fatalf("far intent: %s %+v %+v", v.Status, v.Reason, v.Evidence)
 	}
 	rec.mu.Lock()

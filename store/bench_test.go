@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -78,7 +79,7 @@ func BenchmarkWalkWrites2000(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				r := reconcile.VerifiedRange{Lo: top, Hi: top - 1, HiHash: walk[0][page-1].Hash}
+				r := icrc3.VerifiedRange{Lo: top, Hi: top - 1, HiHash: walk[0][page-1].Hash}
 				runtime.GC()
 				b.StartTimer()
 				cpu.start(b)
@@ -189,7 +190,7 @@ func BenchmarkAppendVerdict(b *testing.B) {
 	for b.Loop() {
 		id := fmt.Sprintf("b%d", n)
 		n++
-		if err := s.AppendVerdict(ctx, verdict(id, 1, reconcile.StatusFound)); err != nil {
+		if err := s.AppendVerdict(ctx, verdict(id, 1, reconciled.StatusFound), nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,12 +9,11 @@ import (
 	"math"
 	"strings"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Store is the engine's persistent block cache.
-var _ reconcile.BlockCache = (*Store)(nil)
 
 // PutVerified caches decoded blocks that were verified against a certified
 // tip, in their Value encoding (see PutBlocks for the immutability rule).
@@ -30,7 +29,7 @@ func (s *Store) PutVerified(ctx context.Context, ledger string, blocks []icrc3.B
 // PutVerifiedRange is PutVerified and SaveRange in one transaction: a walk
 // down the chain stores each verified page with the range it grew, one
 // commit a page. Either both are stored or neither.
-func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r reconcile.VerifiedRange) error {
+func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r icrc3.VerifiedRange) error {
 	cbs, err := verifiedRows(ledger, blocks)
 	if err != nil {
 		return err
@@ -360,17 +359,17 @@ type rangeRow struct {
 
 // LoadRange returns the ledger's saved verified range; ok is false when
 // none was saved.
-func (s *Store) LoadRange(ctx context.Context, ledger string) (reconcile.VerifiedRange, bool, error) {
+func (s *Store) LoadRange(ctx context.Context, ledger string) (icrc3.VerifiedRange, bool, error) {
 	var row rangeRow
 	err := s.r.GetContext(ctx, &row, `SELECT lo, hi, hi_hash, below, lo_ts, hi_ts, tip_time
 		FROM ranges WHERE history = ?`, ledger)
 	if errors.Is(err, sql.ErrNoRows) {
-		return reconcile.VerifiedRange{}, false, nil
+		return icrc3.VerifiedRange{}, false, nil
 	}
 	if err != nil {
-		return reconcile.VerifiedRange{}, false, fmt.Errorf("store: load range of %s: %w", ledger, err)
+		return icrc3.VerifiedRange{}, false, fmt.Errorf("store: load range of %s: %w", ledger, err)
 	}
-	r := reconcile.VerifiedRange{
+	r := icrc3.VerifiedRange{
 		Lo: uint64(row.Lo), Hi: uint64(row.Hi), LoTS: uint64(row.LoTS), HiTS: uint64(row.HiTS),
 		TipTime: uint64(row.TipTime),
 	}
@@ -386,7 +385,7 @@ func (s *Store) LoadRange(ctx context.Context, ledger string) (reconcile.Verifie
 // SaveRange replaces the ledger's verified range and advances its tip (see
 // PutTip) in one transaction. Hashes that contradict cached blocks — HiHash
 // at Hi, Below at Lo-1 — are ErrBlockConflict and nothing is saved.
-func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.VerifiedRange) error {
+func (s *Store) SaveRange(ctx context.Context, ledger string, r icrc3.VerifiedRange) error {
 	if ledger == "" {
 		return fmt.Errorf("%w: save range: empty canister", ErrInvalid)
 	}
@@ -395,7 +394,7 @@ func (s *Store) SaveRange(ctx context.Context, ledger string, r reconcile.Verifi
 }
 
 // saveRangeTx is SaveRange's write, inside t.
-func (s *Store) saveRangeTx(ctx context.Context, t *Tx, ledger string, r reconcile.VerifiedRange, what string) error {
+func (s *Store) saveRangeTx(ctx context.Context, t *Tx, ledger string, r icrc3.VerifiedRange, what string) error {
 	if r.Lo > 0 && r.Below != nil {
 		if err := checkCached(ctx, t, ledger, r.Lo-1, *r.Below); err != nil {
 			return fmt.Errorf("store: %s: below: %w", what, err)
@@ -438,7 +437,7 @@ func (s *Store) BlockAt(ctx context.Context, ledger string, index uint64) (icrc3
 // Discard forgets a chain's blocks, tip and range and records the change,
 // in one transaction: the ledger's history changed, and no block of the old
 // one may answer again.
-func (s *Store) Discard(ctx context.Context, ledger string, ch reconcile.HistoryChange) error {
+func (s *Store) Discard(ctx context.Context, ledger string, ch reconciled.HistoryChange) error {
 	what := "discard chain " + ledger
 	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
 	return s.tx(ctx, what, func(t *Tx) error {

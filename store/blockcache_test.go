@@ -222,7 +222,7 @@ func TestVerifiedRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	below := block(9).Hash
-	r := reconcile.VerifiedRange{Lo: 10, Hi: 19, HiHash: block(19).Hash, Below: &below,
+	r := icrc3.VerifiedRange{Lo: 10, Hi: 19, HiHash: block(19).Hash, Below: &below,
 		LoTS: testTS(10), HiTS: testTS(19), TipTime: 777}
 	if err := s.SaveRange(ctx, ledgerA, r); err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestVerifiedRange(t *testing.T) {
 	}
 
 	// The whole chain from block 0: no Below.
-	full := reconcile.VerifiedRange{Lo: 0, Hi: 19, HiHash: r.HiHash, LoTS: 1, HiTS: testTS(19), TipTime: 778}
+	full := icrc3.VerifiedRange{Lo: 0, Hi: 19, HiHash: r.HiHash, LoTS: 1, HiTS: testTS(19), TipTime: 778}
 	if err := s.SaveRange(ctx, ledgerA, full); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestPutVerifiedRangeIsOneWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	below := block(19).Hash
-	r := reconcile.VerifiedRange{Lo: 20, Hi: 29, HiHash: block(29).Hash, Below: &below,
+	r := icrc3.VerifiedRange{Lo: 20, Hi: 29, HiHash: block(29).Hash, Below: &below,
 		LoTS: testTS(20), HiTS: testTS(29), TipTime: 777}
 	if err := s.SaveRange(ctx, ledgerA, r); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -147,7 +149,7 @@ func TestDiscardThenRecache(t *testing.T) {
 	if err := s.PutBlocks(ctx, ledgerA, blocks(0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Discard(ctx, ledgerA, reconcile.HistoryChange{Reason: "test"}); err != nil {
+	if err := s.Discard(ctx, ledgerA, reconciled.HistoryChange{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.CachedBlocks(ctx, ledgerA, 0, 10); err != nil || len(got) != 0 {
@@ -198,7 +200,7 @@ func TestCacheWritesLeaveWriterAtFullSync(t *testing.T) {
 		{"put", func() error { return s.PutBlocks(ctx, ledgerA, blocks(10, 20)) }, true},
 		{"put verified", func() error { return s.PutVerified(ctx, ledgerA, parsedRange(t, 20, 30)) }, true},
 		{"save range", func() error {
-			return s.SaveRange(ctx, ledgerA, reconcile.VerifiedRange{Lo: 10, Hi: 29, HiHash: block(29).Hash, Below: &h})
+			return s.SaveRange(ctx, ledgerA, icrc3.VerifiedRange{Lo: 10, Hi: 29, HiHash: block(29).Hash, Below: &h})
 		}, true},
 		{"conflict", func() error { return s.PutBlocks(ctx, ledgerA, []CachedBlock{blockAt(12, testTS(12)+1)}) }, false},
 		{"failing", func() error {

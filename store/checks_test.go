@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // A memo is found by its text in any case, in a new store and in one
@@ -66,7 +66,7 @@ func TestRecordChecks(t *testing.T) {
 		mustPut(t, s, payment(t, id, "1", id, searchStamp))
 	}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	if err := s.Watch(ctx, WatchEntry{IntentID: "w-1", CanisterID: ledgerA, NextCheck: t0}); err != nil {
+	if err := s.Watch(ctx, reconciled.Watch{IntentID: "w-1", CanisterID: ledgerA, NextCheck: t0}); err != nil {
 		t.Fatal(err)
 	}
 	checked := func() time.Time {
@@ -92,8 +92,8 @@ func TestRecordChecks(t *testing.T) {
 	if _, err := s.WatchOf(ctx, "w-2"); err == nil {
 		t.Error("a check of an unwatched intent made a watch")
 	}
-	if err := s.Watch(ctx, WatchEntry{IntentID: "w-1", CanisterID: ledgerA, NextCheck: t0.Add(time.Hour), Attempts: 2,
-		LastStatus: reconcile.StatusUnreadable}); err != nil {
+	if err := s.Watch(ctx, reconciled.Watch{IntentID: "w-1", CanisterID: ledgerA, NextCheck: t0.Add(time.Hour), Attempts: 2,
+		LastStatus: reconciled.StatusUnreadable}); err != nil {
 		t.Fatal(err)
 	}
 	if c := checked(); !c.Equal(t0.Add(time.Minute)) {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // Many goroutines write at once: private intents, one contested intent id
@@ -29,11 +29,11 @@ func TestConcurrentWriters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < perWorker; i++ {
 				id := fmt.Sprintf("w%d-%d", w, i)
-				if r, err := s.PutIntent(ctx, intent(id, 1)); err != nil || r != Created {
+				if r, err := s.PutIntent(ctx, intent(id, 1)); err != nil || r != reconciled.PutCreated {
 					errs <- fmt.Errorf("put %s: %v %v", id, r, err)
 					return
 				}
-				if err := s.AppendVerdict(ctx, verdict(id, 1, reconcile.StatusNotYet)); err != nil {
+				if err := s.AppendVerdict(ctx, verdict(id, 1, reconciled.StatusNotYet), nil); err != nil {
 					errs <- err
 					return
 				}
@@ -50,11 +50,11 @@ func TestConcurrentWriters(t *testing.T) {
 				return
 			}
 			switch r {
-			case Created:
+			case reconciled.PutCreated:
 				created.Store(w, variant)
-			case Existing:
+			case reconciled.PutExisting:
 				existing.Store(w, variant)
-			case Conflict:
+			case reconciled.PutConflict:
 				conflict.Store(w, variant)
 			}
 			// Everyone tries to extend the shared history; each attempt
@@ -68,9 +68,9 @@ func TestConcurrentWriters(t *testing.T) {
 					errs <- err
 					return
 				}
-				v := verdict("shared", next, reconcile.StatusUnreadable)
+				v := verdict("shared", next, reconciled.StatusUnreadable)
 				v.Reason.Message = fmt.Sprintf("worker %d", w)
-				err = s.AppendVerdict(ctx, v)
+				err = s.AppendVerdict(ctx, v, nil)
 				if err != nil && !errors.Is(err, ErrSeqConflict) {
 					errs <- fmt.Errorf("shared seq %d: %w", next, err)
 					return
@@ -110,7 +110,7 @@ func TestConcurrentWriters(t *testing.T) {
 		return true
 	})
 	got, err := s.Intent(ctx, "contested")
-	if err != nil || got.CanonicalHash != intent("contested", winner).CanonicalHash {
+	if err != nil || got.Hash != intent("contested", winner).Hash {
 		t.Fatalf("contested intent %+v %v, want variant %d", got, err, winner)
 	}
 
@@ -127,7 +127,7 @@ func TestConcurrentWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[reconcile.StatusNotYet] != workers*perWorker {
+	if counts[reconciled.StatusNotYet] != workers*perWorker {
 		t.Fatalf("counts %v", counts)
 	}
 	if bs, _ := s.CachedBlocks(ctx, ledgerA, 0, 1<<20); len(bs) != (workers-1)*10+30 {
@@ -159,7 +159,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 					errs <- fmt.Errorf("store %d: %w", k, err)
 					return
 				}
-				if err := s.AppendVerdict(ctx, verdict(id, 1, reconcile.StatusNotYet)); err != nil {
+				if err := s.AppendVerdict(ctx, verdict(id, 1, reconciled.StatusNotYet), nil); err != nil {
 					errs <- fmt.Errorf("store %d: %w", k, err)
 					return
 				}
@@ -172,7 +172,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 		t.Error(err)
 	}
 	counts, err := b.CountByStatus(ctx)
-	if err != nil || counts[reconcile.StatusNotYet] != 40 {
+	if err != nil || counts[reconciled.StatusNotYet] != 40 {
 		t.Fatalf("counts %v %v", counts, err)
 	}
 }

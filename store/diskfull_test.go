@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/reconciled/reconciled"
 )
 
 // tinyFS is a 5 MiB tmpfs of its own at dir, so that filling it fails
@@ -95,10 +97,10 @@ func (f *tinyFS) free() {
 
 // bigIntent is an intent whose body takes about n bytes: its write needs
 // that many pages more in the WAL.
-func bigIntent(id string, n int) IntentRecord {
+func bigIntent(id string, n int) reconciled.IntentRecord {
 	body := fmt.Sprintf(`{"intent_id":%q,"method":"icrc1_transfer","pad":%q}`, id, strings.Repeat("x", n))
-	return IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
-		Body: json.RawMessage(body), CanonicalHash: sha256.Sum256([]byte(body))}
+	return reconciled.IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
+		Body: json.RawMessage(body), Hash: sha256.Sum256([]byte(body))}
 }
 
 // TestWritableReportsFailingRealWrites fills the disk under a store whose
@@ -148,7 +150,7 @@ func TestWritableReportsFailingRealWrites(t *testing.T) {
 	}
 	// A commit that changes nothing writes no page: it is no evidence.
 	// (An injected fault fails it too.)
-	if res, err := s.PutIntent(ctx, intent("warm-00", 1)); !fs.injected && (err != nil || res != Existing) {
+	if res, err := s.PutIntent(ctx, intent("warm-00", 1)); !fs.injected && (err != nil || res != reconciled.PutExisting) {
 		t.Fatalf("a duplicate intent: %v %v", res, err)
 	}
 	if f := s.WriteFailures(); len(f) != 1 {

@@ -14,4 +14,10 @@
 // a path fails from its first write the storage refused (disk full, I/O
 // error, …) until a later commit on it changes rows, and Writable, what
 // readiness asks, fails meanwhile whatever its own one-row probe finds.
+//
+// It speaks the project's vocabulary (package reconciled) natively: its
+// records are reconciled.IntentRecord and reconciled.Watch, its errors of
+// not found, history and invalid record are the vocabulary's of that kind,
+// and *Store is the service's Store and the engine's BlockCache ports as it
+// is, without importing the engine.
 package store

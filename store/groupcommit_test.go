@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // TestGroupCommitIsolatesFailures commits one group by hand: a write that
@@ -17,10 +17,10 @@ import (
 func TestGroupCommitIsolatesFailures(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if err := s.AppendDecided(ctx, verdict("g0", 1, reconcile.StatusNotYet), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("g0", 1, reconciled.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
-	write := func(v reconcile.Verdict) func(context.Context, *Tx) error {
+	write := func(v reconciled.Verdict) func(context.Context, *Tx) error {
 		return func(ctx context.Context, tx *Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (intent_id, seq) VALUES (?, ?)`, v.IntentID, int64(v.Seq)); err != nil {
 				return err
@@ -34,10 +34,10 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	group := []*groupReq{
-		{ctx: ctx, what: "ok1", fn: write(verdict("g0", 7, reconcile.StatusNotYet))},
-		{ctx: ctx, what: "bad", fn: write(verdict("bad", 1, reconcile.StatusNotYet))},
-		{ctx: gone, what: "gone", fn: write(verdict("gone", 1, reconcile.StatusNotYet))},
-		{ctx: ctx, what: "ok2", fn: write(verdict("g0", 8, reconcile.StatusNotYet))},
+		{ctx: ctx, what: "ok1", fn: write(verdict("g0", 7, reconciled.StatusNotYet))},
+		{ctx: ctx, what: "bad", fn: write(verdict("bad", 1, reconciled.StatusNotYet))},
+		{ctx: gone, what: "gone", fn: write(verdict("gone", 1, reconciled.StatusNotYet))},
+		{ctx: ctx, what: "ok2", fn: write(verdict("g0", 8, reconciled.StatusNotYet))},
 	}
 	// A queued mark rides in the group's commit, though a write of the
 	// group fails (so the group runs twice).
@@ -74,15 +74,15 @@ func TestGroupCommitConcurrentVerdicts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			id := fmt.Sprintf("c%d", i)
-			if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusNotYet), nil); err != nil {
+			if err := s.AppendDecided(ctx, verdict(id, 1, reconciled.StatusNotYet), nil); err != nil {
 				errs[i] = err
 				return
 			}
 			if i%2 == 0 {
-				errs[i] = s.MarkPublished(ctx, id, 1)
+				errs[i] = s.MarkPublishedNow(ctx, id, 1)
 			}
 			// A gap is refused for this caller only.
-			if err := s.AppendDecided(ctx, verdict(id, 3, reconcile.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) && errs[i] == nil {
+			if err := s.AppendDecided(ctx, verdict(id, 3, reconciled.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) && errs[i] == nil {
 				errs[i] = fmt.Errorf("gap: %v", err)
 			}
 		}()

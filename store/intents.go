@@ -12,75 +12,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
-// IntentRecord is an intent as first received.
-type IntentRecord struct {
-	IntentID   string
-	CanisterID string
-	Caller     string
-	Method     string
-	// Body is the intent's JSON as received, kept for support staff.
-	Body json.RawMessage
-	// CanonicalHash identifies the intent's content: two bodies with the
-	// same hash are the same intent. The caller computes it (the store does
-	// not know the canonical form); it must not be all zero.
-	CanonicalHash [32]byte
-	// FirstSeen is when the intent was first received; zero means now. It
-	// orders listings and never changes once stored.
-	FirstSeen time.Time
-	// Parsed, when the caller has it, is what Body parses to
-	// (matcher.ParseIntent): the search keys are read from it instead of
-	// parsing Body once more.
-	Parsed *matcher.Intent
-}
-
-// PutResult says what PutIntent did.
-type PutResult int
-
-const (
-	// Created: the id was new; the record is stored.
-	Created PutResult = iota + 1
-	// Existing: the id was stored with the same canonical hash; nothing
-	// changed.
-	Existing
-	// Conflict: the id was stored with a different canonical hash; nothing
-	// changed (E_INTENT_CONFLICT).
-	Conflict
-	// Adopted: the id was known only from verdicts decided elsewhere; the
-	// body is now recorded. The store cannot tell whether those verdicts were
-	// decided for this body or for a conflicting one.
-	Adopted
-)
-
-func (r PutResult) String() string {
-	switch r {
-	case Created:
-		return "created"
-	case Existing:
-		return "existing"
-	case Conflict:
-		return "conflict"
-	case Adopted:
-		return "adopted"
-	}
-	return "PutResult(" + strconv.Itoa(int(r)) + ")"
-}
-
-// ValidIntentID reports whether id has the form [A-Za-z0-9_-]{1,128}.
-func ValidIntentID(id string) bool { return reconcile.ValidIntentID(id) }
-
-func (rec *IntentRecord) validate() error {
+// validateIntent refuses a record the store cannot hold faithfully.
+func validateIntent(rec *reconciled.IntentRecord) error {
 	switch {
-	case !ValidIntentID(rec.IntentID):
+	case !reconciled.ValidIntentID(rec.IntentID):
 		return fmt.Errorf("%w: intent id %q", ErrInvalid, rec.IntentID)
 	case rec.CanisterID == "":
 		return fmt.Errorf("%w: intent %s: empty canister id", ErrInvalid, rec.IntentID)
 	case rec.Method == "":
 		return fmt.Errorf("%w: intent %s: empty method", ErrInvalid, rec.IntentID)
-	case rec.CanonicalHash == [32]byte{}:
+	case rec.Hash == [32]byte{}:
 		return fmt.Errorf("%w: intent %s: zero canonical hash", ErrInvalid, rec.IntentID)
 	case !json.Valid(rec.Body):
 		return fmt.Errorf("%w: intent %s: body is not JSON", ErrInvalid, rec.IntentID)
@@ -90,12 +34,12 @@ func (rec *IntentRecord) validate() error {
 
 // PutIntent stores an intent unless its id is already taken: the first
 // writer wins, and a later record is compared by canonical hash only.
-func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, error) {
+func (s *Store) PutIntent(ctx context.Context, rec reconciled.IntentRecord) (reconciled.PutResult, error) {
 	put, err := s.putIntentWrite(rec)
 	if err != nil {
 		return 0, err
 	}
-	var res PutResult
+	var res reconciled.PutResult
 	// A burst stores many intents at once: they share one commit (and one
 	// fsync) with each other and with the verdicts being appended.
 	err = s.groupTx(ctx, "put intent "+rec.IntentID, func(ctx context.Context, t *Tx) error {
@@ -113,8 +57,8 @@ func (s *Store) PutIntent(ctx context.Context, rec IntentRecord) (PutResult, err
 // writer transaction, so that other writes can share that transaction.
 // Given first, a verdict of seq 1, the write stores an intent no row holds
 // yet with that verdict (verdictWrite.writeFirst) and reports it written.
-func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error), error) {
-	if err := rec.validate(); err != nil {
+func (s *Store) putIntentWrite(rec reconciled.IntentRecord) (func(ctx context.Context, t *Tx, first *verdictWrite) (reconciled.PutResult, bool, error), error) {
+	if err := validateIntent(&rec); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -126,17 +70,17 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *T
 		return nil, err
 	}
 	ix := indexOf(&rec)
-	return func(ctx context.Context, t *Tx, first *verdictWrite) (PutResult, bool, error) {
+	return func(ctx context.Context, t *Tx, first *verdictWrite) (reconciled.PutResult, bool, error) {
 		if first != nil && first.v.Seq == 1 {
 			// A first verdict almost always comes with an intent no row
 			// holds: its insert is tried first, and only an id already
 			// taken is read.
 			created, err := first.writeFirst(ctx, t, &rec, seen, now.UnixNano(), ix)
 			if err != nil || created {
-				return Created, created, err
+				return reconciled.PutCreated, created, err
 			}
 		}
-		var res PutResult
+		var res reconciled.PutResult
 		var stored []byte
 		err := t.GetContext(ctx, &stored, `SELECT canonical_hash FROM intents WHERE intent_id = ?`, rec.IntentID)
 		switch {
@@ -145,11 +89,11 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *T
 				(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 				rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
-				rec.CanonicalHash[:], seen, now.UnixNano())
+				rec.Hash[:], seen, now.UnixNano())
 			if err == nil {
 				err = indexIntent(ctx, t, rec.IntentID, ix)
 			}
-			res = Created
+			res = reconciled.PutCreated
 		case err != nil:
 			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 		case stored == nil:
@@ -157,16 +101,16 @@ func (s *Store) putIntentWrite(rec IntentRecord) (func(ctx context.Context, t *T
 			// let a paging cursor see the row twice.
 			_, err = t.ExecContext(ctx, `UPDATE intents SET canister_id = ?, caller = ?, method = ?,
 				body = ?, canonical_hash = ?, updated_at = ? WHERE intent_id = ?`,
-				rec.CanisterID, rec.Caller, rec.Method, string(rec.Body), rec.CanonicalHash[:],
+				rec.CanisterID, rec.Caller, rec.Method, string(rec.Body), rec.Hash[:],
 				now.UnixNano(), rec.IntentID)
 			if err == nil {
 				err = indexIntent(ctx, t, rec.IntentID, ix)
 			}
-			res = Adopted
-		case bytes.Equal(stored, rec.CanonicalHash[:]):
-			res = Existing
+			res = reconciled.PutAdopted
+		case bytes.Equal(stored, rec.Hash[:]):
+			res = reconciled.PutExisting
 		default:
-			res = Conflict
+			res = reconciled.PutConflict
 		}
 		if err != nil {
 			return 0, false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
@@ -200,16 +144,16 @@ type intentRow struct {
 
 // Intent returns the stored intent. An id known only from verdicts decided
 // elsewhere has no record: ErrNotFound (its verdicts are still readable).
-func (s *Store) Intent(ctx context.Context, id string) (IntentRecord, error) {
+func (s *Store) Intent(ctx context.Context, id string) (reconciled.IntentRecord, error) {
 	var row intentRow
 	err := s.r.GetContext(ctx, &row, `SELECT `+intentCols+` FROM intents WHERE intent_id = ? AND body IS NOT NULL`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, ErrNotFound)
+		return reconciled.IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
+		return reconciled.IntentRecord{}, fmt.Errorf("store: intent %s: %w", id, err)
 	}
-	rec := IntentRecord{
+	rec := reconciled.IntentRecord{
 		IntentID:   row.IntentID,
 		CanisterID: row.CanisterID.String,
 		Caller:     row.Caller.String,
@@ -217,7 +161,7 @@ func (s *Store) Intent(ctx context.Context, id string) (IntentRecord, error) {
 		Body:       json.RawMessage(row.Body.String),
 		FirstSeen:  fromNanos(row.FirstSeen),
 	}
-	copy(rec.CanonicalHash[:], row.Hash)
+	copy(rec.Hash[:], row.Hash)
 	return rec, nil
 }
 
@@ -229,7 +173,7 @@ type IntentSummary struct {
 	Method     string
 	FirstSeen  time.Time
 	// Status is the latest verdict's status, "" before the first verdict.
-	Status    reconcile.Status
+	Status    reconciled.Status
 	Final     bool
 	LatestSeq uint64
 	UpdatedAt time.Time
@@ -256,7 +200,7 @@ func (row *intentRow) summary() IntentSummary {
 		Caller:     row.Caller.String,
 		Method:     row.Method.String,
 		FirstSeen:  fromNanos(row.FirstSeen),
-		Status:     reconcile.Status(row.Status.String),
+		Status:     reconciled.Status(row.Status.String),
 		Final:      row.Final,
 		LatestSeq:  uint64(row.LatestSeq),
 		UpdatedAt:  fromNanos(row.UpdatedAt),
@@ -278,7 +222,7 @@ func (row *intentRow) summary() IntentSummary {
 type ListFilter struct {
 	// Status keeps intents whose latest verdict has one of these statuses;
 	// "" selects intents with no verdict yet.
-	Status   []reconcile.Status
+	Status   []reconciled.Status
 	Canister string
 	Caller   string
 	// Since keeps intents first seen at or after it.
@@ -462,7 +406,7 @@ func decodeCursor(s string) (cursor, error) {
 		return cursor{}, bad
 	}
 	parts := strings.SplitN(string(b), ".", 4)
-	if len(parts) != 4 || parts[0] != "1" || len(parts[1]) != 1 || !strings.Contains("adAD", parts[1]) || !ValidIntentID(parts[3]) {
+	if len(parts) != 4 || parts[0] != "1" || len(parts[1]) != 1 || !strings.Contains("adAD", parts[1]) || !reconciled.ValidIntentID(parts[3]) {
 		return cursor{}, bad
 	}
 	seen, err := strconv.ParseInt(parts[2], 10, 64)
@@ -474,7 +418,7 @@ func decodeCursor(s string) (cursor, error) {
 
 // CountByStatus counts intents by their latest verdict's status; the key ""
 // counts intents with no verdict yet.
-func (s *Store) CountByStatus(ctx context.Context) (map[reconcile.Status]int, error) {
+func (s *Store) CountByStatus(ctx context.Context) (map[reconciled.Status]int, error) {
 	var rows []struct {
 		Status string `db:"status"`
 		N      int    `db:"n"`
@@ -483,9 +427,9 @@ func (s *Store) CountByStatus(ctx context.Context) (map[reconcile.Status]int, er
 		`SELECT coalesce(status, '') AS status, count(*) AS n FROM intents GROUP BY 1`); err != nil {
 		return nil, fmt.Errorf("store: count by status: %w", err)
 	}
-	out := make(map[reconcile.Status]int, len(rows))
+	out := make(map[reconciled.Status]int, len(rows))
 	for _, r := range rows {
-		out[reconcile.Status(r.Status)] = r.N
+		out[reconciled.Status(r.Status)] = r.N
 	}
 	return out, nil
 }

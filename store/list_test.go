@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 var listBase = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -32,21 +32,21 @@ func fillSome(t *testing.T, s *Store) []string {
 		mustPut(t, s, rec)
 		switch i % 4 {
 		case 1:
-			mustAppend(t, s, verdict(id, 1, reconcile.StatusNotYet))
+			mustAppend(t, s, verdict(id, 1, reconciled.StatusNotYet))
 		case 2:
-			mustAppend(t, s, verdict(id, 1, reconcile.StatusNotYet))
-			mustAppend(t, s, verdict(id, 2, reconcile.StatusFound))
+			mustAppend(t, s, verdict(id, 1, reconciled.StatusNotYet))
+			mustAppend(t, s, verdict(id, 2, reconciled.StatusFound))
 		case 3:
-			mustAppend(t, s, verdict(id, 1, reconcile.StatusAbsent))
+			mustAppend(t, s, verdict(id, 1, reconciled.StatusAbsent))
 		}
 		ids = append(ids, id)
 	}
 	return ids
 }
 
-func mustAppend(t *testing.T, s *Store, v reconcile.Verdict) {
+func mustAppend(t *testing.T, s *Store, v reconciled.Verdict) {
 	t.Helper()
-	if err := s.AppendVerdict(context.Background(), v); err != nil {
+	if err := s.AppendVerdict(context.Background(), v, nil); err != nil {
 		t.Fatalf("append %s/%d: %v", v.IntentID, v.Seq, err)
 	}
 }
@@ -104,9 +104,9 @@ func TestListFilters(t *testing.T) {
 		want []string
 	}{
 		"all":        {ListFilter{}, all},
-		"found":      {ListFilter{Status: []reconcile.Status{reconcile.StatusFound}}, pick(func(i int) bool { return i%4 == 2 })},
-		"final":      {ListFilter{Status: []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent}}, pick(func(i int) bool { return i%4 >= 2 })},
-		"no verdict": {ListFilter{Status: []reconcile.Status{""}}, pick(func(i int) bool { return i%4 == 0 })},
+		"found":      {ListFilter{Status: []reconciled.Status{reconciled.StatusFound}}, pick(func(i int) bool { return i%4 == 2 })},
+		"final":      {ListFilter{Status: []reconciled.Status{reconciled.StatusFound, reconciled.StatusAbsent}}, pick(func(i int) bool { return i%4 >= 2 })},
+		"no verdict": {ListFilter{Status: []reconciled.Status{""}}, pick(func(i int) bool { return i%4 == 0 })},
 		"open":       {ListFilter{Open: true}, pick(func(i int) bool { return i%4 < 2 })},
 		"ledger":     {ListFilter{Canister: ledgerA}, pick(func(i int) bool { return i%2 == 0 })},
 		"caller":     {ListFilter{Caller: "caller-x"}, pick(func(i int) bool { return i%4 < 2 })},
@@ -132,7 +132,7 @@ func TestListFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[reconcile.Status]int{"": 5, reconcile.StatusNotYet: 5, reconcile.StatusFound: 5, reconcile.StatusAbsent: 5}
+	want := map[reconciled.Status]int{"": 5, reconciled.StatusNotYet: 5, reconciled.StatusFound: 5, reconciled.StatusAbsent: 5}
 	if !reflect.DeepEqual(counts, want) {
 		t.Fatalf("counts %v, want %v", counts, want)
 	}
@@ -144,7 +144,7 @@ func TestListFilters(t *testing.T) {
 	p := page[0]
 	// all[0] is fillSome's second intent: the other ledger, caller-x, not_yet.
 	if p.IntentID != all[0] || !p.HasBody || p.CanisterID == ledgerA || p.Caller != "caller-x" ||
-		p.Method != "icrc1_transfer" || !p.FirstSeen.Equal(listBase) || p.Status != reconcile.StatusNotYet ||
+		p.Method != "icrc1_transfer" || !p.FirstSeen.Equal(listBase) || p.Status != reconciled.StatusNotYet ||
 		p.Final || p.LatestSeq != 1 {
 		t.Fatalf("summary %+v", p)
 	}
@@ -207,7 +207,7 @@ func TestListRejectsBadInput(t *testing.T) {
 		"forged cursor":  {Cursor: cursor{seen: 1, id: "a b"}.encode()},
 		"order changed":  {Cursor: next, Newest: true},
 		"negative limit": {Limit: -1},
-		"unknown status": {Status: []reconcile.Status{"maybe"}},
+		"unknown status": {Status: []reconciled.Status{"maybe"}},
 	} {
 		if _, _, err := s.ListIntents(ctx, f); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

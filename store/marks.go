@@ -34,7 +34,16 @@ type mark struct {
 	seq int64
 }
 
-// MarkPublishedLater is MarkPublished without waiting: the deletion is
+// MarkPublished queues the mark (MarkPublishedLater) and returns nil: the
+// service acks the intent without waiting for a commit that only saves a
+// lookup, and a mark lost in a crash only costs the outbox pass a stream
+// lookup.
+func (s *Store) MarkPublished(_ context.Context, id string, seq uint64) error {
+	s.MarkPublishedLater(id, seq)
+	return nil
+}
+
+// MarkPublishedLater is MarkPublishedNow without waiting: the deletion is
 // queued and committed with the next writes, within markDelay. Reads of
 // the outbox (Outbox, DiscardUnpublished) apply queued marks first.
 func (s *Store) MarkPublishedLater(id string, seq uint64) {

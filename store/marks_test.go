@@ -8,7 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // outboxRows reads the outbox table as it is committed, without applying
@@ -26,12 +26,12 @@ func outboxRows(t *testing.T, s *Store) int {
 func TestMarkPublishedLaterRidesInNextCommit(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if err := s.AppendDecided(ctx, verdict("l1", 1, reconcile.StatusFound), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("l1", 1, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
 	before := s.group.commits.Load()
 	s.MarkPublishedLater("l1", 1)
-	if err := s.AppendDecided(ctx, verdict("l2", 1, reconcile.StatusFound), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("l2", 1, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.group.commits.Load() - before; n != 1 {
@@ -46,7 +46,7 @@ func TestMarkPublishedLaterRidesInNextCommit(t *testing.T) {
 func TestMarkPublishedLaterCommitsOnItsOwn(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if err := s.AppendDecided(ctx, verdict("l1", 1, reconcile.StatusFound), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("l1", 1, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
 	s.MarkPublishedLater("l1", 1)
@@ -68,7 +68,7 @@ func TestMarkPublishedLaterSeenByOutboxAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"c1", "c2"} {
-		if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusFound), nil); err != nil {
+		if err := s.AppendDecided(ctx, verdict(id, 1, reconciled.StatusFound), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestMarkPublishedLaterAfterAFailedFlush(t *testing.T) {
 	}
 	defer s.Close()
 	for _, id := range []string{"f1", "f2"} {
-		if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusFound), nil); err != nil {
+		if err := s.AppendDecided(ctx, verdict(id, 1, reconciled.StatusFound), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // The outbox (migration 0002) closes the gap between committing a verdict
@@ -15,14 +15,14 @@ import (
 // the row stays until the publisher confirms the stream holds the verdict.
 // Whoever finds a row (a restart, the next follow-up round) re-publishes.
 
-// AppendDecided is AppendVerdictWatch (AppendVerdict when w is nil) for a
+// AppendDecided is AppendVerdict for a
 // verdict decided by this instance: the same transaction records (intent,
 // seq) in the outbox. The seq, final and watch rules are AppendVerdict's.
 // Re-appending a verdict identical to the stored one adds no row: it was
 // stored before, by a decision of its own or by an import from the stream.
 // Verdicts read from the stream must use AppendVerdict: the stream holds
 // them already.
-func (s *Store) AppendDecided(ctx context.Context, v reconcile.Verdict, w *WatchEntry) error {
+func (s *Store) AppendDecided(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch) error {
 	if w != nil && w.IntentID != v.IntentID {
 		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
 	}
@@ -37,7 +37,7 @@ func (s *Store) AppendDecided(ctx context.Context, v reconcile.Verdict, w *Watch
 // it in one transaction: PutIntent, then, unless the id is taken by another
 // body (Conflict, and nothing is written), AppendDecided. An intent met for
 // the first time thus costs one commit, shared with the rest of its burst.
-func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconcile.Verdict, w *WatchEntry) (PutResult, error) {
+func (s *Store) PutIntentDecided(ctx context.Context, rec reconciled.IntentRecord, v reconciled.Verdict, w *reconciled.Watch) (reconciled.PutResult, error) {
 	if rec.IntentID != v.IntentID {
 		return 0, fmt.Errorf("%w: intent %q with verdict for %q", ErrInvalid, rec.IntentID, v.IntentID)
 	}
@@ -56,11 +56,11 @@ func (s *Store) PutIntentDecided(ctx context.Context, rec IntentRecord, v reconc
 	if err != nil {
 		return 0, err
 	}
-	var res PutResult
+	var res reconciled.PutResult
 	err = s.groupTx(ctx, "put intent "+rec.IntentID+" and "+vw.what, func(ctx context.Context, t *Tx) error {
 		var written bool
 		var err error
-		if res, written, err = put(ctx, t, vw); err != nil || written || res == Conflict {
+		if res, written, err = put(ctx, t, vw); err != nil || written || res == reconciled.PutConflict {
 			return err
 		}
 		return vw.write(ctx, t)
@@ -79,11 +79,11 @@ func addOutbox(ctx context.Context, t *Tx, id string, seq int64) error {
 	return nil
 }
 
-// MarkPublished records that the verdict stream holds the intent's verdict
+// MarkPublishedNow records that the verdict stream holds the intent's verdict
 // seq: its outbox rows up to seq go, since re-publishing the latest verdict
 // covers every earlier one. Rows of later seqs stay. Marking an intent with
 // no rows is not an error.
-func (s *Store) MarkPublished(ctx context.Context, id string, seq uint64) error {
+func (s *Store) MarkPublishedNow(ctx context.Context, id string, seq uint64) error {
 	// A seq beyond int64 cannot be stored, so every row is at or below it.
 	n := int64(math.MaxInt64)
 	if seq < math.MaxInt64 {
@@ -197,4 +197,20 @@ func (s *Store) DiscardUnpublished(ctx context.Context, id string, seq uint64) e
 		}
 		return nil
 	})
+}
+
+// Unpublished lists each intent with outbox rows once: re-publishing its
+// latest verdict settles all of them.
+func (s *Store) Unpublished(ctx context.Context) ([]string, error) {
+	es, err := s.Outbox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range es {
+		if n := len(ids); n == 0 || ids[n-1] != e.IntentID {
+			ids = append(ids, e.IntentID)
+		}
+	}
+	return ids, nil
 }

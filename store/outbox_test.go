@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/internal/testutil"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func outboxOf(t *testing.T, s *Store) []OutboxEntry {
@@ -31,22 +31,22 @@ func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
 	mustPut(t, s, intent("o1", 1))
 	mustPut(t, s, intent("o2", 1))
 	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
-	w := &WatchEntry{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}
+	w := &reconciled.Watch{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}
 
-	if err := s.AppendDecided(ctx, verdict("o1", 1, reconcile.StatusNotYet), w); err != nil {
+	if err := s.AppendDecided(ctx, verdict("o1", 1, reconciled.StatusNotYet), w); err != nil {
 		t.Fatal(err)
 	}
 	// Imported from the stream: the stream holds it already.
-	if err := s.AppendVerdict(ctx, verdict("o2", 1, reconcile.StatusNotYet)); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("o2", 1, reconciled.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"o1", 1}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outbox %+v, want %+v", got, want)
 	}
-	// The watch rules are AppendVerdictWatch's, and the caller's entry is
+	// The watch rules are AppendVerdict's, and the caller's entry is
 	// not written to.
 	ws, err := s.Watches(ctx)
-	if err != nil || len(ws) != 1 || ws[0].IntentID != "o1" || ws[0].LastStatus != reconcile.StatusNotYet || !ws[0].NextCheck.Equal(due) {
+	if err != nil || len(ws) != 1 || ws[0].IntentID != "o1" || ws[0].LastStatus != reconciled.StatusNotYet || !ws[0].NextCheck.Equal(due) {
 		t.Fatalf("watches %+v %v", ws, err)
 	}
 	if w.LastStatus != "" {
@@ -55,13 +55,13 @@ func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
 
 	// Refused appends leave no row: the verdict and its row are one
 	// transaction.
-	if err := s.AppendDecided(ctx, verdict("o1", 3, reconcile.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
+	if err := s.AppendDecided(ctx, verdict("o1", 3, reconciled.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
 		t.Fatalf("gap: %v", err)
 	}
-	if err := s.AppendDecided(ctx, verdict("o1", 1, reconcile.StatusUnreadable), nil); !errors.Is(err, ErrSeqConflict) {
+	if err := s.AppendDecided(ctx, verdict("o1", 1, reconciled.StatusUnreadable), nil); !errors.Is(err, ErrSeqConflict) {
 		t.Fatalf("conflict: %v", err)
 	}
-	if err := s.AppendDecided(ctx, verdict("o2", 2, reconcile.StatusNotYet), &WatchEntry{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}); !errors.Is(err, ErrInvalid) {
+	if err := s.AppendDecided(ctx, verdict("o2", 2, reconciled.StatusNotYet), &reconciled.Watch{IntentID: "o1", CanisterID: ledgerA, NextCheck: due}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("watch of another intent: %v", err)
 	}
 	if got := outboxOf(t, s); len(got) != 1 {
@@ -69,7 +69,7 @@ func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
 	}
 	// Re-appending the stored verdict (it came back from the stream) adds
 	// nothing.
-	if err := s.AppendDecided(ctx, verdict("o2", 1, reconcile.StatusNotYet), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("o2", 1, reconciled.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := outboxOf(t, s); len(got) != 1 {
@@ -78,16 +78,16 @@ func TestOutboxRecordsDecidedVerdictsOnly(t *testing.T) {
 
 	// A final decided verdict ends the watch and is recorded in the same
 	// transaction.
-	if err := s.AppendDecided(ctx, verdict("o1", 2, reconcile.StatusAbsent), w); err != nil {
+	if err := s.AppendDecided(ctx, verdict("o1", 2, reconciled.StatusAbsent), w); err != nil {
 		t.Fatal(err)
 	}
 	if ws, _ := s.Watches(ctx); len(ws) != 0 {
 		t.Fatalf("final intent still watched: %+v", ws)
 	}
-	if err := s.AppendDecided(ctx, verdict("o1", 3, reconcile.StatusFound), nil); !errors.Is(err, ErrFinal) {
+	if err := s.AppendDecided(ctx, verdict("o1", 3, reconciled.StatusFound), nil); !errors.Is(err, ErrFinal) {
 		t.Fatalf("after final: %v", err)
 	}
-	if err := s.AppendDecided(ctx, verdict("o2", 2, reconcile.StatusFound), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("o2", 2, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"o1", 1}, {"o1", 2}, {"o2", 2}}; !reflect.DeepEqual(got, want) {
@@ -100,15 +100,15 @@ func TestMarkPublishedClearsUpToSeq(t *testing.T) {
 	s := openTest(t)
 	mustPut(t, s, intent("m1", 1))
 	mustPut(t, s, intent("m2", 1))
-	for seq, st := range []reconcile.Status{reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusNotYet} {
+	for seq, st := range []reconciled.Status{reconciled.StatusNotYet, reconciled.StatusUnreadable, reconciled.StatusNotYet} {
 		if err := s.AppendDecided(ctx, verdict("m1", uint64(seq+1), st), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AppendDecided(ctx, verdict("m2", 1, reconcile.StatusNotYet), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("m2", 1, reconciled.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkPublished(ctx, "m1", 2); err != nil {
+	if err := s.MarkPublishedNow(ctx, "m1", 2); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"m1", 3}, {"m2", 1}}; !reflect.DeepEqual(got, want) {
@@ -117,11 +117,11 @@ func TestMarkPublishedClearsUpToSeq(t *testing.T) {
 	// Marking again, or an intent without rows, is not an error; a seq
 	// beyond what the store can hold clears everything of the intent.
 	for _, id := range []string{"m1", "nothing"} {
-		if err := s.MarkPublished(ctx, id, 2); err != nil {
+		if err := s.MarkPublishedNow(ctx, id, 2); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
-	if err := s.MarkPublished(ctx, "m1", 1<<64-1); err != nil {
+	if err := s.MarkPublishedNow(ctx, "m1", 1<<64-1); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outboxOf(t, s), []OutboxEntry{{"m2", 1}}; !reflect.DeepEqual(got, want) {
@@ -138,7 +138,7 @@ func TestOutboxSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, s, intent("r1", 1))
-	if err := s.AppendDecided(ctx, verdict("r1", 1, reconcile.StatusFound), nil); err != nil {
+	if err := s.AppendDecided(ctx, verdict("r1", 1, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -168,16 +168,16 @@ func TestOutboxMigrationSeedsWatchedIntents(t *testing.T) {
 		mustPut(t, s, intent(id, 1))
 	}
 	// s1: watched at seq 2; s2: final, unwatched; s3: no verdict yet.
-	if err := s.AppendVerdictWatch(ctx, verdict("s1", 1, reconcile.StatusNotYet), WatchEntry{IntentID: "s1", CanisterID: ledgerA, NextCheck: due}); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("s1", 1, reconciled.StatusNotYet), &reconciled.Watch{IntentID: "s1", CanisterID: ledgerA, NextCheck: due}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendVerdict(ctx, verdict("s1", 2, reconcile.StatusUnreadable)); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("s1", 2, reconciled.StatusUnreadable), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendVerdict(ctx, verdict("s2", 1, reconcile.StatusFound)); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("s2", 1, reconciled.StatusFound), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Watch(ctx, WatchEntry{IntentID: "s3", CanisterID: ledgerA, NextCheck: due}); err != nil {
+	if err := s.Watch(ctx, reconciled.Watch{IntentID: "s3", CanisterID: ledgerA, NextCheck: due}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.applyMigrations(ctx, ms[:2]); err != nil {
@@ -198,10 +198,10 @@ func BenchmarkAppendDecidedAndMark(b *testing.B) {
 	for b.Loop() {
 		id := fmt.Sprintf("b%d", n)
 		n++
-		if err := s.AppendDecided(ctx, verdict(id, 1, reconcile.StatusFound), nil); err != nil {
+		if err := s.AppendDecided(ctx, verdict(id, 1, reconciled.StatusFound), nil); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.MarkPublished(ctx, id, 1); err != nil {
+		if err := s.MarkPublishedNow(ctx, id, 1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -215,9 +215,9 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 	s := openTest(t)
 	due := time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC)
 	before := s.group.commits.Load()
-	res, err := s.PutIntentDecided(ctx, intent("d1", 1), verdict("d1", 1, reconcile.StatusNotYet),
-		&WatchEntry{IntentID: "d1", CanisterID: ledgerA, NextCheck: due})
-	if err != nil || res != Created {
+	res, err := s.PutIntentDecided(ctx, intent("d1", 1), verdict("d1", 1, reconciled.StatusNotYet),
+		&reconciled.Watch{IntentID: "d1", CanisterID: ledgerA, NextCheck: due})
+	if err != nil || res != reconciled.PutCreated {
 		t.Fatalf("first: %v %v", res, err)
 	}
 	if n := s.group.commits.Load() - before; n != 1 {
@@ -226,7 +226,7 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 	if got, want := outboxOf(t, s), []OutboxEntry{{"d1", 1}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outbox %+v, want %+v", got, want)
 	}
-	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 || v.Status != reconcile.StatusNotYet {
+	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 || v.Status != reconciled.StatusNotYet {
 		t.Fatalf("latest %+v %v", v, err)
 	}
 	if ws, err := s.Watches(ctx); err != nil || len(ws) != 1 || ws[0].IntentID != "d1" {
@@ -234,12 +234,12 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 	}
 
 	// Another body, with a later verdict or a first one: nothing changes.
-	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 2, reconcile.StatusAbsent), nil)
-	if err != nil || res != Conflict {
+	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 2, reconciled.StatusAbsent), nil)
+	if err != nil || res != reconciled.PutConflict {
 		t.Fatalf("other body: %v %v, want conflict", res, err)
 	}
-	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 1, reconcile.StatusAbsent), nil)
-	if err != nil || res != Conflict {
+	res, err = s.PutIntentDecided(ctx, intent("d1", 2), verdict("d1", 1, reconciled.StatusAbsent), nil)
+	if err != nil || res != reconciled.PutConflict {
 		t.Fatalf("other body, first verdict: %v %v, want conflict", res, err)
 	}
 	if v, err := s.LatestVerdict(ctx, "d1"); err != nil || v.Seq != 1 {
@@ -252,18 +252,18 @@ func TestPutIntentDecidedIsOneTransaction(t *testing.T) {
 	// The same body stored before, without verdicts (an instance that
 	// stopped before deciding): the verdict is appended.
 	mustPut(t, s, intent("d2", 1))
-	if res, err := s.PutIntentDecided(ctx, intent("d2", 1), verdict("d2", 1, reconcile.StatusAbsent), nil); err != nil || res != Existing {
+	if res, err := s.PutIntentDecided(ctx, intent("d2", 1), verdict("d2", 1, reconciled.StatusAbsent), nil); err != nil || res != reconciled.PutExisting {
 		t.Fatalf("stored before: %v %v", res, err)
 	}
 
 	// A verdict the history refuses rolls the intent back with it.
-	if _, err := s.PutIntentDecided(ctx, intent("d3", 1), verdict("d3", 2, reconcile.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
+	if _, err := s.PutIntentDecided(ctx, intent("d3", 1), verdict("d3", 2, reconciled.StatusAbsent), nil); !errors.Is(err, ErrSeqGap) {
 		t.Fatalf("gap: %v", err)
 	}
 	if _, err := s.Intent(ctx, "d3"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("intent of a refused verdict: %v", err)
 	}
-	if _, err := s.PutIntentDecided(ctx, intent("d4", 1), verdict("d5", 1, reconcile.StatusAbsent), nil); !errors.Is(err, ErrInvalid) {
+	if _, err := s.PutIntentDecided(ctx, intent("d4", 1), verdict("d5", 1, reconciled.StatusAbsent), nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("verdict of another intent: %v", err)
 	}
 }
@@ -285,10 +285,10 @@ func BenchmarkBurstWrites(b *testing.B) {
 		for pb.Next() {
 			id := fmt.Sprintf("burst-%d", next.Add(1))
 			body := fmt.Sprintf(`{"intent_id":%q,"canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"k2t6j-2nvnp-4zjm3-25dtz-6xhaa-c7boj-5gayf-oj3xs-i43lp-teztq-6ae","args":{"to":"2vxsx-fae","amount":"150000000","memo":"6c756e6368","created_at_time":"1791547201000000000"},"after":"Err.TooOld"}`, id)
-			rec := IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "k2t6j-2nvnp-4zjm3-25dtz-6xhaa-c7boj-5gayf-oj3xs-i43lp-teztq-6ae",
-				Method: "icrc1_transfer", Body: json.RawMessage(body), CanonicalHash: sha256.Sum256([]byte(body))}
-			v := verdict(id, 1, reconcile.StatusNotYet)
-			w := &WatchEntry{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(1791547201, 0)}
+			rec := reconciled.IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "k2t6j-2nvnp-4zjm3-25dtz-6xhaa-c7boj-5gayf-oj3xs-i43lp-teztq-6ae",
+				Method: "icrc1_transfer", Body: json.RawMessage(body), Hash: sha256.Sum256([]byte(body))}
+			v := verdict(id, 1, reconciled.StatusNotYet)
+			w := &reconciled.Watch{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(1791547201, 0)}
 			if _, err := s.PutIntentDecided(ctx, rec, v, w); err != nil {
 				b.Error(err)
 				return
@@ -312,19 +312,19 @@ func TestPutIntentDecidedWritesWhatPutAndAppendWrite(t *testing.T) {
 	body := `{"intent_id":"%s","canister_id":"mxzaz-hqaaa-aaaar-qaada-cai","method":"icrc1_transfer","caller":"2vxsx-fae","args":{"to":"2vxsx-fae","amount":"150000000","memo":"6c756e6368","created_at_time":"1791547201000000000"}}`
 	for _, c := range []struct {
 		id    string
-		st    reconcile.Status
+		st    reconciled.Status
 		watch bool
-	}{{"f1", reconcile.StatusFound, false}, {"n1", reconcile.StatusNotYet, true}, {"n2", reconcile.StatusNotYet, false},
-		{"a1", reconcile.StatusAbsent, false}, {"u1", reconcile.StatusUnreadable, true}} {
+	}{{"f1", reconciled.StatusFound, false}, {"n1", reconciled.StatusNotYet, true}, {"n2", reconciled.StatusNotYet, false},
+		{"a1", reconciled.StatusAbsent, false}, {"u1", reconciled.StatusUnreadable, true}} {
 		b := fmt.Sprintf(body, c.id)
-		rec := IntentRecord{IntentID: c.id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
-			Body: json.RawMessage(b), CanonicalHash: sha256.Sum256([]byte(b)), FirstSeen: clock()}
+		rec := reconciled.IntentRecord{IntentID: c.id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
+			Body: json.RawMessage(b), Hash: sha256.Sum256([]byte(b)), FirstSeen: clock()}
 		v := verdict(c.id, 1, c.st)
-		var w *WatchEntry
+		var w *reconciled.Watch
 		if c.watch {
-			w = &WatchEntry{IntentID: c.id, CanisterID: ledgerA, NextCheck: due}
+			w = &reconciled.Watch{IntentID: c.id, CanisterID: ledgerA, NextCheck: due}
 		}
-		if res, err := one.PutIntentDecided(ctx, rec, v, w); err != nil || res != Created {
+		if res, err := one.PutIntentDecided(ctx, rec, v, w); err != nil || res != reconciled.PutCreated {
 			t.Fatalf("%s: %v %v", c.id, res, err)
 		}
 		mustPut(t, two, rec)

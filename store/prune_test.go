@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // rowsOf counts the rows of every per-intent table that name id.
@@ -24,7 +24,7 @@ func rowsOf(t *testing.T, s *Store, id string) map[string]int {
 	return out
 }
 
-func decidedAt(v reconcile.Verdict, at time.Time) reconcile.Verdict {
+func decidedAt(v reconciled.Verdict, at time.Time) reconciled.Verdict {
 	v.DecidedAt = at
 	return v
 }
@@ -38,30 +38,30 @@ func TestPruneFinalsKeepsOpenUnpublishedAndYoung(t *testing.T) {
 
 	// old-found: final long ago, published: pruned, every row of it.
 	mustPut(t, s, intent("old-found", 1))
-	if err := s.AppendVerdict(ctx, decidedAt(verdict("old-found", 1, reconcile.StatusNotYet), old.Add(-time.Hour))); err != nil {
+	if err := s.AppendVerdict(ctx, decidedAt(verdict("old-found", 1, reconciled.StatusNotYet), old.Add(-time.Hour)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendVerdict(ctx, decidedAt(verdict("old-found", 2, reconcile.StatusFound), old)); err != nil {
+	if err := s.AppendVerdict(ctx, decidedAt(verdict("old-found", 2, reconciled.StatusFound), old), nil); err != nil {
 		t.Fatal(err)
 	}
 	// old-unpublished: final long ago, its verdict still in the outbox.
 	mustPut(t, s, intent("old-unpublished", 1))
-	if err := s.AppendDecided(ctx, decidedAt(verdict("old-unpublished", 1, reconcile.StatusAbsent), old), nil); err != nil {
+	if err := s.AppendDecided(ctx, decidedAt(verdict("old-unpublished", 1, reconciled.StatusAbsent), old), nil); err != nil {
 		t.Fatal(err)
 	}
 	// old-open: not final, decided long ago and still watched.
 	mustPut(t, s, intent("old-open", 1))
-	w := WatchEntry{IntentID: "old-open", CanisterID: ledgerA, NextCheck: young}
-	if err := s.AppendVerdictWatch(ctx, decidedAt(verdict("old-open", 1, reconcile.StatusNotYet), old), w); err != nil {
+	w := reconciled.Watch{IntentID: "old-open", CanisterID: ledgerA, NextCheck: young}
+	if err := s.AppendVerdict(ctx, decidedAt(verdict("old-open", 1, reconciled.StatusNotYet), old), &w); err != nil {
 		t.Fatal(err)
 	}
 	// young-found: final after the cutoff.
 	mustPut(t, s, intent("young-found", 1))
-	if err := s.AppendVerdict(ctx, decidedAt(verdict("young-found", 1, reconcile.StatusFound), young)); err != nil {
+	if err := s.AppendVerdict(ctx, decidedAt(verdict("young-found", 1, reconciled.StatusFound), young), nil); err != nil {
 		t.Fatal(err)
 	}
 	// imported-found: known only from the stream (no body), final long ago.
-	if err := s.AppendVerdict(ctx, decidedAt(verdict("imported-found", 1, reconcile.StatusFound), old)); err != nil {
+	if err := s.AppendVerdict(ctx, decidedAt(verdict("imported-found", 1, reconciled.StatusFound), old), nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := rowsOf(t, s, "old-found")["intent_keys"]; n == 0 {
@@ -92,7 +92,7 @@ func TestPruneFinalsKeepsOpenUnpublishedAndYoung(t *testing.T) {
 		}
 	}
 	// Once its verdict is published, the unpublished one goes too.
-	if err := s.MarkPublished(ctx, "old-unpublished", 1); err != nil {
+	if err := s.MarkPublishedNow(ctx, "old-unpublished", 1); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.PruneFinals(ctx, cutoff, 0); err != nil || n != 1 {

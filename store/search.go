@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Key is a search key of ListFilter.Keys: an exact term, or with Prefix
@@ -81,8 +81,8 @@ func accountTerms(a icrc3.Account, role string) []term {
 // bodyTerms are the keys of an intent's body and its stamp. A body the
 // matcher refuses still has its caller and ledger, so a refused intent is
 // found by the account that sent it.
-func bodyTerms(rec *IntentRecord) ([]term, *int64) {
-	in := rec.Parsed
+func bodyTerms(rec *reconciled.IntentRecord) ([]term, *int64) {
+	in, _ := rec.Parsed.(*matcher.Intent)
 	if in == nil {
 		var err error
 		if in, err = matcher.ParseIntent(rec.Body); err != nil {
@@ -111,7 +111,7 @@ func bodyTerms(rec *IntentRecord) ([]term, *int64) {
 // refusedTerms reads a body the matcher refused loosely: its caller, its
 // ledger and whichever accounts still parse, so that support staff find a
 // refused intent by the accounts the customer names.
-func refusedTerms(rec *IntentRecord) []term {
+func refusedTerms(rec *reconciled.IntentRecord) []term {
 	var ts []term
 	if rec.Caller != "" {
 		ts = append(ts, term{"p:" + strings.ToLower(rec.Caller), "caller"})
@@ -156,7 +156,7 @@ type bodyIndex struct {
 	stamp *int64
 }
 
-func indexOf(rec *IntentRecord) bodyIndex {
+func indexOf(rec *reconciled.IntentRecord) bodyIndex {
 	ts, stamp := bodyTerms(rec)
 	return bodyIndex{ts, stamp}
 }
@@ -175,7 +175,7 @@ func indexIntent(ctx context.Context, t *Tx, id string, ix bodyIndex) error {
 
 // indexVerdict records the latest decided time and the blocks a verdict
 // names.
-func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int64) error {
+func indexVerdict(ctx context.Context, t *Tx, v *reconciled.Verdict, decided int64) error {
 	if _, err := t.ExecContext(ctx, `INSERT INTO intent_facts (intent_id, decided_at) VALUES (?, ?)
 		ON CONFLICT (intent_id) DO UPDATE SET decided_at = excluded.decided_at`, v.IntentID, decided); err != nil {
 		return fmt.Errorf("index %q: %w", v.IntentID, err)
@@ -184,7 +184,7 @@ func indexVerdict(ctx context.Context, t *Tx, v *reconcile.Verdict, decided int6
 }
 
 // verdictTerms are the keys of the blocks a verdict names.
-func verdictTerms(v *reconcile.Verdict) []term {
+func verdictTerms(v *reconciled.Verdict) []term {
 	var ts []term
 	if v.Block != nil {
 		ts = append(ts, term{"b:" + strconv.FormatUint(uint64(v.Block.Index), 10), "block"})
@@ -216,7 +216,7 @@ func (s *Store) backfillIndex(ctx context.Context) error {
 		}
 		if err := s.tx(ctx, "backfill search index", func(t *Tx) error {
 			for _, r := range rows {
-				rec := IntentRecord{IntentID: r.ID, CanisterID: r.Canister, Caller: r.Caller, Body: []byte(r.Body)}
+				rec := reconciled.IntentRecord{IntentID: r.ID, CanisterID: r.Canister, Caller: r.Caller, Body: []byte(r.Body)}
 				if err := indexIntent(ctx, t, rec.IntentID, indexOf(&rec)); err != nil {
 					return err
 				}

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 var searchStamp = time.Date(2026, 11, 30, 7, 5, 0, 0, time.UTC)
 
 // payment is a transfer the matcher accepts, from the anonymous principal
 // to ledgerA's principal.
-func payment(t *testing.T, id, amount, memo string, stamp time.Time) IntentRecord {
+func payment(t *testing.T, id, amount, memo string, stamp time.Time) reconciled.IntentRecord {
 	t.Helper()
 	body := fmt.Sprintf(`{"intent_id":%q,"canister_id":%q,"method":"icrc1_transfer","caller":"2vxsx-fae",`+
 		`"args":{"from_subaccount":null,"to":%q,"amount":%q,"fee":null,"memo":%q,"created_at_time":"%d"},"after":"unknown"}`,
@@ -29,17 +29,17 @@ func payment(t *testing.T, id, amount, memo string, stamp time.Time) IntentRecor
 	if err != nil {
 		t.Fatalf("payment %s: %v", id, err)
 	}
-	return IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
-		Body: []byte(body), CanonicalHash: in.Hash(), FirstSeen: stamp.Add(time.Minute)}
+	return reconciled.IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
+		Body: []byte(body), Hash: in.Hash(), FirstSeen: stamp.Add(time.Minute)}
 }
 
 func found(t *testing.T, s *Store, id string, block, near uint64, decided time.Time) {
 	t.Helper()
-	v := verdict(id, 1, reconcile.StatusFound)
-	v.Block.Index = reconcile.U64(block)
-	v.NearMisses = []reconcile.NearMiss{{Index: reconcile.U64(near), Differs: []string{"amount"}}}
+	v := verdict(id, 1, reconciled.StatusFound)
+	v.Block.Index = reconciled.U64(block)
+	v.NearMisses = []reconciled.NearMiss{{Index: reconciled.U64(near), Differs: []string{"amount"}}}
 	v.DecidedAt = decided
-	if err := s.AppendVerdict(context.Background(), v); err != nil {
+	if err := s.AppendVerdict(context.Background(), v, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,7 +232,7 @@ func TestParsedIntentIndexesAsItsBody(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
-		rec := IntentRecord{IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(), Body: in.Canonical()}
+		rec := reconciled.IntentRecord{IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(), Body: in.Canonical()}
 		want, wantStamp := bodyTerms(&rec)
 		rec.Parsed = in
 		got, gotStamp := bodyTerms(&rec)

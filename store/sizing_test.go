@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // Sizing: what an intent costs on disk, measured on intents shaped like
@@ -21,35 +21,35 @@ import (
 // TestSizing -v` prints the figures docs/sizing.md quotes.
 
 // sizingIntent is intent n of a run, decided first at at.
-func sizingIntent(n int) IntentRecord {
+func sizingIntent(n int) reconciled.IntentRecord {
 	id := fmt.Sprintf("pay-%08d-%s", n, strings.Repeat("x", 16))
 	body := fmt.Sprintf(`{"intent_id":%q,"canister_id":%q,"method":"icrc1_transfer","caller":"2vxsx-fae",`+
 		`"args":{"to":"aaaaa-aa","amount":"%d","memo":"%x","created_at_time":"%d"},"after":"unknown"}`,
 		id, ledgerA, 100000+n, fmt.Sprintf("order-%08d", n), 1791547201000000000+uint64(n)*1000)
-	return IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
-		Body: json.RawMessage(body), CanonicalHash: sha256.Sum256([]byte(body))}
+	return reconciled.IntentRecord{IntentID: id, CanisterID: ledgerA, Caller: "2vxsx-fae", Method: "icrc1_transfer",
+		Body: json.RawMessage(body), Hash: sha256.Sum256([]byte(body))}
 }
 
 // putSized stores intent n as the service does: the intent with its first
 // verdict (not_yet, watched), then its final one, each published.
 func putSized(ctx context.Context, s *Store, n int, at time.Time) error {
 	rec := sizingIntent(n)
-	v1 := verdict(rec.IntentID, 1, reconcile.StatusNotYet)
+	v1 := verdict(rec.IntentID, 1, reconciled.StatusNotYet)
 	v1.DecidedAt = at
-	w := &WatchEntry{IntentID: rec.IntentID, CanisterID: ledgerA, NextCheck: at.Add(5 * time.Second)}
+	w := &reconciled.Watch{IntentID: rec.IntentID, CanisterID: ledgerA, NextCheck: at.Add(5 * time.Second)}
 	if _, err := s.PutIntentDecided(ctx, rec, v1, w); err != nil {
 		return err
 	}
-	if err := s.MarkPublished(ctx, rec.IntentID, 1); err != nil {
+	if err := s.MarkPublishedNow(ctx, rec.IntentID, 1); err != nil {
 		return err
 	}
-	v2 := verdict(rec.IntentID, 2, reconcile.StatusFound)
-	v2.Block.Index = reconcile.U64(1_000_000 + n)
+	v2 := verdict(rec.IntentID, 2, reconciled.StatusFound)
+	v2.Block.Index = reconciled.U64(1_000_000 + n)
 	v2.DecidedAt = at.Add(10 * time.Second)
 	if err := s.AppendDecided(ctx, v2, nil); err != nil {
 		return err
 	}
-	return s.MarkPublished(ctx, rec.IntentID, 2)
+	return s.MarkPublishedNow(ctx, rec.IntentID, 2)
 }
 
 // putSizedRange stores intents [from, to), decided at at(n), with a few

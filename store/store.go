@@ -18,7 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 func init() {
@@ -27,31 +27,46 @@ func init() {
 	sqlx.BindDriver("sqlite", sqlx.QUESTION)
 }
 
+// kindErr is a store error that is also the vocabulary's error kind:
+// errors.Is matches both, and its text is the store's alone.
+type kindErr struct {
+	msg  string
+	kind error
+}
+
+func kindError(msg string, kind error) error { return &kindErr{msg: msg, kind: kind} }
+
+func (e *kindErr) Error() string { return e.msg }
+func (e *kindErr) Unwrap() error { return e.kind }
+
 // Errors callers branch on. Returned errors wrap them with context; test
-// with errors.Is.
+// with errors.Is. Each of not found, history and invalid record is also
+// the vocabulary's error of that kind (reconciled.ErrNotFound, ErrHistory,
+// ErrInvalidRecord), so that the service, which knows only those, tells
+// them apart without a translation layer.
 var (
 	// ErrNotFound: no such intent, verdict or tip.
-	ErrNotFound = errors.New("store: not found")
+	ErrNotFound = kindError("store: not found", reconciled.ErrNotFound)
 	// ErrFinal: the intent already has a final verdict; nothing may follow
 	// it and it cannot be watched.
-	ErrFinal = errors.New("store: intent already has a final verdict")
+	ErrFinal = kindError("store: intent already has a final verdict", reconciled.ErrHistory)
 	// ErrSeqConflict: a verdict differing from the stored one at the same seq.
-	ErrSeqConflict = errors.New("store: different verdict at an existing seq")
+	ErrSeqConflict = kindError("store: different verdict at an existing seq", reconciled.ErrHistory)
 	// ErrSeqGap: a verdict whose seq is not the next one.
-	ErrSeqGap = errors.New("store: verdict seq is not the next one")
+	ErrSeqGap = kindError("store: verdict seq is not the next one", reconciled.ErrHistory)
 	// ErrBlockConflict: a block index cached inside the recorded verified
 	// range (or, without a range, at all) with another hash or timestamp,
 	// or a tip that contradicts the cache. It is reconcile's
 	// ErrBlockConflict: the engine takes it for a history change.
-	ErrBlockConflict = fmt.Errorf("store: %w", reconcile.ErrBlockConflict)
+	ErrBlockConflict = fmt.Errorf("store: %w", reconciled.ErrBlockConflict)
 	// ErrSchemaTooNew: the database was migrated by a newer version of the
 	// daemon; running older code against it could misread it.
 	ErrSchemaTooNew = errors.New("store: database schema is newer than this program")
 	// ErrOutOfRange: a value that cannot be stored faithfully (a u64 ≥ 2^63
 	// in an ordered column, a time outside 1678..2262).
-	ErrOutOfRange = errors.New("store: value out of storable range")
+	ErrOutOfRange = kindError("store: value out of storable range", reconciled.ErrInvalidRecord)
 	// ErrInvalid: a malformed record (bad intent id, unknown status, …).
-	ErrInvalid = errors.New("store: invalid record")
+	ErrInvalid = kindError("store: invalid record", reconciled.ErrInvalidRecord)
 )
 
 // Store is the daemon's database. It is safe for concurrent use.

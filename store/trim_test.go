@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
-func rangeOf(t *testing.T, s *Store) reconcile.VerifiedRange {
+func rangeOf(t *testing.T, s *Store) icrc3.VerifiedRange {
 	t.Helper()
 	r, ok, err := s.LoadRange(context.Background(), ledgerA)
 	if err != nil || !ok {
@@ -22,7 +22,7 @@ func TestTrimBlocksRaisesTheRangesBottom(t *testing.T) {
 	s := openTest(t)
 	const n = 2000
 	page := parsedRange(t, 0, n)
-	full := reconcile.VerifiedRange{Lo: 0, Hi: n - 1, HiHash: page[n-1].Hash, LoTS: testTS(0), HiTS: testTS(n - 1), TipTime: testTS(n)}
+	full := icrc3.VerifiedRange{Lo: 0, Hi: n - 1, HiHash: page[n-1].Hash, LoTS: testTS(0), HiTS: testTS(n - 1), TipTime: testTS(n)}
 	if err := s.PutVerifiedRange(ctx, ledgerA, page, full); err != nil {
 		t.Fatal(err)
 	}
@@ -99,17 +99,17 @@ func TestOldestOpenWindows(t *testing.T) {
 	for i, from := range []uint64{300, 100, 200} {
 		id := string(rune('a' + i))
 		mustPut(t, s, intent(id, 1))
-		v := verdict(id, 1, reconcile.StatusNotYet)
-		v.Window.FromTS = reconcile.U64(from)
-		if err := s.AppendVerdictWatch(ctx, v, WatchEntry{IntentID: id, CanisterID: ledgerA, NextCheck: v.DecidedAt}); err != nil {
+		v := verdict(id, 1, reconciled.StatusNotYet)
+		v.Window.FromTS = reconciled.U64(from)
+		if err := s.AppendVerdict(ctx, v, &reconciled.Watch{IntentID: id, CanisterID: ledgerA, NextCheck: v.DecidedAt}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A final intent is not open: its window does not count.
 	mustPut(t, s, intent("d", 1))
-	v := verdict("d", 1, reconcile.StatusFound)
+	v := verdict("d", 1, reconciled.StatusFound)
 	v.Window.FromTS = 50
-	if err := s.AppendVerdict(ctx, v); err != nil {
+	if err := s.AppendVerdict(ctx, v, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.OldestOpenWindows(ctx)

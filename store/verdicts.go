@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,7 +8,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // AppendVerdict records the next verdict of an intent. Seq must be exactly
@@ -24,28 +23,28 @@ import (
 // existing watch entry's status and window end. A verdict for an id with no
 // stored intent (decided by another sidecar) creates a body-less intent row
 // so that listings and counts cover the whole fleet.
-func (s *Store) AppendVerdict(ctx context.Context, v reconcile.Verdict) error {
-	return s.appendVerdict(ctx, v, nil, false)
-}
-
-// AppendVerdictWatch is AppendVerdict that also schedules the next check of
-// a non-final verdict's intent in the same transaction, so a crash cannot
-// leave an undecided intent recorded but unwatched. w.IntentID must be the
-// verdict's; w.LastStatus is taken from the verdict, and a zero
-// w.WindowToTS from the verdict's window. For a final verdict w is ignored.
-func (s *Store) AppendVerdictWatch(ctx context.Context, v reconcile.Verdict, w WatchEntry) error {
-	if w.IntentID != v.IntentID {
+//
+// With w non-nil it also schedules the next check of a non-final verdict's
+// intent in the same transaction, so a crash cannot leave an undecided
+// intent recorded but unwatched. w.IntentID must be the verdict's;
+// w.LastStatus is taken from the verdict, and a zero w.WindowToTS from the
+// verdict's window. For a final verdict w is ignored.
+func (s *Store) AppendVerdict(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch) error {
+	if w != nil && w.IntentID != v.IntentID {
 		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
 	}
-	return s.appendVerdict(ctx, v, &w, false)
+	if w != nil {
+		c := *w // appendVerdict fills in status and window end
+		w = &c
+	}
+	return s.appendVerdict(ctx, v, w, false)
 }
 
-// AppendAfterGap is AppendVerdictWatch (AppendVerdict when w is nil) for a
-// verdict of the verdict stream that follows seqs the stream does not hold
+// AppendAfterGap is AppendVerdict for a verdict of the verdict stream that follows seqs the stream does not hold
 // (a stream written by an older release could skip one): its seq may be
 // beyond the next one, and the seqs between stay missing, as on the
 // stream. Every other rule is AppendVerdict's.
-func (s *Store) AppendAfterGap(ctx context.Context, v reconcile.Verdict, w *WatchEntry) error {
+func (s *Store) AppendAfterGap(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch) error {
 	if w != nil && w.IntentID != v.IntentID {
 		return fmt.Errorf("%w: watch entry for %q with verdict for %q", ErrInvalid, w.IntentID, v.IntentID)
 	}
@@ -70,7 +69,7 @@ func (s *Store) AppendAfterGap(ctx context.Context, v reconcile.Verdict, w *Watc
 // the stream does not hold takes the stream's. The first_seen of a stored
 // row stays, since listings page by it. Seqs the stream skips stay
 // skipped.
-func (s *Store) ReplaceIntent(ctx context.Context, rec IntentRecord, vs []reconcile.Verdict, w *WatchEntry) error {
+func (s *Store) ReplaceIntent(ctx context.Context, rec reconciled.IntentRecord, vs []reconciled.Verdict, w *reconciled.Watch) error {
 	put, err := s.putIntentWrite(rec)
 	if err != nil {
 		return err
@@ -80,7 +79,7 @@ func (s *Store) ReplaceIntent(ctx context.Context, rec IntentRecord, vs []reconc
 		if v.IntentID != rec.IntentID {
 			return fmt.Errorf("%w: intent %q with verdict for %q", ErrInvalid, rec.IntentID, v.IntentID)
 		}
-		var ww *WatchEntry
+		var ww *reconciled.Watch
 		if i == len(vs)-1 && w != nil {
 			c := *w
 			ww = &c
@@ -119,7 +118,7 @@ func (s *Store) ReplaceIntent(ctx context.Context, rec IntentRecord, vs []reconc
 
 // toOutbox: the verdict was decided here, so the same transaction records it
 // in the outbox (see AppendDecided).
-func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *WatchEntry, toOutbox bool) error {
+func (s *Store) appendVerdict(ctx context.Context, v reconciled.Verdict, w *reconciled.Watch, toOutbox bool) error {
 	vw, err := s.appendVerdictWrite(v, w, toOutbox)
 	if err != nil {
 		return err
@@ -132,7 +131,7 @@ func (s *Store) appendVerdict(ctx context.Context, v reconcile.Verdict, w *Watch
 // transaction.
 type verdictWrite struct {
 	s        *Store
-	v        reconcile.Verdict
+	v        reconciled.Verdict
 	what     string
 	doc      []byte
 	decided  int64
@@ -143,7 +142,7 @@ type verdictWrite struct {
 }
 
 // appendVerdictWrite checks and encodes v (and w).
-func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox bool) (*verdictWrite, error) {
+func (s *Store) appendVerdictWrite(v reconciled.Verdict, w *reconciled.Watch, toOutbox bool) (*verdictWrite, error) {
 	v = normalise(v)
 	if err := validateVerdict(&v); err != nil {
 		return nil, err
@@ -162,7 +161,7 @@ func (s *Store) appendVerdictWrite(v reconcile.Verdict, w *WatchEntry, toOutbox 
 		if w.WindowToTS == 0 && v.Window != nil {
 			w.WindowToTS = uint64(v.Window.ToTS)
 		}
-		r, err := w.row()
+		r, err := watchRowOf(w)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +194,7 @@ func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
 			v.IntentID, seq); err != nil {
 			return fmt.Errorf("store: %s: read stored: %w", what, err)
 		}
-		same, err := sameVerdict(stored, vw.doc)
+		same, err := sameVerdict(stored, vw.v)
 		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
@@ -229,13 +228,13 @@ func (vw *verdictWrite) write(ctx context.Context, t *Tx) error {
 // and facts the verdict's, a statement each where storing the intent and
 // then appending (write) would update them after the fact. The verdict
 // must be seq 1.
-func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *IntentRecord, seen, now int64, ix bodyIndex) (bool, error) {
+func (vw *verdictWrite) writeFirst(ctx context.Context, t *Tx, rec *reconciled.IntentRecord, seen, now int64, ix bodyIndex) (bool, error) {
 	v := &vw.v
 	res, err := t.ExecContext(ctx, `INSERT INTO intents
 		(intent_id, canister_id, caller, method, body, canonical_hash, first_seen, updated_at, status, final, latest_seq)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (intent_id) DO NOTHING`,
 		rec.IntentID, rec.CanisterID, rec.Caller, rec.Method, string(rec.Body),
-		rec.CanonicalHash[:], seen, now, string(v.Status), v.Final)
+		rec.Hash[:], seen, now, string(v.Status), v.Final)
 	if err != nil {
 		return false, fmt.Errorf("store: put intent %s: %w", rec.IntentID, err)
 	}
@@ -310,46 +309,29 @@ func (vw *verdictWrite) rows(ctx context.Context, t *Tx) error {
 	return nil
 }
 
-// sameVerdict compares a stored verdict with a normalised encoded one. The
-// stored document is re-encoded first, so a verdict stored by an earlier
-// version of the Verdict type (another field order, a field added since)
-// still compares by meaning rather than by bytes.
-func sameVerdict(stored, doc []byte) (bool, error) {
-	if bytes.Equal(stored, doc) {
-		return true, nil
-	}
-	var old reconcile.Verdict
+// sameVerdict reports whether the stored verdict at v's seq decides what v
+// decides (reconciled.SameDecision, the project's one definition): the
+// same verdict reaches the store from the local engine and from the
+// verdict stream, possibly re-encoded by another version of the Verdict
+// type or stored before verdicts carried intent_hash, and is stored once.
+func sameVerdict(stored []byte, v reconciled.Verdict) (bool, error) {
+	var old reconciled.Verdict
 	if err := json.Unmarshal(stored, &old); err != nil {
 		return false, fmt.Errorf("decode stored verdict: %w", err)
 	}
-	if old.IntentHash == "" {
-		// Stored before verdicts carried intent_hash: the same verdict
-		// arriving with its hash is still the same verdict.
-		var cur struct {
-			IntentHash string `json:"intent_hash"`
-		}
-		if err := json.Unmarshal(doc, &cur); err != nil {
-			return false, fmt.Errorf("decode verdict: %w", err)
-		}
-		old.IntentHash = cur.IntentHash
-	}
-	re, err := json.Marshal(normalise(old))
-	if err != nil {
-		return false, fmt.Errorf("re-encode stored verdict: %w", err)
-	}
-	return bytes.Equal(re, doc), nil
+	return reconciled.SameDecision(old, v), nil
 }
 
 // normalise gives a verdict the one form it is stored and compared in, so
 // that a verdict and its own JSON round trip through the verdict stream
 // compare equal: UTC without a monotonic reading, and no empty-but-non-nil
 // slices (JSON would turn them into [] on one side and null on the other).
-func normalise(v reconcile.Verdict) reconcile.Verdict {
+func normalise(v reconciled.Verdict) reconciled.Verdict {
 	v.DecidedAt = v.DecidedAt.Round(0).UTC()
 	if len(v.NearMisses) == 0 {
 		v.NearMisses = nil
 	} else {
-		nm := make([]reconcile.NearMiss, len(v.NearMisses))
+		nm := make([]reconciled.NearMiss, len(v.NearMisses))
 		for i, m := range v.NearMisses {
 			if len(m.Differs) == 0 {
 				m.Differs = nil
@@ -361,9 +343,9 @@ func normalise(v reconcile.Verdict) reconcile.Verdict {
 	return v
 }
 
-func validateVerdict(v *reconcile.Verdict) error {
+func validateVerdict(v *reconciled.Verdict) error {
 	switch {
-	case !ValidIntentID(v.IntentID):
+	case !reconciled.ValidIntentID(v.IntentID):
 		return fmt.Errorf("%w: verdict intent id %q", ErrInvalid, v.IntentID)
 	case v.Seq == 0:
 		return fmt.Errorf("%w: verdict %s: seq 0 (the first is 1)", ErrInvalid, v.IntentID)
@@ -381,12 +363,12 @@ func validateVerdict(v *reconcile.Verdict) error {
 
 // Verdicts returns an intent's verdict history, oldest first; empty (not an
 // error) when it has none.
-func (s *Store) Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, error) {
+func (s *Store) Verdicts(ctx context.Context, id string) ([]reconciled.Verdict, error) {
 	var docs [][]byte
 	if err := s.r.SelectContext(ctx, &docs, `SELECT json FROM verdicts WHERE intent_id = ? ORDER BY seq`, id); err != nil {
 		return nil, fmt.Errorf("store: verdicts of %s: %w", id, err)
 	}
-	out := make([]reconcile.Verdict, len(docs))
+	out := make([]reconciled.Verdict, len(docs))
 	for i, d := range docs {
 		if err := json.Unmarshal(d, &out[i]); err != nil {
 			return nil, fmt.Errorf("store: verdicts of %s: decode #%d: %w", id, i+1, err)
@@ -396,18 +378,18 @@ func (s *Store) Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, e
 }
 
 // LatestVerdict returns the intent's newest verdict, or ErrNotFound.
-func (s *Store) LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error) {
+func (s *Store) LatestVerdict(ctx context.Context, id string) (reconciled.Verdict, error) {
 	var doc []byte
 	err := s.r.GetContext(ctx, &doc, `SELECT json FROM verdicts WHERE intent_id = ? ORDER BY seq DESC LIMIT 1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, ErrNotFound)
+		return reconciled.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, err)
+		return reconciled.Verdict{}, fmt.Errorf("store: latest verdict of %s: %w", id, err)
 	}
-	var v reconcile.Verdict
+	var v reconciled.Verdict
 	if err := json.Unmarshal(doc, &v); err != nil {
-		return reconcile.Verdict{}, fmt.Errorf("store: latest verdict of %s: decode: %w", id, err)
+		return reconciled.Verdict{}, fmt.Errorf("store: latest verdict of %s: decode: %w", id, err)
 	}
 	return v, nil
 }

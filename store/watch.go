@@ -8,25 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
-
-// WatchEntry is an undecided intent and when to look at it again.
-type WatchEntry struct {
-	IntentID   string
-	CanisterID string
-	NextCheck  time.Time
-	// Attempts counts checks so far, for backoff.
-	Attempts int
-	// WindowToTS is the window's end in ledger ns (0: not known yet).
-	WindowToTS uint64
-	// LastStatus is the latest verdict's status ("" before the first).
-	LastStatus reconcile.Status
-	// CheckedAt is when this instance last checked the intent against the
-	// ledger (RecordChecks); zero when it has not since the store kept it.
-	// Watch leaves it as it is.
-	CheckedAt time.Time
-}
 
 type watchRow struct {
 	IntentID   string        `db:"intent_id"`
@@ -38,9 +21,9 @@ type watchRow struct {
 	CheckedAt  sql.NullInt64 `db:"checked_at"`
 }
 
-func (w *WatchEntry) row() (watchRow, error) {
+func watchRowOf(w *reconciled.Watch) (watchRow, error) {
 	switch {
-	case !ValidIntentID(w.IntentID):
+	case !reconciled.ValidIntentID(w.IntentID):
 		return watchRow{}, fmt.Errorf("%w: watch intent id %q", ErrInvalid, w.IntentID)
 	case w.CanisterID == "":
 		return watchRow{}, fmt.Errorf("%w: watch %s: empty canister id", ErrInvalid, w.IntentID)
@@ -62,10 +45,10 @@ func (w *WatchEntry) row() (watchRow, error) {
 	}, nil
 }
 
-func (r *watchRow) entry() WatchEntry {
-	e := WatchEntry{
+func (r *watchRow) entry() reconciled.Watch {
+	e := reconciled.Watch{
 		IntentID: r.IntentID, CanisterID: r.CanisterID, NextCheck: fromNanos(r.NextCheck),
-		Attempts: int(r.Attempts), WindowToTS: uint64(r.WindowToTS), LastStatus: reconcile.Status(r.LastStatus),
+		Attempts: int(r.Attempts), WindowToTS: uint64(r.WindowToTS), LastStatus: reconciled.Status(r.LastStatus),
 	}
 	if r.CheckedAt.Valid {
 		e.CheckedAt = fromNanos(r.CheckedAt.Int64)
@@ -76,8 +59,8 @@ func (r *watchRow) entry() WatchEntry {
 // Watch adds or replaces the intent's watch entry. The intent must be
 // stored (ErrNotFound) and not final (ErrFinal): watching a decided intent
 // would rescan history for nothing.
-func (s *Store) Watch(ctx context.Context, w WatchEntry) error {
-	r, err := w.row()
+func (s *Store) Watch(ctx context.Context, w reconciled.Watch) error {
+	r, err := watchRowOf(&w)
 	if err != nil {
 		return err
 	}
@@ -152,7 +135,7 @@ func (s *Store) RecordChecks(ctx context.Context, ids []string, at time.Time) er
 
 // DueWatches returns the entries whose next check is at or before now,
 // earliest first.
-func (s *Store) DueWatches(ctx context.Context, now time.Time) ([]WatchEntry, error) {
+func (s *Store) DueWatches(ctx context.Context, now time.Time) ([]reconciled.Watch, error) {
 	n, err := nanos("now", now)
 	if err != nil {
 		return nil, err
@@ -163,7 +146,7 @@ func (s *Store) DueWatches(ctx context.Context, now time.Time) ([]WatchEntry, er
 
 // Watches returns every watch entry, earliest next check first: the
 // undecided intents a restarted daemon resumes.
-func (s *Store) Watches(ctx context.Context) ([]WatchEntry, error) {
+func (s *Store) Watches(ctx context.Context) ([]reconciled.Watch, error) {
 	return s.watches(ctx, "watches", `SELECT `+watchCols+` FROM watch ORDER BY next_check, intent_id`)
 }
 
@@ -177,12 +160,12 @@ func (s *Store) WatchCount(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (s *Store) watches(ctx context.Context, what, q string, args ...any) ([]WatchEntry, error) {
+func (s *Store) watches(ctx context.Context, what, q string, args ...any) ([]reconciled.Watch, error) {
 	var rows []watchRow
 	if err := s.r.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
-	out := make([]WatchEntry, len(rows))
+	out := make([]reconciled.Watch, len(rows))
 	for i := range rows {
 		out[i] = rows[i].entry()
 	}
@@ -191,8 +174,8 @@ func (s *Store) watches(ctx context.Context, what, q string, args ...any) ([]Wat
 
 // ByCanister groups entries by ledger, keeping their order within each
 // group, so one scan of a ledger can serve all its intents.
-func ByCanister(entries []WatchEntry) map[string][]WatchEntry {
-	out := make(map[string][]WatchEntry)
+func ByCanister(entries []reconciled.Watch) map[string][]reconciled.Watch {
+	out := make(map[string][]reconciled.Watch)
 	for _, e := range entries {
 		out[e.CanisterID] = append(out[e.CanisterID], e)
 	}
@@ -201,13 +184,13 @@ func ByCanister(entries []WatchEntry) map[string][]WatchEntry {
 
 // WatchOf returns the intent's watch entry, or ErrNotFound when it is not
 // watched.
-func (s *Store) WatchOf(ctx context.Context, id string) (WatchEntry, error) {
+func (s *Store) WatchOf(ctx context.Context, id string) (reconciled.Watch, error) {
 	ws, err := s.watches(ctx, "watch of "+id, `SELECT `+watchCols+` FROM watch WHERE intent_id = ?`, id)
 	if err != nil {
-		return WatchEntry{}, err
+		return reconciled.Watch{}, err
 	}
 	if len(ws) == 0 {
-		return WatchEntry{}, fmt.Errorf("store: watch of %s: %w", id, ErrNotFound)
+		return reconciled.Watch{}, fmt.Errorf("store: watch of %s: %w", id, ErrNotFound)
 	}
 	return ws[0], nil
 }
@@ -286,4 +269,22 @@ func (s *Store) OldestOpenByLedger(ctx context.Context) ([]OldestOpen, error) {
 		out[i] = OldestOpen{CanisterID: r.CanisterID, IntentID: r.IntentID, FirstSeen: fromNanos(r.FirstSeen)}
 	}
 	return out, nil
+}
+
+// Reschedule replaces an intent's watch entry (Watch), keeping the entry's
+// status and window end in step with the intent's latest verdict, which
+// listings show; the caller's LastStatus and WindowToTS are not used.
+func (s *Store) Reschedule(ctx context.Context, w reconciled.Watch) error {
+	e := reconciled.Watch{IntentID: w.IntentID, CanisterID: w.CanisterID, NextCheck: w.NextCheck, Attempts: w.Attempts}
+	v, err := s.LatestVerdict(ctx, w.IntentID)
+	switch {
+	case err == nil:
+		e.LastStatus = v.Status
+		if v.Window != nil {
+			e.WindowToTS = uint64(v.Window.ToTS)
+		}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	return s.Watch(ctx, e)
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 // WatchCounts counts each ledger's watch entries, and names no ledger
@@ -21,12 +23,12 @@ func TestWatchCounts(t *testing.T) {
 	}
 	for i, l := range []string{"a", "b", "a", "a"} {
 		id := string(rune('p' + i))
-		rec := IntentRecord{IntentID: id, CanisterID: l, Caller: "2vxsx-fae", Method: "icrc1_transfer", Body: []byte(`{"intent_id":"` + id + `"}`)}
-		rec.CanonicalHash[0] = byte(i + 1)
+		rec := reconciled.IntentRecord{IntentID: id, CanisterID: l, Caller: "2vxsx-fae", Method: "icrc1_transfer", Body: []byte(`{"intent_id":"` + id + `"}`)}
+		rec.Hash[0] = byte(i + 1)
 		if _, err := s.PutIntent(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Watch(ctx, WatchEntry{IntentID: id, CanisterID: l, NextCheck: time.Now()}); err != nil {
+		if err := s.Watch(ctx, reconciled.Watch{IntentID: id, CanisterID: l, NextCheck: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

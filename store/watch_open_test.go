@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 // Open intents imported without a watch entry (as a store written before
@@ -20,27 +20,26 @@ func TestWatchOpenIntents(t *testing.T) {
 	}
 	defer s.Close()
 	put := func(id string) {
-		rec := IntentRecord{IntentID: id, CanisterID: "mxzaz-hqaaa-aaaar-qaada-cai", Caller: "2vxsx-fae", Method: "icrc1_transfer",
+		rec := reconciled.IntentRecord{IntentID: id, CanisterID: "mxzaz-hqaaa-aaaar-qaada-cai", Caller: "2vxsx-fae", Method: "icrc1_transfer",
 			Body: []byte(`{"intent_id":"` + id + `"}`)}
-		rec.CanonicalHash[0] = byte(len(id))
+		rec.Hash[0] = byte(len(id))
 		if _, err := s.PutIntent(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	verdict := func(id string, seq uint64, st reconcile.Status) reconcile.Verdict {
-		return reconcile.Verdict{IntentID: id, Seq: seq, Status: st, Final: st.Final(), DecidedAt: time.Now().UTC()}
+	verdict := func(id string, seq uint64, st reconciled.Status) reconciled.Verdict {
+		return reconciled.Verdict{IntentID: id, Seq: seq, Status: st, Final: st.Final(), DecidedAt: time.Now().UTC()}
 	}
 	put("open-1")
-	if err := s.AppendVerdict(ctx, verdict("open-1", 1, reconcile.StatusNotYet)); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("open-1", 1, reconciled.StatusNotYet), nil); err != nil {
 		t.Fatal(err)
 	}
 	put("done-2")
-	if err := s.AppendVerdict(ctx, verdict("done-2", 1, reconcile.StatusAbsent)); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("done-2", 1, reconciled.StatusAbsent), nil); err != nil {
 		t.Fatal(err)
 	}
 	put("watched-3")
-	if err := s.AppendVerdictWatch(ctx, verdict("watched-3", 1, reconcile.StatusUnreadable),
-		WatchEntry{IntentID: "watched-3", CanisterID: "mxzaz-hqaaa-aaaar-qaada-cai", NextCheck: time.Now().Add(time.Hour), Attempts: 3}); err != nil {
+	if err := s.AppendVerdict(ctx, verdict("watched-3", 1, reconciled.StatusUnreadable), &reconciled.Watch{IntentID: "watched-3", CanisterID: "mxzaz-hqaaa-aaaar-qaada-cai", NextCheck: time.Now().Add(time.Hour), Attempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.WatchOpenIntents(ctx)
@@ -48,7 +47,7 @@ func TestWatchOpenIntents(t *testing.T) {
 		t.Fatalf("adopted %d (%v), want 1", n, err)
 	}
 	ws, err := s.Watches(ctx)
-	if err != nil || len(ws) != 2 || ws[0].IntentID != "open-1" || ws[0].LastStatus != reconcile.StatusNotYet || ws[1].Attempts != 3 {
+	if err != nil || len(ws) != 2 || ws[0].IntentID != "open-1" || ws[0].LastStatus != reconciled.StatusNotYet || ws[1].Attempts != 3 {
 		t.Fatalf("watches %+v (%v)", ws, err)
 	}
 	if n, err := s.WatchOpenIntents(ctx); err != nil || n != 0 {

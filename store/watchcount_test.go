@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/reconciled/reconciled"
 )
 
 func TestWatchCount(t *testing.T) {
@@ -14,7 +16,7 @@ func TestWatchCount(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("w%04d", i)
 		mustPut(t, s, intent(id, 1))
-		if err := s.Watch(ctx, WatchEntry{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(int64(i), 0)}); err != nil {
+		if err := s.Watch(ctx, reconciled.Watch{IntentID: id, CanisterID: ledgerA, NextCheck: time.Unix(int64(i), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

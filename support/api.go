@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -60,7 +60,7 @@ func (h *handler) getIntent(w http.ResponseWriter, r *http.Request) {
 		writeBad(w, err)
 		return
 	}
-	if !store.ValidIntentID(id) {
+	if !reconciled.ValidIntentID(id) {
 		writeError(w, http.StatusBadRequest, "E_BAD_INTENT_ID", fmt.Sprintf("intent id %q is not [A-Za-z0-9_-]{1,128}", id))
 		return
 	}
@@ -78,7 +78,7 @@ func (h *handler) getIntent(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) loadDetail(r *http.Request, id string) (Detail, bool, error) {
 	ctx := r.Context()
-	var recp *store.IntentRecord
+	var recp *reconciled.IntentRecord
 	rec, err := h.cfg.Store.Intent(ctx, id)
 	switch {
 	case err == nil:
@@ -103,7 +103,7 @@ func (h *handler) loadDetail(r *http.Request, id string) (Detail, bool, error) {
 	var watch *WatchView
 	switch w, err := h.cfg.Store.WatchOf(ctx, id); {
 	case err == nil:
-		var latest *reconcile.Verdict
+		var latest *reconciled.Verdict
 		if len(vs) > 0 {
 			latest = &vs[len(vs)-1]
 		}
@@ -127,11 +127,11 @@ var listKnown = []string{"status", "canister", "caller", "since", "until", "from
 
 // ParseStatuses reads a comma-separated status list; "none" selects intents
 // without a verdict.
-func ParseStatuses(s string) ([]reconcile.Status, error) {
-	var out []reconcile.Status
+func ParseStatuses(s string) ([]reconciled.Status, error) {
+	var out []reconciled.Status
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
-		st := reconcile.Status(p)
+		st := reconciled.Status(p)
 		switch {
 		case p == "none":
 			st = ""
@@ -286,8 +286,8 @@ func (h *handler) counts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := CountsReply{Counts: map[string]int{"none": 0}}
-	for _, st := range []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent,
-		reconcile.StatusNotYet, reconcile.StatusUnreadable, reconcile.StatusInvalid} {
+	for _, st := range []reconciled.Status{reconciled.StatusFound, reconciled.StatusAbsent,
+		reconciled.StatusNotYet, reconciled.StatusUnreadable, reconciled.StatusInvalid} {
 		rep.Counts[string(st)] = 0
 	}
 	for st, n := range m {

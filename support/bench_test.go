@@ -9,8 +9,8 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 
@@ -25,8 +25,8 @@ func benchHandler(b *testing.B) http.Handler {
 		id := fmt.Sprintf("bench-%05d", i)
 		supporttest.PutIntent(b, st, id, supporttest.Ledger, supporttest.Caller, supporttest.Payee, "100",
 			supporttest.Base.Add(time.Duration(i)*time.Second))
-		supporttest.Append(b, st, reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusFound,
-			Block:  &reconcile.BlockRef{Index: reconcile.U64(10000 + i), TS: 1, Hash: "aa", Kind: "xfer"},
+		supporttest.Append(b, st, reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusFound,
+			Block:  &reconciled.BlockRef{Index: reconciled.U64(10000 + i), TS: 1, Hash: "aa", Kind: "xfer"},
 			Window: supporttest.Window(), Evidence: supporttest.Evidence(supporttest.Base), DecidedAt: supporttest.Base})
 	}
 	return NewHandler(Config{Store: st, Token: []byte(testToken), Ledgers: supporttest.Ledgers})

@@ -10,8 +10,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 
@@ -63,8 +62,8 @@ func TestConsolePeople(t *testing.T) {
 		depth    int
 	}{{idDeepArray, "[", 9000}, {idDeepObject, "{", 5000}} {
 		supporttest.PutRefused(t, st, d.id, deepBody(d.id, d.open, d.depth), supporttest.Base.Add(30*time.Minute))
-		supporttest.Append(t, st, reconcile.Verdict{IntentID: d.id, Seq: 1, Status: reconcile.StatusInvalid,
-			Reason:    &reconcile.Reason{Code: "E_UNKNOWN_FIELD", Field: "x", Message: "unknown field x"},
+		supporttest.Append(t, st, reconciled.Verdict{IntentID: d.id, Seq: 1, Status: reconciled.StatusInvalid,
+			Reason:    &reconciled.Reason{Code: "E_UNKNOWN_FIELD", Field: "x", Message: "unknown field x"},
 			DecidedAt: supporttest.Base.Add(31 * time.Minute)})
 	}
 	// A payment stamped by a tool whose clock runs a day ahead, as the
@@ -73,12 +72,12 @@ func TestConsolePeople(t *testing.T) {
 	supporttest.PutBody(t, st, supporttest.IntentBody(idAhead, supporttest.Ledger, "icrc1_transfer", supporttest.Caller,
 		supporttest.Args{"from_subaccount": nil, "to": supporttest.Payee, "amount": "150000000", "fee": nil, "memo": nil,
 			"created_at_time": fmt.Sprint(ahead.UnixNano())}), supporttest.Base.Add(40*time.Minute))
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: idAhead, Seq: 1, Status: reconcile.StatusNotYet,
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: idAhead, Seq: 1, Status: reconciled.StatusNotYet,
 		Window: supporttest.Window(), DecidedAt: supporttest.Base.Add(41 * time.Minute)})
 	// The not_yet intent is due at every round: its stored next check is
 	// its verdict's time, long past.
-	if err := st.Watch(ctx, store.WatchEntry{IntentID: supporttest.IDNotYet, CanisterID: supporttest.OtherLedger,
-		NextCheck: supporttest.Base.Add(63 * time.Minute), LastStatus: reconcile.StatusNotYet}); err != nil {
+	if err := st.Watch(ctx, reconciled.Watch{IntentID: supporttest.IDNotYet, CanisterID: supporttest.OtherLedger,
+		NextCheck: supporttest.Base.Add(63 * time.Minute), LastStatus: reconciled.StatusNotYet}); err != nil {
 		t.Fatal(err)
 	}
 	srv := &switchable{h: NewHandler(Config{Store: st, Token: []byte(testToken), Ledgers: supporttest.Ledgers,

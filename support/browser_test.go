@@ -25,9 +25,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/testtool"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 
@@ -751,8 +751,8 @@ func TestConsole(t *testing.T) {
 		c.goTo("intent=" + supporttest.IDNone)
 		c.see("0.00000007 ICP to 2nxbn… — not yet known", "no answer yet", "As of")
 		c.checkA11y("an intent without a verdict")
-		supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconcile.StatusUnreadable,
-			Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "connection refused"}, DecidedAt: supporttest.Base.Add(2 * time.Hour)})
+		supporttest.Append(t, st, reconciled.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconciled.StatusUnreadable,
+			Reason: &reconciled.Reason{Code: "E_TRANSPORT", Message: "connection refused"}, DecidedAt: supporttest.Base.Add(2 * time.Hour)})
 		c.see("history could not be read")
 	})
 

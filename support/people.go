@@ -8,18 +8,19 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/reason"
 )
 
 // tell is what support staff read out to the customer for verdict v: the
 // outcome and what to do, in words a customer knows. Block numbers, retry
 // schedules and reasons are for engineering (Advice keeps them).
-func tell(v *reconcile.Verdict, x adviceContext) string {
+func tell(v *reconciled.Verdict, x adviceContext) string {
 	if v == nil {
 		return "There is no answer yet; do not pay again until there is one."
 	}
 	switch v.Status {
-	case reconcile.StatusFound:
+	case reconciled.StatusFound:
 		if v.Block != nil && strings.Contains(v.Block.Kind, "approve") {
 			return "The approval is in place; no tokens moved. Do not approve again."
 		}
@@ -29,7 +30,7 @@ func tell(v *reconcile.Verdict, x adviceContext) string {
 			}
 		}
 		return "The payment went through — do not pay again."
-	case reconcile.StatusAbsent:
+	case reconciled.StatusAbsent:
 		if x.similar != "" {
 			return "It did not happen as asked, and can no longer happen. " + strings.ToUpper(x.similar[:1]) + x.similar[1:] +
 				" — check it before paying again."
@@ -39,7 +40,7 @@ func tell(v *reconcile.Verdict, x adviceContext) string {
 				strings.Join(v.NearMisses[0].Differs, ", ") + " — check it before paying again."
 		}
 		return "It did not happen and can no longer happen — it is safe to pay again, as a new payment."
-	case reconcile.StatusNotYet:
+	case reconciled.StatusNotYet:
 		if v.Window != nil {
 			if t := LedgerTime(uint64(v.Window.ToTS)); t != nil {
 				return fmt.Sprintf("Not known yet: the payment can still go through until %s — do not pay again before then.",
@@ -47,15 +48,15 @@ func tell(v *reconcile.Verdict, x adviceContext) string {
 			}
 		}
 		return "Not known yet: the payment can still go through — do not pay again until there is an answer."
-	case reconcile.StatusUnreadable:
+	case reconciled.StatusUnreadable:
 		return "We cannot see the outcome yet: the ledger's history could not be read. We keep trying — do not pay again yet."
-	case reconcile.StatusInvalid:
+	case reconciled.StatusInvalid:
 		if v.Reason != nil {
 			switch v.Reason.Code {
-			case reconcile.CodeNoSuchCanister, reconcile.CodeNotALedger:
+			case string(reason.NoSuchCanister), string(reason.NotALedger):
 				return "The payment was asked of a ledger that does not exist, so no payment went through it. " +
 					"Tell us which token you paid with and we will check again before you pay again."
-			case reconcile.CodeUnknownLedger:
+			case string(reason.UnknownLedger):
 				return "We do not check payments on that ledger, so we cannot tell whether this one went through. " +
 					"Check your wallet's history on that ledger before paying again."
 			}
@@ -137,7 +138,7 @@ func depth(b []byte) int {
 // scheduled, which is due at every round: its real next check is one
 // follow-up interval after its last one. The last check is the later of
 // the one the follow-up recorded and the latest verdict (a check too).
-func (h *handler) watchView(attempts int, next, checked time.Time, latest *reconcile.Verdict, now time.Time) *WatchView {
+func (h *handler) watchView(attempts int, next, checked time.Time, latest *reconciled.Verdict, now time.Time) *WatchView {
 	w := &WatchView{Attempts: attempts, NextCheck: next.UTC()}
 	last := checked
 	if latest != nil && latest.DecidedAt.After(last) {

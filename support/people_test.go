@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 )
 
 func TestWatchViewTimes(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	h := &handler{cfg: Config{FollowUpEvery: 5 * time.Second}}
-	decided := &reconcile.Verdict{DecidedAt: now.Add(-time.Hour)}
+	decided := &reconciled.Verdict{DecidedAt: now.Add(-time.Hour)}
 	// A not_yet intent due at every round: next is one interval after the
 	// last check, not the long-past scheduled time.
 	w := h.watchView(0, now.Add(-time.Hour), now.Add(-2*time.Second), decided, now)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/store"
 )
@@ -87,7 +88,7 @@ func (h *handler) readQuery(ctx context.Context, q string, f *store.ListFilter) 
 		f.Keys = append(f.Keys, ks...)
 		readings = append(readings, what)
 	}
-	if store.ValidIntentID(q) {
+	if reconciled.ValidIntentID(q) {
 		f.IDPrefix = q
 		readings = append(readings, "intent id")
 	}

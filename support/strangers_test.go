@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/reconcile"
 )
 
@@ -23,8 +24,8 @@ func TestAdviceForRefusedCanisters(t *testing.T) {
 		{reconcile.CodeUnknownLedger, "not one it is configured for", "We do not check payments on that ledger", true},
 		{reconcile.CodeSubjectMismatch, "sent for one ledger but names another", "could not be checked", false},
 	} {
-		v := &reconcile.Verdict{IntentID: "x", Status: reconcile.StatusInvalid, Final: true,
-			Reason: &reconcile.Reason{Code: tc.code}, DecidedAt: time.Unix(1_800_000_000, 0)}
+		v := &reconciled.Verdict{IntentID: "x", Status: reconciled.StatusInvalid, Final: true,
+			Reason: &reconciled.Reason{Code: tc.code}, DecidedAt: time.Unix(1_800_000_000, 0)}
 		a, p := Advice(v), tell(v, adviceContext{})
 		if !strings.Contains(a, tc.advice) {
 			t.Errorf("%s: advice %q lacks %q", tc.code, a, tc.advice)
@@ -36,12 +37,12 @@ func TestAdviceForRefusedCanisters(t *testing.T) {
 			t.Errorf("%s: %q / %q waits for an answer that never comes", tc.code, a, p)
 		}
 	}
-	w := &reconcile.Verdict{IntentID: "z", Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: reconcile.CodeUnconfiguredWait},
+	w := &reconciled.Verdict{IntentID: "z", Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: reconcile.CodeUnconfiguredWait},
 		DecidedAt: time.Unix(1_800_000_000, 0)}
 	if a := Advice(w); !strings.Contains(a, "not configured for") || !strings.Contains(a, "We keep trying") {
 		t.Errorf("unreadable %s: %q", reconcile.CodeUnconfiguredWait, a)
 	}
-	u := &reconcile.Verdict{IntentID: "y", Status: reconcile.StatusUnreadable, Reason: &reconcile.Reason{Code: "E_UNKNOWN_CANISTER"},
+	u := &reconciled.Verdict{IntentID: "y", Status: reconciled.StatusUnreadable, Reason: &reconciled.Reason{Code: "E_UNKNOWN_CANISTER"},
 		DecidedAt: time.Unix(1_800_000_000, 0)}
 	if a := Advice(u); !strings.Contains(a, "check that the request names the ledger") || !strings.Contains(a, "We keep trying") {
 		t.Errorf("unreadable E_UNKNOWN_CANISTER: %q", a)

@@ -11,19 +11,19 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 
 // Reader is what the handler reads from the store. *store.Store implements
 // it; every method must be safe for concurrent use.
 type Reader interface {
-	Intent(ctx context.Context, id string) (store.IntentRecord, error)
-	Verdicts(ctx context.Context, id string) ([]reconcile.Verdict, error)
-	LatestVerdict(ctx context.Context, id string) (reconcile.Verdict, error)
+	Intent(ctx context.Context, id string) (reconciled.IntentRecord, error)
+	Verdicts(ctx context.Context, id string) ([]reconciled.Verdict, error)
+	LatestVerdict(ctx context.Context, id string) (reconciled.Verdict, error)
 	ListIntents(ctx context.Context, f store.ListFilter) ([]store.IntentSummary, string, error)
-	CountByStatus(ctx context.Context) (map[reconcile.Status]int, error)
-	WatchOf(ctx context.Context, id string) (store.WatchEntry, error)
+	CountByStatus(ctx context.Context) (map[reconciled.Status]int, error)
+	WatchOf(ctx context.Context, id string) (reconciled.Watch, error)
 	Canisters(ctx context.Context) ([]string, error)
 }
 

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
@@ -163,8 +163,8 @@ func TestGetIntent(t *testing.T) {
 	get := func(id string) Detail { return getJSON[Detail](t, srv.URL+"/api/v1/intents/"+id) }
 
 	d := get(supporttest.IDFound)
-	if d.Status != reconcile.StatusFound || !d.Final || d.LatestSeq != 2 || len(d.Verdicts) != 2 ||
-		d.Verdicts[0].Status != reconcile.StatusNotYet {
+	if d.Status != reconciled.StatusFound || !d.Final || d.LatestSeq != 2 || len(d.Verdicts) != 2 ||
+		d.Verdicts[0].Status != reconciled.StatusNotYet {
 		t.Errorf("found: status %s final %t seq %d verdicts %+v", d.Status, d.Final, d.LatestSeq, d.Verdicts)
 	}
 	if d.Advice != "The payment went through in block 1042 at 11:59 UTC on 29 Nov 2026 — do not pay again." {
@@ -223,7 +223,7 @@ func TestGetIntent(t *testing.T) {
 		len(d.Verdicts) != 0 || d.Verdicts == nil {
 		t.Errorf("none: %+v", d)
 	}
-	if d := get(supporttest.IDRemote); d.HasBody || string(d.Intent) != "null" || d.Status != reconcile.StatusFound ||
+	if d := get(supporttest.IDRemote); d.HasBody || string(d.Intent) != "null" || d.Status != reconciled.StatusFound ||
 		d.Block.Index != supporttest.RemoteBlock || d.Amount != nil {
 		t.Errorf("remote: %+v", d)
 	}
@@ -491,7 +491,7 @@ func TestSearch(t *testing.T) {
 			t.Errorf("search %s truncated", c.q)
 		}
 	}
-	if rep := search(srv.URL, supporttest.IDFound); rep.Hits[0].Intent.Status != reconcile.StatusFound || rep.Hits[0].Intent.LatestSeq != 2 {
+	if rep := search(srv.URL, supporttest.IDFound); rep.Hits[0].Intent.Status != reconciled.StatusFound || rep.Hits[0].Intent.LatestSeq != 2 {
 		t.Errorf("hit by id lacks its status: %+v", rep.Hits[0])
 	}
 
@@ -544,7 +544,7 @@ type failingReader struct{ Reader }
 
 var errDisk = errors.New("disk on fire at /var/lib/reconciled/db")
 
-func (failingReader) CountByStatus(context.Context) (map[reconcile.Status]int, error) {
+func (failingReader) CountByStatus(context.Context) (map[reconciled.Status]int, error) {
 	return nil, errDisk
 }
 

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled/reason"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -29,9 +30,9 @@ type IntentItem struct {
 	Method     string    `json:"method"`
 	FirstSeen  time.Time `json:"first_seen"`
 	// Status is the latest verdict's status; "" before the first verdict.
-	Status    reconcile.Status `json:"status"`
-	Final     bool             `json:"final"`
-	LatestSeq uint64           `json:"latest_seq"`
+	Status    reconciled.Status `json:"status"`
+	Final     bool              `json:"final"`
+	LatestSeq uint64            `json:"latest_seq"`
 	// UpdatedAt is when this instance last recorded a change to the
 	// intent. A detail (which reads the verdicts) gives the latest
 	// verdict's decided_at instead.
@@ -112,15 +113,15 @@ type Detail struct {
 	// BodyText is the intent as received, as text to show: indented when
 	// small and shallow, cut at 64 KiB (BodyTruncated); BodyBytes is its
 	// whole size.
-	BodyText      string              `json:"body_text"`
-	BodyBytes     int                 `json:"body_bytes"`
-	BodyTruncated bool                `json:"body_truncated"`
-	Block         *BlockView          `json:"block"`
-	Window        *WindowView         `json:"window"`
-	Evidence      *EvidenceView       `json:"evidence"`
-	NearMisses    []NearMissView      `json:"near_misses"`
-	Reason        *reconcile.Reason   `json:"reason"`
-	Verdicts      []reconcile.Verdict `json:"verdicts"`
+	BodyText      string               `json:"body_text"`
+	BodyBytes     int                  `json:"body_bytes"`
+	BodyTruncated bool                 `json:"body_truncated"`
+	Block         *BlockView           `json:"block"`
+	Window        *WindowView          `json:"window"`
+	Evidence      *EvidenceView        `json:"evidence"`
+	NearMisses    []NearMissView       `json:"near_misses"`
+	Reason        *reconciled.Reason   `json:"reason"`
+	Verdicts      []reconciled.Verdict `json:"verdicts"`
 	// Accounts are the intent's accounts, searchable as shown.
 	Accounts []AccountView `json:"accounts"`
 	// Watch is the follow-up of an open intent; nil when none is
@@ -133,7 +134,7 @@ type Detail struct {
 // NearMissView is a near miss with what its block moved made readable;
 // Amount, Memo and Time are nil when the verdict predates block values.
 type NearMissView struct {
-	reconcile.NearMiss
+	reconciled.NearMiss
 	Amount *Amount    `json:"amount,omitempty"`
 	Memo   *Memo      `json:"memo,omitempty"`
 	Time   *time.Time `json:"time,omitempty"`
@@ -171,7 +172,7 @@ type Amount struct {
 
 // BlockView is the matched block with its ledger time in UTC.
 type BlockView struct {
-	reconcile.BlockRef
+	reconciled.BlockRef
 	Time *time.Time `json:"time,omitempty"`
 	// URL is the block on the configured explorer.
 	URL string `json:"url,omitempty"`
@@ -179,14 +180,14 @@ type BlockView struct {
 
 // WindowView is the window with its ends in UTC.
 type WindowView struct {
-	reconcile.Window
+	reconciled.Window
 	From *time.Time `json:"from,omitempty"`
 	To   *time.Time `json:"to,omitempty"`
 }
 
 // EvidenceView is the evidence with the certified time in UTC.
 type EvidenceView struct {
-	reconcile.Evidence
+	reconciled.Evidence
 	CertifiedAt *time.Time `json:"certified_at,omitempty"`
 }
 
@@ -230,7 +231,7 @@ func LedgerTime(ns uint64) *time.Time {
 // Advice is what support staff can tell the person for verdict v; nil
 // means no verdict yet. The detail's advice adds what only the store knows
 // (near misses' amounts, the follow-up schedule).
-func Advice(v *reconcile.Verdict) string { return advice(v, adviceContext{}) }
+func Advice(v *reconciled.Verdict) string { return advice(v, adviceContext{}) }
 
 // adviceContext is what advice says beyond the verdict.
 type adviceContext struct {
@@ -250,12 +251,12 @@ func utcText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 200
 
 func utcSeconds(t time.Time) string { return t.UTC().Format("15:04:05 UTC on 2 Jan 2006") }
 
-func advice(v *reconcile.Verdict, x adviceContext) string {
+func advice(v *reconciled.Verdict, x adviceContext) string {
 	if v == nil {
 		return "No verdict yet; do not pay again until there is one."
 	}
 	switch v.Status {
-	case reconcile.StatusFound:
+	case reconciled.StatusFound:
 		if v.Block != nil && strings.Contains(v.Block.Kind, "approve") {
 			return fmt.Sprintf("The approval is in place (block %d); no tokens moved. Do not approve again.", v.Block.Index)
 		}
@@ -267,7 +268,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			return fmt.Sprintf("The payment went through in block %d%s — do not pay again.", v.Block.Index, at)
 		}
 		return "The payment went through — do not pay again."
-	case reconcile.StatusAbsent:
+	case reconciled.StatusAbsent:
 		if x.nearMiss != "" {
 			return "It did not happen as asked, and can no longer happen. " + strings.ToUpper(x.nearMiss[:1]) + x.nearMiss[1:] +
 				" — check it before paying again."
@@ -279,7 +280,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		// "As a new payment": a retry of the same request would be refused as
 		// too old, or deduplicated; the person need not know the word stamp.
 		return "It did not happen and can no longer happen — it is safe to pay again, as a new payment."
-	case reconcile.StatusNotYet:
+	case reconciled.StatusNotYet:
 		if v.Window != nil {
 			if t := LedgerTime(uint64(v.Window.ToTS)); t != nil {
 				return fmt.Sprintf("Not known yet: the payment can still go through until %s — do not pay again before then.",
@@ -287,7 +288,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			}
 		}
 		return "Not known yet: the payment can still go through — do not pay again until there is an answer."
-	case reconcile.StatusUnreadable:
+	case reconciled.StatusUnreadable:
 		msg := "The ledger's history could not be read or verified yet, so the outcome is not known"
 		if w := x.watch; w != nil {
 			// To the second: retries come seconds apart, and a last try and
@@ -301,7 +302,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 		} else {
 			msg += fmt.Sprintf(" (last try %s)", utcSeconds(v.DecidedAt))
 		}
-		if v.Reason != nil && v.Reason.Code == reconcile.CodeUnconfiguredWait {
+		if v.Reason != nil && v.Reason.Code == string(reason.UnconfiguredWait) {
 			msg = "Not checked yet: the request names a ledger this service is not configured for, and it is already checking as many such ledgers as it may; it is checked once one of them is done"
 		}
 		if v.Reason != nil && v.Reason.Code == icrc3.KindUnknownCanister.Code() {
@@ -310,7 +311,7 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 			msg += ". The network's gateway says no canister has the ledger id the request names (a claim we cannot verify, so we keep checking): check that the request names the ledger the payment was made on"
 		}
 		return msg + ". We keep trying — do not pay again yet."
-	case reconcile.StatusInvalid:
+	case reconciled.StatusInvalid:
 		if t := ledgerRefusal(v); t != "" {
 			return t
 		}
@@ -324,21 +325,21 @@ func advice(v *reconcile.Verdict, x adviceContext) string {
 // canister it names ("" for any other invalid verdict): each says what is
 // true of the payment, instead of "do not pay again" for an answer that
 // will never come.
-func ledgerRefusal(v *reconcile.Verdict) string {
+func ledgerRefusal(v *reconciled.Verdict) string {
 	if v.Reason == nil {
 		return ""
 	}
 	switch v.Reason.Code {
-	case reconcile.CodeNoSuchCanister:
+	case string(reason.NoSuchCanister):
 		return "The request names a ledger that does not exist on the Internet Computer (certified by the network), so no payment " +
 			"can have gone through it. If the person paid, it was on another ledger: find out which before paying again."
-	case reconcile.CodeNotALedger:
+	case string(reason.NotALedger):
 		return "The request names a canister that has no code installed (certified by the network): it is not a ledger, so no " +
 			"payment can have gone through it. If the person paid, it was on another ledger: find out which before paying again."
-	case reconcile.CodeUnknownLedger:
+	case string(reason.UnknownLedger):
 		return "This service does not check payments on the ledger the request names (it is not one it is configured for), " +
 			"so it will never have an answer. Check the payment on that ledger another way, or with engineering, before paying again."
-	case reconcile.CodeSubjectMismatch:
+	case string(reason.SubjectMismatch):
 		return "The request was sent for one ledger but names another, so it was not checked and never will be: escalate to " +
 			"engineering with the intent id, and do not pay again until they answer."
 	}
@@ -372,11 +373,11 @@ func FormatAmount(units string, decimals uint8, symbol string) string {
 	return s
 }
 
-func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile.Verdict, watch *WatchView) Detail {
+func (h *handler) detail(rec *reconciled.IntentRecord, sum IntentItem, vs []reconciled.Verdict, watch *WatchView) Detail {
 	d := Detail{IntentItem: sum, Verdicts: vs, NearMisses: []NearMissView{}, Accounts: []AccountView{}, Watch: watch,
 		AsOf: time.Now().UTC()}
 	if d.Verdicts == nil {
-		d.Verdicts = []reconcile.Verdict{}
+		d.Verdicts = []reconciled.Verdict{}
 	}
 	if rec != nil {
 		d.Intent = rec.Body
@@ -392,7 +393,7 @@ func (h *handler) detail(rec *store.IntentRecord, sum IntentItem, vs []reconcile
 	} else {
 		d.Intent = json.RawMessage("null")
 	}
-	var latest *reconcile.Verdict
+	var latest *reconciled.Verdict
 	if len(vs) > 0 {
 		latest = &vs[len(vs)-1]
 	}

@@ -211,9 +211,9 @@ func checkPackedIntent(t *testing.T, out string) {
 	if err != nil {
 		t.Fatalf("the packed client's intent %s does not parse: %v", got.Intent, err)
 	}
-	if got.IntentHash != in.HashHex() || got.MsgID != queue.IntentMsgID(in.ID, got.Intent) {
+	if got.IntentHash != in.HashHex() || got.MsgID != queue.IntentMsgID(in.ID, matcher.IntentHash(got.Intent)) {
 		t.Errorf("the packed client says intent_hash %s, Nats-Msg-Id %s; the daemon %s, %s",
-			got.IntentHash, got.MsgID, in.HashHex(), queue.IntentMsgID(in.ID, got.Intent))
+			got.IntentHash, got.MsgID, in.HashHex(), queue.IntentMsgID(in.ID, matcher.IntentHash(got.Intent)))
 	}
 }
 

@@ -13,11 +13,11 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icp"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The baselines are the indexer approach (as Rosetta does it): mirror the
@@ -303,8 +303,8 @@ func writeRows(ctx context.Context, db *sql.DB, rows <-chan []baseRow) (err erro
 
 // searchBaseline answers one intent from the mirrored chain: the blocks
 // stamped with its created_at_time inside its window, rebuilt and matched.
-func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules matcher.LedgerRules, tip icrc3.Tip) (reconcile.Verdict, error) {
-	v := reconcile.Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
+func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules matcher.LedgerRules, tip icrc3.Tip) (reconciled.Verdict, error) {
+	v := reconciled.Verdict{IntentID: in.ID, IntentHash: in.HashHex()}
 	w := in.Window(rules)
 	if w.From > math.MaxInt64 || w.To > math.MaxInt64 || in.Stamp() > math.MaxInt64 {
 		return v, fmt.Errorf("baseline: window of %s does not fit an INTEGER", in.ID)
@@ -326,8 +326,8 @@ func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules m
 			return v, err
 		}
 		if matcher.Match(in, &b, rules).Match {
-			v.Status, v.Final = reconcile.StatusFound, true
-			v.Block = &reconcile.BlockRef{Index: reconcile.U64(b.Index), TS: reconcile.U64(b.TS), Hash: b.Hash.String(), Kind: string(b.Kind)}
+			v.Status, v.Final = reconciled.StatusFound, true
+			v.Block = &reconciled.BlockRef{Index: reconciled.U64(b.Index), TS: reconciled.U64(b.TS), Hash: b.Hash.String(), Kind: string(b.Kind)}
 			return v, nil
 		}
 	}
@@ -335,9 +335,9 @@ func searchBaseline(ctx context.Context, db *sql.DB, in *matcher.Intent, rules m
 		return v, fmt.Errorf("baseline: search %s: %w", in.ID, err)
 	}
 	if w.ClosedAt(tip.Time) {
-		v.Status, v.Final = reconcile.StatusAbsent, true
+		v.Status, v.Final = reconciled.StatusAbsent, true
 	} else {
-		v.Status = reconcile.StatusNotYet
+		v.Status = reconciled.StatusNotYet
 	}
 	return v, nil
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/aviate-labs/agent-go"
 	"github.com/nats-io/nats.go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // ManyResult is many intents of one ledger through the daemon's path:
@@ -172,9 +172,9 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		// daemon's CPUs, and decoding whole verdicts would bill it for
 		// the tool layer's work.
 		var v struct {
-			IntentID string              `json:"intent_id"`
-			Status   reconcile.Status    `json:"status"`
-			Block    *reconcile.BlockRef `json:"block"`
+			IntentID string               `json:"intent_id"`
+			Status   reconciled.Status    `json:"status"`
+			Block    *reconciled.BlockRef `json:"block"`
 		}
 		if err := json.Unmarshal(m.Data, &v); err != nil {
 			return
@@ -188,7 +188,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 		}
 		got[v.IntentID] = now.Sub(t0)
 		res.Statuses[string(v.Status)]++
-		if v.Status == reconcile.StatusFound && v.Block != nil {
+		if v.Status == reconciled.StatusFound && v.Block != nil {
 			foundAt[v.IntentID] = uint64(v.Block.Index)
 		}
 		last = now
@@ -235,7 +235,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 				mu.Lock()
 				sent[ids[i]] = time.Now()
 				mu.Unlock()
-				if _, err := tool.PublishIntent(ctx, sc.Ledger, ids[i], bodies[i]); err != nil {
+				if _, err := tool.PublishIntent(ctx, sc.Ledger, ids[i], bodies[i], matcher.IntentHash(bodies[i])); err != nil {
 					pubErr <- fmt.Errorf("many: publish %s: %w", ids[i], err)
 					return
 				}
@@ -306,7 +306,7 @@ func (sc *scenario) runMany(ctx context.Context, ag *agent.Agent, dir string, n 
 			return res, fmt.Errorf("many: %s found at %d (%t), planted at %d", ids[k], at, ok, sc.Planted[k].Index)
 		}
 	}
-	if k := res.Statuses[string(reconcile.StatusFound)] + res.Statuses[string(reconcile.StatusAbsent)] + res.Statuses[string(reconcile.StatusNotYet)]; k != n {
+	if k := res.Statuses[string(reconciled.StatusFound)] + res.Statuses[string(reconciled.StatusAbsent)] + res.Statuses[string(reconciled.StatusNotYet)]; k != n {
 		return res, fmt.Errorf("many: statuses %v, want only found, absent and not_yet", res.Statuses)
 	}
 	return res, nil

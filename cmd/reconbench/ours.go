@@ -10,6 +10,7 @@ import (
 
 	"github.com/aviate-labs/agent-go"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icphistory"
 	"github.com/reconciled/reconciled/icrc3"
@@ -169,14 +170,14 @@ func runICPCases(ctx context.Context, cfg config, dir string) ([]CaseResult, *Ba
 
 // check refuses a verdict that is not the scenario's truth: a benchmark of
 // wrong answers measures nothing.
-func (sc *scenario) check(name string, v reconcile.Verdict) error {
+func (sc *scenario) check(name string, v reconciled.Verdict) error {
 	if name == "absent" {
-		if v.Status != reconcile.StatusAbsent {
+		if v.Status != reconciled.StatusAbsent {
 			return fmt.Errorf("case %s: verdict %s (reason %+v), want absent", name, v.Status, v.Reason)
 		}
 		return nil
 	}
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != sc.Found[name] {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != sc.Found[name] {
 		return fmt.Errorf("case %s: verdict %s %+v (reason %+v), want found at %d", name, v.Status, v.Block, v.Reason, sc.Found[name])
 	}
 	return nil

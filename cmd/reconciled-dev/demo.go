@@ -16,13 +16,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -57,7 +57,7 @@ func init() {
 // demoRow is one line of the demo's table.
 type demoRow struct {
 	intent, method, story string
-	v                     reconcile.Verdict
+	v                     reconciled.Verdict
 }
 
 // toolLayerActions is what a tool layer does on each status, as the
@@ -212,7 +212,7 @@ func mustUser(srv *ledgertest.Server, seed byte) *toollayer.User {
 func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon, tool *queue.Conn,
 	ledger, broken *ledgertest.Ledger, alice, bob *toollayer.User, carol icrc3.Account) ([]demoRow, error) {
 	var rows []demoRow
-	add := func(id, method, story string, v reconcile.Verdict) {
+	add := func(id, method, story string, v reconciled.Verdict) {
 		rows = append(rows, demoRow{intent: id, method: method, story: story, v: v})
 	}
 	L := ledger.ID()
@@ -243,7 +243,7 @@ func demoScenario(ctx context.Context, srv *ledgertest.Server, d *daemon.Daemon,
 	}
 	srv.SetFaults(L, ledgertest.Faults{})
 
-	ask := func(doc toollayer.Intent, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
+	ask := func(doc toollayer.Intent, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
 		return toollayer.PublishAndWait(ctx, tool, doc.Canister, doc.ID, doc.JSON(), until)
 	}
 

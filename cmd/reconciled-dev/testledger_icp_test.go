@@ -11,6 +11,7 @@ import (
 	"github.com/aviate-labs/agent-go/identity"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/family"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
@@ -84,7 +85,7 @@ func TestTestLedgerServesAnICPLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := res.Ok.BigInt().Uint64()
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != want {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != want {
 		t.Fatalf("verdict %s %+v %+v, want found in block %d", v.Status, v.Block, v.Reason, want)
 	}
 }

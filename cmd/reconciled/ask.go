@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -101,7 +101,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 	}); err != nil {
 		return err
 	}
-	if _, err := c.PublishIntent(ctx, in.Canister.Encode(), in.ID, body); err != nil {
+	if _, err := c.PublishIntent(ctx, in.Canister.Encode(), in.ID, body, matcher.IntentHash(body)); err != nil {
 		return err
 	}
 	wctx, stop := context.WithCancel(ctx)
@@ -113,7 +113,7 @@ func askAndPrint(ctx context.Context, c *queue.Conn, in *matcher.Intent, body []
 		case <-wctx.Done():
 		}
 	}()
-	err := c.WatchIntent(wctx, in.ID, func(v reconcile.Verdict) error {
+	err := c.WatchIntent(wctx, in.ID, func(v reconciled.Verdict) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if v.IntentHash != own {
@@ -166,7 +166,7 @@ func rejectLine(r queue.Reject) string {
 }
 
 // verdictLine: seq, status, final, block, reason.
-func verdictLine(v reconcile.Verdict) string {
+func verdictLine(v reconciled.Verdict) string {
 	block, reason := "-", "-"
 	if v.Block != nil {
 		block = fmt.Sprint(uint64(v.Block.Index))

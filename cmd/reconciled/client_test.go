@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon/daemontest"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
 	"github.com/reconciled/reconciled/support/supporttest"
@@ -153,7 +153,7 @@ func TestGetJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatalf("decode: %v\n%s", err, out)
 	}
-	if d.Status != reconcile.StatusAbsent || len(d.Verdicts) != 1 || len(d.NearMisses) != 1 || d.Amount.Display != "25 ICP" {
+	if d.Status != reconciled.StatusAbsent || len(d.Verdicts) != 1 || len(d.NearMisses) != 1 || d.Amount.Display != "25 ICP" {
 		t.Errorf("detail %+v", d)
 	}
 }
@@ -277,7 +277,7 @@ func TestWatch(t *testing.T) {
 	tick := make(chan time.Time)
 	w := &watcher{
 		c:        &apiClient{base: mustURL(t, srv.URL), token: cliToken, http: srv.Client()},
-		statuses: []reconcile.Status{reconcile.StatusFound, reconcile.StatusAbsent, reconcile.StatusNotYet},
+		statuses: []reconciled.Status{reconciled.StatusFound, reconciled.StatusAbsent, reconciled.StatusNotYet},
 		out:      &out, errOut: &errOut,
 		polled: func() { polled <- struct{}{} },
 	}
@@ -289,15 +289,15 @@ func TestWatch(t *testing.T) {
 	}
 
 	decided := supporttest.Base.Add(3 * time.Hour)
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNotYet, Seq: 2, Status: reconcile.StatusUnreadable,
-		Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "connection reset"}, DecidedAt: decided})
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNotYet, Seq: 3, Status: reconcile.StatusAbsent,
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: supporttest.IDNotYet, Seq: 2, Status: reconciled.StatusUnreadable,
+		Reason: &reconciled.Reason{Code: "E_TRANSPORT", Message: "connection reset"}, DecidedAt: decided})
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: supporttest.IDNotYet, Seq: 3, Status: reconciled.StatusAbsent,
 		Window: supporttest.Window(), Evidence: supporttest.Evidence(decided), DecidedAt: decided.Add(time.Second)})
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconcile.StatusNotYet,
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: supporttest.IDNone, Seq: 1, Status: reconciled.StatusNotYet,
 		Window: supporttest.Window(), Evidence: supporttest.Evidence(decided), DecidedAt: decided.Add(2 * time.Second)})
 	supporttest.PutIntent(t, st, "late-one", supporttest.Ledger, supporttest.Caller, supporttest.Payee, "3", decided)
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: "late-one", Seq: 1, Status: reconcile.StatusFound,
-		Block: &reconcile.BlockRef{Index: 2000, TS: 1, Hash: "aa", Kind: "xfer"}, DecidedAt: decided.Add(3 * time.Second)})
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: "late-one", Seq: 1, Status: reconciled.StatusFound,
+		Block: &reconciled.BlockRef{Index: 2000, TS: 1, Hash: "aa", Kind: "xfer"}, DecidedAt: decided.Add(3 * time.Second)})
 	tick <- time.Time{}
 	<-polled
 	want := "2026-11-29T15:00:01Z  pay-notyet  #3  absent  It did not happen and can no longer happen — it is safe to pay again, as a new payment.\n" +

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // conflictPair starts a daemon, pays one intent, asks for it until found,
@@ -29,7 +29,7 @@ func conflictPair(t *testing.T, id string) (w *world, paid, other toollayer.Inte
 		t.Fatal(err)
 	}
 	paid = toollayer.Transfer(id, l.ID(), alice.Principal(), arg)
-	if v := w.ask(paid, toollayer.FinalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(paid, toollayer.FinalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("paid intent: %+v", v)
 	}
 	other = paid
@@ -50,7 +50,7 @@ func TestConflictingBodyReachesDaemonWithinDedupWindow(t *testing.T) {
 	if err := w.tool.SubscribeRejects(w.ctx, "conflict-1", func(r queue.Reject) { rejects <- r }); err != nil {
 		t.Fatal(err)
 	}
-	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.JSON()); err != nil || dup {
+	if dup, err := w.tool.PublishIntent(w.ctx, other.Canister, other.ID, other.JSON(), matcher.IntentHash(other.JSON())); err != nil || dup {
 		t.Fatalf("conflicting body published: duplicate=%v err=%v", dup, err)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -46,8 +47,8 @@ func TestServeExitsOnCorruptStore(t *testing.T) {
 			for i := range 40 {
 				id := fmt.Sprintf("i%02d", i)
 				body := fmt.Sprintf(`{"intent_id":%q,"method":"icrc1_transfer"}`, id)
-				if _, err := s.PutIntent(context.Background(), store.IntentRecord{IntentID: id, CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai",
-					Method: "icrc1_transfer", Body: []byte(body), CanonicalHash: sha256.Sum256([]byte(body))}); err != nil {
+				if _, err := s.PutIntent(context.Background(), reconciled.IntentRecord{IntentID: id, CanisterID: "ryjl3-tyaaa-aaaaa-aaaba-cai",
+					Method: "icrc1_transfer", Body: []byte(body), Hash: sha256.Sum256([]byte(body))}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
@@ -116,7 +117,7 @@ func TestMetricsScrape(t *testing.T) {
 	if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	if v := w.ask(toollayer.Transfer("metrics-1", l.ID(), alice.Principal(), arg), toollayer.FinalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(toollayer.Transfer("metrics-1", l.ID(), alice.Principal(), arg), toollayer.FinalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("verdict %+v", v)
 	}
 	// The verdict is published before the delivery is acked: wait for the
@@ -213,7 +214,7 @@ func TestSupportShowsLedgerUnits(t *testing.T) {
 	if _, err := l.Transfer(alice.Principal(), arg); err != nil {
 		t.Fatal(err)
 	}
-	if v := w.ask(toollayer.Transfer("units-1", l.ID(), alice.Principal(), arg), toollayer.FinalVerdict); v.Status != reconcile.StatusFound {
+	if v := w.ask(toollayer.Transfer("units-1", l.ID(), alice.Principal(), arg), toollayer.FinalVerdict); v.Status != reconciled.StatusFound {
 		t.Fatalf("verdict %+v", v)
 	}
 	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/v1/intents/units-1", nil)

@@ -9,6 +9,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
@@ -17,7 +18,6 @@ import (
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -88,7 +88,7 @@ func transferArg(to principal.Principal, amount uint64, stamp *uint64, memo stri
 func u64(v uint64) *uint64 { return &v }
 
 // ask publishes and waits for the first verdict satisfying until.
-func (w *world) ask(doc toollayer.Intent, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (w *world) ask(doc toollayer.Intent, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
 	v, err := toollayer.PublishAndWait(w.ctx, w.tool, doc.Canister, doc.ID, doc.JSON(), until)
 	if err != nil {
@@ -97,7 +97,7 @@ func (w *world) ask(doc toollayer.Intent, until func(reconcile.Verdict) bool) re
 	return v
 }
 
-func (w *world) wait(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (w *world) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
 	v, err := toollayer.WaitVerdict(w.ctx, w.tool, id, until)
 	if err != nil {
@@ -108,7 +108,7 @@ func (w *world) wait(id string, until func(reconcile.Verdict) bool) reconcile.Ve
 
 // history returns an intent's stored verdicts and checks their seqs run
 // 1..n without gaps.
-func history(t *testing.T, st *store.Store, id string) []reconcile.Verdict {
+func history(t *testing.T, st *store.Store, id string) []reconciled.Verdict {
 	t.Helper()
 	vs, err := st.Verdicts(context.Background(), id)
 	if err != nil {
@@ -122,7 +122,7 @@ func history(t *testing.T, st *store.Store, id string) []reconcile.Verdict {
 	return vs
 }
 
-func describe(vs []reconcile.Verdict) string {
+func describe(vs []reconciled.Verdict) string {
 	s := ""
 	for _, v := range vs {
 		s += fmt.Sprintf("[%d %s]", v.Seq, v.Status)

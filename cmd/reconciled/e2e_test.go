@@ -10,12 +10,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -36,7 +38,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 	}
 	doc := toollayer.Transfer("dup-1", l.ID(), alice.Principal(), arg)
 	first := w.ask(doc, toollayer.FinalVerdict)
-	if first.Status != reconcile.StatusFound || first.Seq != 1 {
+	if first.Status != reconciled.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
 	served := l.Counters().BlocksServed
@@ -82,7 +84,7 @@ func TestDuplicateAndConflictingIntents(t *testing.T) {
 		n := d.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 3, fmt.Sprint(n, " acks")
 	})
-	if vs := history(t, d.Store(), "dup-1"); len(vs) != 1 || vs[0].Status != reconcile.StatusFound {
+	if vs := history(t, d.Store(), "dup-1"); len(vs) != 1 || vs[0].Status != reconciled.StatusFound {
 		t.Fatalf("history after duplicates: %s", describe(vs))
 	}
 	if n := w.streamCount("dup-1"); n != 1 {
@@ -115,7 +117,7 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 	retried := toollayer.Transfer("will-retry", l.ID(), alice.Principal(), retryArg)
 	never := toollayer.Transfer("never-sent", l.ID(), alice.Principal(), neverArg)
 	for _, doc := range []toollayer.Intent{retried, never} {
-		if v := w.ask(doc, toollayer.AnyVerdict); v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+		if v := w.ask(doc, toollayer.AnyVerdict); v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 			t.Fatalf("%s: first verdict %+v, want not_yet", doc.ID, v)
 		}
 	}
@@ -125,12 +127,12 @@ func TestFollowUpSettlesNotYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := w.wait(retried.ID, toollayer.FinalVerdict)
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx || v.Seq != 2 {
 		t.Fatalf("retried: %+v, want found at %d with seq 2", v, idx)
 	}
 	w.srv.Advance(24*time.Hour + 3*time.Minute)
 	v = w.wait(never.ID, toollayer.FinalVerdict)
-	if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+	if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 		t.Fatalf("never sent: %+v, want absent with seq 2", v)
 	}
 	for _, id := range []string{retried.ID, never.ID} {
@@ -168,15 +170,15 @@ func TestTwoInstancesShareWorkAndVerdicts(t *testing.T) {
 		docs = append(docs, toollayer.Transfer(fmt.Sprint("pair-", i), l.ID(), alice.Principal(), arg))
 	}
 	for _, doc := range docs {
-		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.JSON()); err != nil {
+		if _, err := w.tool.PublishIntent(w.ctx, doc.Canister, doc.ID, doc.JSON(), matcher.IntentHash(doc.JSON())); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i, doc := range docs {
 		v := w.wait(doc.ID, toollayer.AnyVerdict)
-		want := reconcile.StatusNotYet
+		want := reconciled.StatusNotYet
 		if i%2 == 0 {
-			want = reconcile.StatusFound
+			want = reconciled.StatusFound
 		}
 		if v.Status != want {
 			t.Fatalf("%s: %s, want %s", doc.ID, v.Status, want)
@@ -238,7 +240,7 @@ func TestRestartMidScan(t *testing.T) {
 
 	// Watched before the restart: a not_yet intent.
 	watched := toollayer.Transfer("watched", l.ID(), alice.Principal(), transferArg(bob.Principal(), 7, u64(w.srv.Now()), "w"))
-	if v := w.ask(watched, toollayer.AnyVerdict); v.Status != reconcile.StatusNotYet {
+	if v := w.ask(watched, toollayer.AnyVerdict); v.Status != reconciled.StatusNotYet {
 		t.Fatalf("watched: %+v", v)
 	}
 	// An intent stamped an hour back, behind 3000 blocks read slowly.
@@ -246,7 +248,7 @@ func TestRestartMidScan(t *testing.T) {
 	slow := toollayer.Transfer("slow", l.ID(), alice.Principal(), transferArg(bob.Principal(), 9, old, "s"))
 	w.srv.SetFaults(l.ID(), ledgertest.Faults{Latency: 20 * time.Millisecond})
 	before := l.Counters().BlocksServed
-	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.JSON()); err != nil {
+	if _, err := w.tool.PublishIntent(w.ctx, slow.Canister, slow.ID, slow.JSON(), matcher.IntentHash(slow.JSON())); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "the slow scan under way", func() (bool, string) {
@@ -265,7 +267,7 @@ func TestRestartMidScan(t *testing.T) {
 	defer stop(d2, time.Second)
 	v := w.wait(slow.ID, toollayer.AnyVerdict)
 	t.Logf("decided after restart in %s", time.Since(t0))
-	if v.Status != reconcile.StatusNotYet || v.Seq != 1 {
+	if v.Status != reconciled.StatusNotYet || v.Seq != 1 {
 		t.Fatalf("slow after restart: %+v", v)
 	}
 	ws, err := d2.Store().Watches(w.ctx)
@@ -276,7 +278,7 @@ func TestRestartMidScan(t *testing.T) {
 	d2.FollowUpNow()
 	for _, id := range []string{watched.ID, slow.ID} {
 		v := w.wait(id, toollayer.FinalVerdict)
-		if v.Status != reconcile.StatusAbsent || v.Seq != 2 {
+		if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
 			t.Fatalf("%s: %+v, want absent seq 2", id, v)
 		}
 		if vs := history(t, d2.Store(), id); len(vs) != 2 {
@@ -315,7 +317,7 @@ func TestManyIntentsShareOneScan(t *testing.T) {
 	js := w.tool.JetStream()
 	for i := range intents {
 		doc := toollayer.Transfer(fmt.Sprint("many-", i), many.ID(), alice.Principal(), transferArg(bob.Principal(), uint64(i+1), u64(stamp(i)), "x"))
-		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.JSON(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, doc.JSON()))); err != nil {
+		if _, err := js.PublishAsync("reconcile.intents."+doc.Canister, doc.JSON(), jetstream.WithMsgID(queue.IntentMsgID(doc.ID, matcher.IntentHash(doc.JSON())))); err != nil {
 			t.Fatal(err)
 		}
 	}

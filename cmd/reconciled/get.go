@@ -12,8 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
-	"github.com/reconciled/reconciled/store"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support"
 )
 
@@ -41,7 +40,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w: want exactly one INTENT_ID", errUsage)
 	}
 	id := fs.Arg(0)
-	if !store.ValidIntentID(id) {
+	if !reconciled.ValidIntentID(id) {
 		return fmt.Errorf("%w: intent id %q is not [A-Za-z0-9_-]{1,128}", errUsage, id)
 	}
 	c, err := client()
@@ -102,7 +101,7 @@ func utcp(t *time.Time) string {
 	return utc(*t)
 }
 
-func u64p(v *reconcile.U64) string {
+func u64p(v *reconciled.U64) string {
 	if v == nil {
 		return "-"
 	}

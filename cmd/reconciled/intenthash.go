@@ -55,7 +55,7 @@ func runIntentHash(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return fmt.Errorf("%w: the daemon would answer this intent invalid: %v", errUsage, err)
 	}
-	id := queue.IntentMsgID(in.ID, body)
+	id := queue.IntentMsgID(in.ID, matcher.IntentHash(body))
 	if *msgID {
 		_, err = fmt.Fprintln(stdout, id)
 		return err

@@ -20,7 +20,7 @@ func TestIntentHashCommand(t *testing.T) {
 	}
 	file := t.TempDir() + "/intent.json"
 	writeFile(t, file, ex.intent)
-	want := "intent_hash  " + in.HashHex() + "\nNats-Msg-Id  " + queue.IntentMsgID(in.ID, ex.intent) + "\nsubject      reconcile.intents." + in.Canister.Encode() + "\n"
+	want := "intent_hash  " + in.HashHex() + "\nNats-Msg-Id  " + queue.IntentMsgID(in.ID, matcher.IntentHash(ex.intent)) + "\nsubject      reconcile.intents." + in.Canister.Encode() + "\n"
 
 	code, out, errOut := runCLI(t, nil, "intent-hash", file)
 	if code != 0 {

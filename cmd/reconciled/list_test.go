@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support/supporttest"
 )
 
@@ -26,8 +26,8 @@ func TestListFitsAHundredColumns(t *testing.T) {
 	const longCaller = "k2t6j-2nvnp-4zjm3-25dtz-6xhaa-c7boj-5gayf-oj3xs-i43lp-teztq-6ae"
 	seen := supporttest.Base.Add(6*time.Minute + 123456789*time.Nanosecond)
 	supporttest.PutIntent(t, st, longID, supporttest.Ledger, longCaller, supporttest.Payee, "7", seen)
-	supporttest.Append(t, st, reconcile.Verdict{IntentID: longID, Seq: 1, Status: reconcile.StatusUnreadable,
-		Reason: &reconcile.Reason{Code: "E_TRANSPORT", Message: "reset"}, DecidedAt: seen.Add(987654321)})
+	supporttest.Append(t, st, reconciled.Verdict{IntentID: longID, Seq: 1, Status: reconciled.StatusUnreadable,
+		Reason: &reconciled.Reason{Code: "E_TRANSPORT", Message: "reset"}, DecidedAt: seen.Add(987654321)})
 
 	for _, wide := range []bool{false, true} {
 		args := []string{"list", "--server", srv.URL}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 )
 
@@ -33,7 +34,7 @@ func TestMigrateIntentsRefusesOpenIntentsThenMoves(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", "open-1", []byte(`{"intent_id":"open-1"}`)); err != nil {
+	if _, err := c.PublishIntent(ctx, "mxzaz-hqaaa-aaaar-qaada-cai", "open-1", []byte(`{"intent_id":"open-1"}`), matcher.IntentHash([]byte(`{"intent_id":"open-1"}`))); err != nil {
 		t.Fatal(err)
 	}
 	migrate := func() (int, string, string) {

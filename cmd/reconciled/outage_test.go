@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
 )
@@ -23,7 +25,7 @@ type outageSink struct {
 	down int // LastVerdict calls still to fail
 }
 
-func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconcile.Verdict, error) {
+func (s *outageSink) LastVerdict(ctx context.Context, id string) (*reconciled.Verdict, error) {
 	s.mu.Lock()
 	fail := s.down > 0
 	if fail {
@@ -66,11 +68,11 @@ func TestVerdictStreamOutageDoesNotLoseTheIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := toollayer.Transfer("outage-1", l.ID(), alice.Principal(), arg)
-	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.JSON()); err != nil {
+	if _, err := w.tool.PublishIntent(w.ctx, l.ID().Encode(), "outage-1", doc.JSON(), matcher.IntentHash(doc.JSON())); err != nil {
 		t.Fatal(err)
 	}
-	v := w.rig.Wait("outage-1", func(v reconcile.Verdict) bool { return v.Final })
-	if v.Status != reconcile.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
+	v := w.rig.Wait("outage-1", func(v reconciled.Verdict) bool { return v.Final })
+	if v.Status != reconciled.StatusFound || v.Block == nil || uint64(v.Block.Index) != idx {
 		t.Fatalf("verdict %+v, want found at block %d", v, idx)
 	}
 	mu.Lock()

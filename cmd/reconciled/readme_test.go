@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
@@ -133,7 +134,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	wantRejectSubj, _ := subj.Reject(doc.IntentID)
 	for _, c := range []struct{ what, got, want string }{
 		{"nats req subject", ex.reqSubject, wantIntentSubj},
-		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, ex.intent)},
+		{"Nats-Msg-Id", ex.msgID, queue.IntentMsgID(doc.IntentID, matcher.IntentHash(ex.intent))},
 		{"nats stream get stream", ex.getStream, queue.VerdictsStream},
 		{"--last-for subject", ex.getLastFor, wantVerdictSubj},
 		{"nats sub verdicts subject", ex.subVerdicts, wantVerdictSubj},
@@ -149,7 +150,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	if !bytes.Contains([]byte(readme), append([]byte("```json\n"), ex.intent...)) {
 		t.Error("docs/protocol.md: the ### Intent block and the intent.json heredoc differ")
 	}
-	var documented reconcile.Verdict
+	var documented reconciled.Verdict
 	if err := decodeStrict(ex.verdictExample, &documented); err != nil {
 		t.Errorf("docs/protocol.md: the verdict example does not decode as a verdict: %v", err)
 	}
@@ -263,7 +264,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no verdict on %s: %v", ex.subVerdicts, err)
 	}
-	var v reconcile.Verdict
+	var v reconciled.Verdict
 	if err := decodeStrict(m.Data, &v); err != nil {
 		t.Fatalf("verdict %s: %v", m.Data, err)
 	}
@@ -271,7 +272,7 @@ func TestReadmeNATSExample(t *testing.T) {
 	// The example's stamp lies more than TW+D (24h+2m, from the example
 	// ledgers file) before the ledger's certified time, and no block
 	// matches: a final absent, the only verdict that allows a re-stamp.
-	if v.IntentID != doc.IntentID || v.Seq != 1 || v.Status != reconcile.StatusAbsent || !v.Final || v.Block != nil {
+	if v.IntentID != doc.IntentID || v.Seq != 1 || v.Status != reconciled.StatusAbsent || !v.Final || v.Block != nil {
 		t.Fatalf("verdict %s", m.Data)
 	}
 	if v.Window == nil || uint64(v.Window.FromTS) != stamp-uint64(2*time.Minute) ||
@@ -394,11 +395,11 @@ func TestReadmeExamplesAreTheContract(t *testing.T) {
 	if blocks[0][1] != string(ex.intent)+"\n" {
 		t.Errorf("README: the intent example differs from docs/protocol.md's:\n%s", blocks[0][1])
 	}
-	var v reconcile.Verdict
+	var v reconciled.Verdict
 	if err := decodeStrict([]byte(blocks[1][1]), &v); err != nil {
 		t.Errorf("README: the verdict example does not decode as a verdict: %v", err)
 	}
-	if v.IntentID != "p1-3f2a" || v.Status != reconcile.StatusFound || !v.Final || v.Block == nil {
+	if v.IntentID != "p1-3f2a" || v.Status != reconciled.StatusFound || !v.Final || v.Block == nil {
 		t.Errorf("README: the verdict example is %+v, want a final found verdict of the example intent", v)
 	}
 }
@@ -489,7 +490,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 		t.Fatalf("intent-hash: exit %d: %s", code, errOut)
 	}
 	msgID := strings.TrimSpace(out)
-	if msgID == ex.msgID || msgID != queue.IntentMsgID(localID, body) {
+	if msgID == ex.msgID || msgID != queue.IntentMsgID(localID, matcher.IntentHash(body)) {
 		t.Fatalf("intent-hash --msg-id local.json = %s; the example's is %s", msgID, ex.msgID)
 	}
 
@@ -547,13 +548,13 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 		}
 		return ack.Duplicate
 	}
-	next := func(sub *nats.Subscription) reconcile.Verdict {
+	next := func(sub *nats.Subscription) reconciled.Verdict {
 		t.Helper()
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			t.Fatalf("no verdict: %v", err)
 		}
-		var v reconcile.Verdict
+		var v reconciled.Verdict
 		if err := json.Unmarshal(m.Data, &v); err != nil {
 			t.Fatal(err)
 		}
@@ -564,7 +565,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	if publish(ex.reqSubject, ex.msgID, ex.intent) {
 		t.Fatal("the example's first publication was a duplicate")
 	}
-	if v := next(verdicts); v.Status != reconcile.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNKNOWN_CANISTER" {
+	if v := next(verdicts); v.Status != reconciled.StatusUnreadable || v.Reason == nil || v.Reason.Code != "E_UNKNOWN_CANISTER" {
 		t.Fatalf("the mainnet example against a test ledger: %s %+v, want unreadable E_UNKNOWN_CANISTER", v.Status, v.Reason)
 	}
 	// The edited body under the example's header: dropped by the stream.
@@ -579,7 +580,7 @@ func TestReadmeLocalNATSExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := next(localSub); v.IntentHash != in.HashHex() || v.Status != reconcile.StatusAbsent || !v.Final {
+	if v := next(localSub); v.IntentHash != in.HashHex() || v.Status != reconciled.StatusAbsent || !v.Final {
 		t.Fatalf("the local body's verdict: %s final=%t %+v", v.Status, v.Final, v.Reason)
 	}
 }

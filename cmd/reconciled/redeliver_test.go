@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
@@ -39,7 +40,7 @@ func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 	dir := t.TempDir()
 	d1 := w.daemon("again", dir, time.Hour)
 	first := w.ask(doc, toollayer.FinalVerdict)
-	if first.Status != reconcile.StatusFound || first.Seq != 1 {
+	if first.Status != reconciled.StatusFound || first.Seq != 1 {
 		t.Fatalf("first verdict %+v", first)
 	}
 	testutil.Eventually(t, 30*time.Second, "the intent acknowledged", func() (bool, string) {
@@ -58,7 +59,7 @@ func TestAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
 		n := d2.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
 		return n >= 1, fmt.Sprint(n, " acks")
 	})
-	if vs := history(t, d2.Store(), doc.ID); len(vs) != 1 || vs[0].Status != reconcile.StatusFound || vs[0].Block == nil || first.Block == nil || vs[0].Block.Index != first.Block.Index {
+	if vs := history(t, d2.Store(), doc.ID); len(vs) != 1 || vs[0].Status != reconciled.StatusFound || vs[0].Block == nil || first.Block == nil || vs[0].Block.Index != first.Block.Index {
 		t.Fatalf("history after the second delivery: %s", describe(vs))
 	}
 	if n := w.streamCount(doc.ID); n != 1 {

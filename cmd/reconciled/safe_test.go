@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support"
 )
 
@@ -63,20 +63,20 @@ func hostileDetail() support.Detail {
 		"after": hostile[0] + hostile[1] + hostile[2],
 	})
 	at := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
-	reason := &reconcile.Reason{Code: "E_" + hostile[3], Field: hostile[5], Message: hostile[6] + hostile[7]}
+	reason := &reconciled.Reason{Code: "E_" + hostile[3], Field: hostile[5], Message: hostile[6] + hostile[7]}
 	return support.Detail{
 		IntentItem: support.IntentItem{IntentID: "evil", CanisterID: hostile[0], Caller: hostile[4], Method: hostile[1],
-			FirstSeen: at, Status: reconcile.StatusInvalid, Final: true, LatestSeq: 1, UpdatedAt: at, HasBody: true,
+			FirstSeen: at, Status: reconciled.StatusInvalid, Final: true, LatestSeq: 1, UpdatedAt: at, HasBody: true,
 			Ledger: &support.Ledger{Decimals: 2, Symbol: hostile[2]}},
 		Intent:     body,
 		Advice:     "tell them " + hostile[0],
-		Block:      &support.BlockView{BlockRef: reconcile.BlockRef{Index: 1, Hash: hostile[1], Kind: hostile[3]}},
-		Window:     &support.WindowView{Window: reconcile.Window{NarrowedBy: hostile[4]}},
-		Evidence:   &support.EvidenceView{Evidence: reconcile.Evidence{Verified: hostile[5]}},
-		NearMisses: []support.NearMissView{{NearMiss: reconcile.NearMiss{Index: 2, Differs: []string{hostile[6], hostile[10]}}}},
+		Block:      &support.BlockView{BlockRef: reconciled.BlockRef{Index: 1, Hash: hostile[1], Kind: hostile[3]}},
+		Window:     &support.WindowView{Window: reconciled.Window{NarrowedBy: hostile[4]}},
+		Evidence:   &support.EvidenceView{Evidence: reconciled.Evidence{Verified: hostile[5]}},
+		NearMisses: []support.NearMissView{{NearMiss: reconciled.NearMiss{Index: 2, Differs: []string{hostile[6], hostile[10]}}}},
 		Reason:     reason,
-		Verdicts: []reconcile.Verdict{{IntentID: "evil", Seq: 1, Status: reconcile.Status(hostile[1]), Reason: reason, DecidedAt: at,
-			Block: &reconcile.BlockRef{Kind: hostile[3]}}},
+		Verdicts: []reconciled.Verdict{{IntentID: "evil", Seq: 1, Status: reconciled.Status(hostile[1]), Reason: reason, DecidedAt: at,
+			Block: &reconciled.BlockRef{Kind: hostile[3]}}},
 	}
 }
 

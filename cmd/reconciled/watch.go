@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/reconciled/reconciled/reconcile"
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/support"
 )
 
@@ -66,7 +66,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // over it finds what changed; only changed intents are fetched in full.
 type watcher struct {
 	c        *apiClient
-	statuses []reconcile.Status
+	statuses []reconciled.Status
 	json     bool
 	out      io.Writer
 	errOut   io.Writer
@@ -138,7 +138,7 @@ func (w *watcher) poll(ctx context.Context, baseline bool) error {
 	return nil
 }
 
-func (w *watcher) print(v reconcile.Verdict) error {
+func (w *watcher) print(v reconciled.Verdict) error {
 	if len(w.statuses) > 0 && !slices.Contains(w.statuses, v.Status) {
 		return nil
 	}

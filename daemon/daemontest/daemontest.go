@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Options configure a Rig and each daemon it starts. Zero values select
@@ -172,12 +172,12 @@ func (r *Rig) Publish(canister, msgID string, body []byte) {
 // Wait returns the first verdict of id that satisfies until, reading the
 // verdict stream from the intent's latest verdict on; it fails the test
 // after 45 s.
-func (r *Rig) Wait(id string, until func(reconcile.Verdict) bool) reconcile.Verdict {
+func (r *Rig) Wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	r.T.Helper()
 	ctx, cancel := context.WithTimeout(r.Ctx, 45*time.Second)
 	defer cancel()
-	var got reconcile.Verdict
-	err := r.Tool.WatchIntent(ctx, id, func(v reconcile.Verdict) error {
+	var got reconciled.Verdict
+	err := r.Tool.WatchIntent(ctx, id, func(v reconciled.Verdict) error {
 		if until(v) {
 			got = v
 			return queue.ErrStop

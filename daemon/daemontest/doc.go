@@ -5,5 +5,5 @@
 //
 //	r := daemontest.New(t, daemontest.Options{})
 //	r.Publish(ledger, id, body)
-//	v := r.Wait(id, func(v reconcile.Verdict) bool { return v.Final })
+//	v := r.Wait(id, func(v reconciled.Verdict) bool { return v.Final })
 package daemontest

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func join(groups ...[]string) []string {
 
 // fence is one row: pkg's dependencies must include none of forbidden.
 type fence struct {
-	pkg       string // import path relative to the module
+	pkg       string // import path relative to the module ("." for its root)
 	why       string
 	forbidden []string
 }
@@ -80,9 +81,12 @@ var fences = []fence{
 	{"icphistory", "the verified ICP history reader; a family knows no sibling", join([]string{module + "/icrc3history", module + "/family"}, engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"family", "the choice between ledger families, above them and below the engine", join(engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"reconcile", "the engine decides verdicts; transport and storage are its callers'", join(queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
-	{"queue", "NATS transport: knows verdicts, not where they are stored", join(storePkg, console, wiring, sqlite, testSupport)},
-	{"store", "SQLite storage: knows verdicts, not how they travel", join(queuePkg, console, wiring, nats, testSupport)},
-	{"support", "the support console reads the store; it publishes nothing", join(queuePkg, wiring, nats, testSupport)},
+	// The queue, the store and the support console speak the vocabulary
+	// (package reconciled), not the engine's types; the queue carries
+	// messages and compiles no intent parser or ledger codec either.
+	{"queue", "NATS transport: knows verdicts, not where they are stored", join(engine, storePkg, console, wiring, sqlite, testSupport, []string{module + "/matcher", module + "/icrc3", module + "/icp"})},
+	{"store", "SQLite storage: knows verdicts, not how they travel", join(engine, queuePkg, console, wiring, nats, testSupport)},
+	{"support", "the support console reads the store; it publishes nothing", join(engine, queuePkg, wiring, nats, testSupport)},
 	{"internal/group", "a goroutine helper below every layer", join(clients, engine, queuePkg, storePkg, console, wiring, nats, sqlite, testSupport)},
 	{"daemon", "the production wiring", join([]string{module + "/cmd/..."}, testSupport)},
 	{"cmd/reconciled", "the production binary (.ci/run, the Dockerfile)", testSupport},
@@ -107,6 +111,9 @@ func violations(pkgs map[string]pkg, fences []fence) []string {
 	var out []string
 	for _, f := range fences {
 		path := module + "/" + f.pkg
+		if f.pkg == "." { // the module root: the vocabulary
+			path = module
+		}
 		p, ok := pkgs[path]
 		if !ok {
 			out = append(out, fmt.Sprintf("%s: no such package; the fence names packages that exist", f.pkg))
@@ -178,7 +185,11 @@ func TestNoProductionPackageLinksTestSupport(t *testing.T) {
 		if isAny(testSupport, path) || isAny(tools, path) {
 			continue
 		}
-		prod = append(prod, fence{pkg: strings.TrimPrefix(path, module+"/"), why: "production code", forbidden: testSupport})
+		rel := strings.TrimPrefix(path, module+"/")
+		if path == module {
+			rel = "."
+		}
+		prod = append(prod, fence{pkg: rel, why: "production code", forbidden: testSupport})
 	}
 	if len(prod) < 10 {
 		t.Fatalf("%d production packages: go list's answer was not read right", len(prod))
@@ -211,6 +222,53 @@ func TestViolationsCatchesArrowsBackUp(t *testing.T) {
 		"matcher depends on github.com/nats-io/nats.go/jetstream (w)",
 		"store depends on " + module + "/queue (w)",
 	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// leaves are the packages the vocabulary may compile: they import nothing
+// of the project themselves.
+var leaves = []string{module + "/reason"}
+
+// TestVocabularyIsALeaf: the vocabulary (package reconciled, the module
+// root) is what every other package speaks, so it compiles nothing of the
+// project but leaves, and they nothing at all of it.
+func TestVocabularyIsALeaf(t *testing.T) {
+	pkgs := listModule(t)
+	for _, v := range leafViolations(pkgs) {
+		t.Error(v)
+	}
+}
+
+func leafViolations(pkgs map[string]pkg) []string {
+	var out []string
+	isLeaf := func(p string) bool { return slices.Contains(leaves, p) }
+	for _, p := range append([]string{module}, leaves...) {
+		got, ok := pkgs[p]
+		if !ok {
+			out = append(out, p+": no such package")
+			continue
+		}
+		for _, d := range got.Deps {
+			if d != module && !strings.HasPrefix(d, module+"/") {
+				continue
+			}
+			if p == module && isLeaf(d) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s depends on %s: the vocabulary and its leaves compile nothing else of the project", p, d))
+		}
+	}
+	return out
+}
+
+func TestLeafViolationsCatchesAnEngineImport(t *testing.T) {
+	got := leafViolations(map[string]pkg{
+		module:             {Deps: []string{module + "/reason", module + "/matcher", "fmt"}},
+		module + "/reason": {Deps: []string{"fmt"}},
+	})
+	want := []string{module + " depends on " + module + "/matcher: the vocabulary and its leaves compile nothing else of the project"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -12,11 +12,12 @@ import (
 	"github.com/aviate-labs/agent-go/identity"
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/reconcile"
 )
 
 // User is one identity of the tool layer with its own agent.
@@ -115,19 +116,19 @@ func TransferFrom(id string, ledger, caller principal.Principal, a icrc1.Transfe
 // satisfies until. The verdict stream keeps every verdict, and the watch
 // starts from the intent's latest one, so a verdict published before the
 // watch starts is not missed.
-func PublishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
-	if _, err := c.PublishIntent(ctx, canister, id, body); err != nil {
-		return reconcile.Verdict{}, err
+func PublishAndWait(ctx context.Context, c *queue.Conn, canister, id string, body []byte, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+	if _, err := c.PublishIntent(ctx, canister, id, body, matcher.IntentHash(body)); err != nil {
+		return reconciled.Verdict{}, err
 	}
 	// A verdict of another body under this id never answers this one.
-	own := reconcile.IntentHash(body)
-	return WaitVerdict(ctx, c, id, func(v reconcile.Verdict) bool { return v.IntentHash == own && until(v) })
+	own := matcher.IntentHash(body)
+	return WaitVerdict(ctx, c, id, func(v reconciled.Verdict) bool { return v.IntentHash == own && until(v) })
 }
 
 // WaitVerdict waits for a verdict of id that satisfies until.
-func WaitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconcile.Verdict) bool) (reconcile.Verdict, error) {
-	var got reconcile.Verdict
-	err := c.WatchIntent(ctx, id, func(v reconcile.Verdict) error {
+func WaitVerdict(ctx context.Context, c *queue.Conn, id string, until func(reconciled.Verdict) bool) (reconciled.Verdict, error) {
+	var got reconciled.Verdict
+	err := c.WatchIntent(ctx, id, func(v reconciled.Verdict) error {
 		if until(v) {
 			got = v
 			return queue.ErrStop
@@ -141,5 +142,5 @@ func WaitVerdict(ctx context.Context, c *queue.Conn, id string, until func(recon
 }
 
 // AnyVerdict accepts the first verdict; FinalVerdict only a final one.
-func AnyVerdict(reconcile.Verdict) bool     { return true }
-func FinalVerdict(v reconcile.Verdict) bool { return v.Final }
+func AnyVerdict(reconciled.Verdict) bool     { return true }
+func FinalVerdict(v reconciled.Verdict) bool { return v.Final }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -75,8 +75,8 @@ func PutBody(t testing.TB, st *store.Store, body []byte, seen time.Time) {
 	if err != nil {
 		t.Fatalf("fixture intent %s: %v", body, err)
 	}
-	put(t, st, store.IntentRecord{IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(),
-		Method: string(in.Method), Body: body, CanonicalHash: in.Hash(), FirstSeen: seen})
+	put(t, st, reconciled.IntentRecord{IntentID: in.ID, CanisterID: in.Canister.Encode(), Caller: in.Caller.Encode(),
+		Method: string(in.Method), Body: body, Hash: in.Hash(), FirstSeen: seen})
 }
 
 func ns(t time.Time) string { return fmt.Sprint(t.UnixNano()) }
@@ -92,8 +92,8 @@ func SeedConsole(t testing.TB, st *store.Store) {
 	memo := hex.EncodeToString([]byte(MemoOrder))
 	PutBody(t, st, IntentBody(IDOrder, Ledger, "icrc1_transfer", Caller, Args{"from_subaccount": nil, "to": Payee,
 		"amount": "4025000000", "fee": nil, "memo": memo, "created_at_time": ns(OrderStamp)}), Base.Add(10*time.Minute))
-	Append(t, st, reconcile.Verdict{IntentID: IDOrder, Seq: 1, Status: reconcile.StatusFound,
-		Block: &reconcile.BlockRef{Index: OrderBlock, TS: reconcile.U64(OrderStamp.Add(800 * time.Millisecond).UnixNano()),
+	Append(t, st, reconciled.Verdict{IntentID: IDOrder, Seq: 1, Status: reconciled.StatusFound,
+		Block: &reconciled.BlockRef{Index: OrderBlock, TS: reconciled.U64(OrderStamp.Add(800 * time.Millisecond).UnixNano()),
 			Hash: "c0ffee01", Kind: "xfer"},
 		Window: Window(), Evidence: Evidence(Base.Add(time.Hour)), DecidedAt: Base.Add(70 * time.Minute)})
 
@@ -103,20 +103,20 @@ func SeedConsole(t testing.TB, st *store.Store) {
 		Base.Add(11*time.Minute))
 	ev := Evidence(Base.Add(26 * time.Hour))
 	ev.BlocksRead = 0
-	Append(t, st, reconcile.Verdict{IntentID: IDNearAbsent, Seq: 1, Status: reconcile.StatusAbsent,
-		NearMisses: []reconcile.NearMiss{nearMiss(nearStamp)},
+	Append(t, st, reconciled.Verdict{IntentID: IDNearAbsent, Seq: 1, Status: reconciled.StatusAbsent,
+		NearMisses: []reconciled.NearMiss{nearMiss(nearStamp)},
 		Window:     Window(), Evidence: ev, DecidedAt: Base.Add(71 * time.Minute)})
 
 	PutBody(t, st, IntentBody(IDApprove, Ledger, "icrc2_approve", Caller, Args{"from_subaccount": nil, "spender": OtherCaller,
 		"amount": "100000000", "expected_allowance": nil, "expires_at": nil, "fee": nil, "memo": nil,
 		"created_at_time": ns(OrderStamp.Add(2 * time.Second))}), Base.Add(12*time.Minute))
-	Append(t, st, reconcile.Verdict{IntentID: IDApprove, Seq: 1, Status: reconcile.StatusFound,
-		Block: &reconcile.BlockRef{Index: ApproveBlock, TS: reconcile.U64(OrderStamp.Add(3 * time.Second).UnixNano()),
+	Append(t, st, reconciled.Verdict{IntentID: IDApprove, Seq: 1, Status: reconciled.StatusFound,
+		Block: &reconciled.BlockRef{Index: ApproveBlock, TS: reconciled.U64(OrderStamp.Add(3 * time.Second).UnixNano()),
 			Hash: "c0ffee10", Kind: "approve"},
 		Window: Window(), Evidence: Evidence(Base.Add(time.Hour)), DecidedAt: Base.Add(72 * time.Minute)})
 
-	if err := st.Watch(ctx, store.WatchEntry{IntentID: IDUnreadable, CanisterID: Ledger,
-		NextCheck: Base.Add(90 * time.Minute), Attempts: 4, LastStatus: reconcile.StatusUnreadable}); err != nil {
+	if err := st.Watch(ctx, reconciled.Watch{IntentID: IDUnreadable, CanisterID: Ledger,
+		NextCheck: Base.Add(90 * time.Minute), Attempts: 4, LastStatus: reconciled.StatusUnreadable}); err != nil {
 		t.Fatalf("watch %s: %v", IDUnreadable, err)
 	}
 
@@ -126,8 +126,8 @@ func SeedConsole(t testing.TB, st *store.Store) {
 		PutBody(t, st, IntentBody(id, Ledger, "icrc1_transfer", OtherCaller, Args{"from_subaccount": nil, "to": Payee,
 			"amount": fmt.Sprint((i + 1) * 1_000_000), "fee": nil, "memo": nil, "created_at_time": ns(stamp)}),
 			Base.Add(20*time.Minute+time.Duration(i)*time.Second))
-		Append(t, st, reconcile.Verdict{IntentID: id, Seq: 1, Status: reconcile.StatusFound,
-			Block: &reconcile.BlockRef{Index: reconcile.U64(3000 + i), TS: reconcile.U64(stamp.Add(time.Second).UnixNano()),
+		Append(t, st, reconciled.Verdict{IntentID: id, Seq: 1, Status: reconciled.StatusFound,
+			Block: &reconciled.BlockRef{Index: reconciled.U64(3000 + i), TS: reconciled.U64(stamp.Add(time.Second).UnixNano()),
 				Hash: fmt.Sprintf("b%03d", i), Kind: "xfer"},
 			Window: Window(), Evidence: Evidence(Base.Add(time.Hour)), DecidedAt: Base.Add(5*time.Hour - time.Duration(i)*time.Minute)})
 	}
@@ -135,9 +135,9 @@ func SeedConsole(t testing.TB, st *store.Store) {
 
 // nearMiss is IDNearAbsent's near miss: the same stamp and sender, but 2.5
 // ICP to OtherCaller.
-func nearMiss(stamp time.Time) reconcile.NearMiss {
+func nearMiss(stamp time.Time) reconciled.NearMiss {
 	memo := hex.EncodeToString([]byte("order-10200"))
-	return reconcile.NearMiss{Index: NearMissBlock2, Differs: []string{"to", "amount"},
-		Block: &reconcile.NearMissBlock{Kind: "xfer", TS: reconcile.U64(stamp.Add(400 * time.Millisecond).UnixNano()),
+	return reconciled.NearMiss{Index: NearMissBlock2, Differs: []string{"to", "amount"},
+		Block: &reconciled.NearMissBlock{Kind: "xfer", TS: reconciled.U64(stamp.Add(400 * time.Millisecond).UnixNano()),
 			From: Caller, To: OtherCaller, Amount: NearAmount, Fee: "10000", Memo: &memo}}
 }

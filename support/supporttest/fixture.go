@@ -9,9 +9,9 @@ import (
 
 	"github.com/aviate-labs/agent-go/principal"
 
+	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
-	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
 
@@ -100,13 +100,13 @@ func PutIntent(t testing.TB, st *store.Store, id, canister, caller, to, amount s
 	if err != nil {
 		t.Fatalf("fixture intent %s: %v", id, err)
 	}
-	put(t, st, store.IntentRecord{IntentID: id, CanisterID: canister, Caller: caller, Method: "icrc1_transfer",
-		Body: body, CanonicalHash: in.Hash(), FirstSeen: seen})
+	put(t, st, reconciled.IntentRecord{IntentID: id, CanisterID: canister, Caller: caller, Method: "icrc1_transfer",
+		Body: body, Hash: in.Hash(), FirstSeen: seen})
 }
 
-func put(t testing.TB, st *store.Store, rec store.IntentRecord) {
+func put(t testing.TB, st *store.Store, rec reconciled.IntentRecord) {
 	t.Helper()
-	if res, err := st.PutIntent(context.Background(), rec); err != nil || res != store.Created {
+	if res, err := st.PutIntent(context.Background(), rec); err != nil || res != reconciled.PutCreated {
 		t.Fatalf("put intent %s: %v %v", rec.IntentID, res, err)
 	}
 }
@@ -115,33 +115,33 @@ func put(t testing.TB, st *store.Store, rec store.IntentRecord) {
 // no canonical hash of its own, so the body's digest stands in.
 func PutRefused(t testing.TB, st *store.Store, id string, body []byte, seen time.Time) {
 	t.Helper()
-	put(t, st, store.IntentRecord{IntentID: id, CanisterID: Ledger, Caller: OtherCaller,
-		Method: "icrc1_transfer", Body: body, CanonicalHash: sha256.Sum256(body), FirstSeen: seen})
+	put(t, st, reconciled.IntentRecord{IntentID: id, CanisterID: Ledger, Caller: OtherCaller,
+		Method: "icrc1_transfer", Body: body, Hash: sha256.Sum256(body), FirstSeen: seen})
 }
 
 // Append stores the next verdict.
-func Append(t testing.TB, st *store.Store, v reconcile.Verdict) {
+func Append(t testing.TB, st *store.Store, v reconciled.Verdict) {
 	t.Helper()
 	v.Final = v.Status.Final()
-	if err := st.AppendVerdict(context.Background(), v); err != nil {
+	if err := st.AppendVerdict(context.Background(), v, nil); err != nil {
 		t.Fatalf("append verdict %s/%d: %v", v.IntentID, v.Seq, err)
 	}
 }
 
-func u64p(v uint64) *reconcile.U64 { u := reconcile.U64(v); return &u }
+func u64p(v uint64) *reconciled.U64 { u := reconciled.U64(v); return &u }
 
 // Window is the fixture's window: stamp − 2 min .. stamp + 24 h + 2 min,
 // blocks 998..1311.
-func Window() *reconcile.Window {
-	return &reconcile.Window{
-		FromTS: reconcile.U64(Stamp - uint64(2*time.Minute)), ToTS: reconcile.U64(Stamp + uint64(24*time.Hour+2*time.Minute)),
+func Window() *reconciled.Window {
+	return &reconciled.Window{
+		FromTS: reconciled.U64(Stamp - uint64(2*time.Minute)), ToTS: reconciled.U64(Stamp + uint64(24*time.Hour+2*time.Minute)),
 		FirstBlock: u64p(998), LastBlock: u64p(1311),
 	}
 }
 
 // Evidence is the fixture's evidence, certified at certified.
-func Evidence(certified time.Time) *reconcile.Evidence {
-	return &reconcile.Evidence{Verified: "certificate+chain", TipIndex: u64p(1500),
+func Evidence(certified time.Time) *reconciled.Evidence {
+	return &reconciled.Evidence{Verified: "certificate+chain", TipIndex: u64p(1500),
 		TipHash: "ab12", CertifiedTime: u64p(uint64(certified.UnixNano())), BlocksRead: 314}
 }
 
@@ -154,41 +154,41 @@ func Seed(t testing.TB, st *store.Store) {
 	decided := func(i int) time.Time { return Base.Add(time.Hour + time.Duration(i)*time.Minute) }
 
 	PutIntent(t, st, IDFound, Ledger, Caller, Payee, "150000000", at(0))
-	Append(t, st, reconcile.Verdict{IntentID: IDFound, Seq: 1, Status: reconcile.StatusNotYet,
+	Append(t, st, reconciled.Verdict{IntentID: IDFound, Seq: 1, Status: reconciled.StatusNotYet,
 		Window: Window(), Evidence: Evidence(Base), DecidedAt: decided(0)})
-	Append(t, st, reconcile.Verdict{IntentID: IDFound, Seq: 2, Status: reconcile.StatusFound,
-		Block: &reconcile.BlockRef{Index: FoundBlock, TS: reconcile.U64(Stamp + uint64(733*time.Millisecond)),
+	Append(t, st, reconciled.Verdict{IntentID: IDFound, Seq: 2, Status: reconciled.StatusFound,
+		Block: &reconciled.BlockRef{Index: FoundBlock, TS: reconciled.U64(Stamp + uint64(733*time.Millisecond)),
 			Hash: "9f3c0e5d7a", Kind: "xfer"},
-		NearMisses: []reconcile.NearMiss{{Index: NearMissBlock, Differs: []string{"amount"}}},
+		NearMisses: []reconciled.NearMiss{{Index: NearMissBlock, Differs: []string{"amount"}}},
 		Window:     Window(), Evidence: Evidence(Base.Add(time.Minute)), DecidedAt: decided(1)})
 
 	PutIntent(t, st, IDAbsent, Ledger, OtherCaller, Payee, "2500000000", at(1))
-	Append(t, st, reconcile.Verdict{IntentID: IDAbsent, Seq: 1, Status: reconcile.StatusAbsent,
-		NearMisses: []reconcile.NearMiss{{Index: NearMissBlock, Differs: []string{"to", "memo"}}},
+	Append(t, st, reconciled.Verdict{IntentID: IDAbsent, Seq: 1, Status: reconciled.StatusAbsent,
+		NearMisses: []reconciled.NearMiss{{Index: NearMissBlock, Differs: []string{"to", "memo"}}},
 		Window:     Window(), Evidence: Evidence(Base.Add(25 * time.Hour)), DecidedAt: decided(2)})
 
 	PutIntent(t, st, IDNotYet, OtherLedger, Caller, PayeeSub, "42", at(2))
-	Append(t, st, reconcile.Verdict{IntentID: IDNotYet, Seq: 1, Status: reconcile.StatusNotYet,
+	Append(t, st, reconciled.Verdict{IntentID: IDNotYet, Seq: 1, Status: reconciled.StatusNotYet,
 		Window: Window(), Evidence: Evidence(Base.Add(2 * time.Minute)), DecidedAt: decided(3)})
 
 	PutIntent(t, st, IDUnreadable, Ledger, Caller, Payee, "1", at(3))
-	Append(t, st, reconcile.Verdict{IntentID: IDUnreadable, Seq: 1, Status: reconcile.StatusUnreadable,
-		Reason:    &reconcile.Reason{Code: "E_CERTIFICATE", Message: "tip certificate signature does not verify"},
+	Append(t, st, reconciled.Verdict{IntentID: IDUnreadable, Seq: 1, Status: reconciled.StatusUnreadable,
+		Reason:    &reconciled.Reason{Code: "E_CERTIFICATE", Message: "tip certificate signature does not verify"},
 		DecidedAt: decided(4)})
 
 	// Refused by the matcher (no created_at_time), so it carries no
 	// canonical hash of its own: any non-zero digest of the body will do.
 	bad := fmt.Appendf(nil, `{"intent_id":%q,"canister_id":%q,"method":"icrc1_transfer","caller":%q,`+
 		`"args":{"to":%q,"amount":"5"}}`, IDInvalid, Ledger, OtherCaller, Payee)
-	put(t, st, store.IntentRecord{IntentID: IDInvalid, CanisterID: Ledger, Caller: OtherCaller,
-		Method: "icrc1_transfer", Body: bad, CanonicalHash: sha256.Sum256(bad), FirstSeen: at(4)})
-	Append(t, st, reconcile.Verdict{IntentID: IDInvalid, Seq: 1, Status: reconcile.StatusInvalid,
-		Reason:    &reconcile.Reason{Code: "E_NO_STAMP", Field: "args.created_at_time", Message: "created_at_time is required"},
+	put(t, st, reconciled.IntentRecord{IntentID: IDInvalid, CanisterID: Ledger, Caller: OtherCaller,
+		Method: "icrc1_transfer", Body: bad, Hash: sha256.Sum256(bad), FirstSeen: at(4)})
+	Append(t, st, reconciled.Verdict{IntentID: IDInvalid, Seq: 1, Status: reconciled.StatusInvalid,
+		Reason:    &reconciled.Reason{Code: "E_NO_STAMP", Field: "args.created_at_time", Message: "created_at_time is required"},
 		DecidedAt: decided(5)})
 
 	PutIntent(t, st, IDNone, Ledger, OtherCaller, Payee, "7", at(5))
 
-	Append(t, st, reconcile.Verdict{IntentID: IDRemote, Seq: 1, Status: reconcile.StatusFound,
-		Block:    &reconcile.BlockRef{Index: RemoteBlock, TS: reconcile.U64(Stamp), Hash: "77aa", Kind: "xfer"},
+	Append(t, st, reconciled.Verdict{IntentID: IDRemote, Seq: 1, Status: reconciled.StatusFound,
+		Block:    &reconciled.BlockRef{Index: RemoteBlock, TS: reconciled.U64(Stamp), Hash: "77aa", Kind: "xfer"},
 		Evidence: Evidence(Base), DecidedAt: decided(6)})
 }

@@ -1,26 +1,10 @@
-package reconcile
+package reconciled
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/reconciled/reconciled/matcher"
 )
-
-// IntentHash is the intent_hash of a body as published: the lower-case hex
-// canonical hash (matcher.Intent.Hash, which leaves out `after`) of a body
-// that parses, else the SHA-256 of the bytes exactly as received. Every
-// verdict carries it, and intents are deduplicated on it.
-func IntentHash(body []byte) string {
-	if in, err := matcher.ParseIntent(body); err == nil {
-		return in.HashHex()
-	}
-	h := sha256.Sum256(body)
-	return hex.EncodeToString(h[:])
-}
 
 // Status is a verdict's status: the four of the tool layer's reconcile hook,
 // plus invalid for requests that cannot be read.
@@ -161,4 +145,36 @@ type Reason struct {
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+}
+
+// HistoryChange is a certified tip that contradicts the verified chain: the
+// ledger under this id now has another history (a reinstall, a reset test
+// replica). The cached chain was discarded and is rebuilt from the tip.
+type HistoryChange struct {
+	// Reason: "hash" (the tip, or a block under it, differs from the
+	// verified block at its index), "later_time" (a lower tip certified
+	// after the verified block above it was written) or "lower_tip" (a
+	// lower tip that cannot be shown to be a prefix of the verified chain).
+	Reason          string `json:"reason"`
+	OldTipIndex     U64    `json:"old_tip_index"`
+	OldTipHash      string `json:"old_tip_hash"`
+	NewTipIndex     U64    `json:"new_tip_index"`
+	NewTipHash      string `json:"new_tip_hash"`
+	CertifiedAt     U64    `json:"certified_time"`
+	BlocksDiscarded U64    `json:"blocks_discarded"`
+}
+
+// SameDecision compares what two verdicts decide, not when or how they
+// were computed, so a verdict re-published from a store that re-encoded it
+// is still recognised.
+func SameDecision(a, b Verdict) bool {
+	if a.Status != b.Status || a.Final != b.Final || (a.Block == nil) != (b.Block == nil) {
+		return false
+	}
+	// A verdict of another body is never the same decision; one stored
+	// before verdicts carried intent_hash has none to compare.
+	if a.IntentHash != "" && b.IntentHash != "" && a.IntentHash != b.IntentHash {
+		return false
+	}
+	return a.Block == nil || *a.Block == *b.Block
 }
