@@ -328,8 +328,14 @@ func (s *jsSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in re
 
 func jetStream(t *testing.T) *queue.Conn {
 	t.Helper()
+	return jetStreamIn(t, filepath.Join(t.TempDir(), "nats"))
+}
+
+// jetStreamIn is jetStream with the embedded server's store under dir.
+func jetStreamIn(t *testing.T, dir string) *queue.Conn {
+	t.Helper()
 	ctx := context.Background()
-	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: filepath.Join(t.TempDir(), "nats")})
+	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

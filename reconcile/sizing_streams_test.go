@@ -43,19 +43,7 @@ func dirBytes(t *testing.T, dir string) int64 {
 func TestSizingStreams(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "nats")
-	emb, err := queue.StartEmbedded(queue.EmbeddedConfig{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	c, err := queue.Connect(ctx, queue.ConnConfig{Embedded: emb, Name: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := jetStreamIn(t, dir)
 	empty := dirBytes(t, dir)
 	sink := queue.Sink{C: c, Origin: "sizing"}
 	const n = 2000

@@ -20,6 +20,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/cli"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -44,7 +45,7 @@ func init() {
 			}
 			var sv *demoServe
 			if *serve {
-				if err := loopbackOnly(*httpAddr); err != nil {
+				if err := cli.LoopbackOnly(*httpAddr); err != nil {
 					return fmt.Errorf("%w: --http: %v", errUsage, err)
 				}
 				sv = &demoServe{addr: *httpAddr}

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/aviate-labs/agent-go/principal"
 
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/cli"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -96,7 +96,9 @@ func runTestLedger(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if err := loopbackOnly(*listen); err != nil {
+	// The test replica's keys derive from a public seed: it must not be
+	// reachable from beyond this machine.
+	if err := cli.LoopbackOnly(*listen); err != nil {
 		return fmt.Errorf("%w: --listen: %v", errUsage, err)
 	}
 	if *ledgers < 1 || *ledgers > 100 {
@@ -219,19 +221,6 @@ func newTestLedger(s *ledgertest.Server, cfg ledgertest.LedgerConfig, kind strin
 		}
 	}
 	return l, nil
-}
-
-// loopbackOnly refuses addresses that would expose the test replica, whose
-// keys are derived from a public seed, beyond this machine.
-func loopbackOnly(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("%q is not a loopback address", addr)
-	}
-	return nil
 }
 
 // writeEnvFile writes the ready line's essentials as a file a shell can

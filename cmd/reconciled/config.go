@@ -17,6 +17,7 @@ import (
 
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/internal/cli"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/support"
 )
@@ -261,7 +262,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		return nil, bad("--nats-listen applies to the embedded server only; it cannot be combined with --nats-url")
 	}
 	if c.NATSListen != "" {
-		if err := loopbackOnly(c.NATSListen); err != nil {
+		if err := cli.LoopbackOnly(c.NATSListen); err != nil {
 			return nil, bad("--nats-listen: %v", err)
 		}
 	}

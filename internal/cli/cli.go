@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sort"
@@ -145,4 +146,17 @@ func (a *App) Run(args []string, stdout, stderr io.Writer) int {
 	default:
 		return 1
 	}
+}
+
+// LoopbackOnly refuses an address beyond this machine: a listener that
+// must not be reachable from elsewhere takes a loopback host:port only.
+func LoopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	return nil
 }
