@@ -14,6 +14,7 @@ import (
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/matcher"
+	"github.com/reconciled/reconciled/reason"
 )
 
 // LedgerConfig is the operator's configuration of one ledger.
@@ -449,26 +450,27 @@ func Refusal(err error) bool {
 	return errors.As(err, &ul) || errors.As(err, &nc)
 }
 
-// Reason codes of intents for canisters the daemon does not read. They are
-// part of the wire contract (a verdict's reason.code).
+// Reason codes of intents for canisters the daemon does not read, from
+// the registry (package reason). They are part of the wire contract (a
+// verdict's reason.code).
 const (
 	// CodeUnknownLedger: the canister is not a configured ledger. Final
 	// invalid under strict ledgers (the configuration is trusted local
 	// input); otherwise only an undecodable canister id gets it.
-	CodeUnknownLedger = "E_UNKNOWN_LEDGER"
+	CodeUnknownLedger = string(reason.UnknownLedger)
 	// CodeSubjectMismatch: the intent's intake subject names another
 	// canister than its body; final invalid.
-	CodeSubjectMismatch = "E_SUBJECT_MISMATCH"
+	CodeSubjectMismatch = string(reason.SubjectMismatch)
 	// CodeNoSuchCanister: the IC certifies that no canister has the id;
 	// final invalid.
-	CodeNoSuchCanister = "E_NO_SUCH_CANISTER"
+	CodeNoSuchCanister = string(reason.NoSuchCanister)
 	// CodeNotALedger: the IC certifies that the canister exists but has
 	// no code installed, so no ledger method can answer; final invalid.
-	CodeNotALedger = "E_NOT_A_LEDGER"
+	CodeNotALedger = string(reason.NotALedger)
 	// CodeUnconfiguredWait: the daemon follows as many unconfigured
 	// canisters (or open intents of this one) as it may at once; the
 	// intent is stored, unread, and checked once a slot frees. Not final.
-	CodeUnconfiguredWait = "E_UNCONFIGURED_WAIT"
+	CodeUnconfiguredWait = string(reason.UnconfiguredWait)
 )
 
 // ReasonCode maps a failure to the stable code published in verdicts.
