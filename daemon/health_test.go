@@ -77,15 +77,9 @@ func value(m *dto.Metric) float64 {
 // under.
 func TestOpenAgeGaugeAndAlert(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "reconciled.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	core, logs := observer.New(zap.InfoLevel)
 	const quiet, busy, other = "quiet-ledger", "busy-ledger", "other-ledger"
-	d := &Daemon{store: st, log: zap.New(core), metrics: reconcile.NewMetrics(), clients: map[string]*icrc3history.Client{},
-		cfg: Config{OpenAgeAlert: 25 * time.Hour, Ledgers: map[string]Ledger{quiet: {}, busy: {}}}}
+	d, logs := bareDaemon(t, Config{OpenAgeAlert: 25 * time.Hour, Ledgers: map[string]Ledger{quiet: {}, busy: {}}})
+	st := d.store
 	now := time.Now()
 	openIntent(t, st, "busy-old", busy, now.Add(-26*time.Hour))
 	openIntent(t, st, "busy-new", busy, now.Add(-time.Hour))
@@ -160,4 +154,18 @@ func TestHealthzFailed(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "restart: not ready") {
 		t.Fatalf("/healthz of a daemon that gave up: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// bareDaemon is a Daemon with a store in a temp dir, cfg, and a log
+// whose entries the test reads: enough for the store-driven loops and
+// gauges, with no NATS and no ledger.
+func bareDaemon(t *testing.T, cfg Config) (*Daemon, *observer.ObservedLogs) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "reconciled.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	core, logs := observer.New(zap.InfoLevel)
+	return &Daemon{store: st, log: zap.New(core), metrics: reconcile.NewMetrics(), clients: map[string]*icrc3history.Client{}, cfg: cfg}, logs
 }

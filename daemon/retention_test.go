@@ -5,15 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/reconciled/reconciled"
-	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 )
@@ -38,15 +33,9 @@ func TestCheckRetentionRefusesBelowHorizon(t *testing.T) {
 // the round.
 func TestRetentionRoundPrunesAndCounts(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "reconciled.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	core, logs := observer.New(zap.InfoLevel)
-	d := &Daemon{store: st, log: zap.New(core), metrics: reconcile.NewMetrics(), clients: map[string]*icrc3history.Client{},
-		engine: reconcile.NewEngine(nil, st, nil),
-		cfg:    Config{Retention: 48 * time.Hour, RepublishHorizon: DefaultRepublishHorizon, BlockCacheMargin: time.Hour}}
+	d, logs := bareDaemon(t, Config{Retention: 48 * time.Hour, RepublishHorizon: DefaultRepublishHorizon, BlockCacheMargin: time.Hour})
+	st := d.store
+	d.engine = reconcile.NewEngine(nil, st, nil)
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	for id, age := range map[string]time.Duration{"old": 72 * time.Hour, "young": 24 * time.Hour} {
 		body := fmt.Sprintf(`{"intent_id":%q,"canister_id":"l","method":"icrc1_transfer"}`, id)
