@@ -8,15 +8,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/store"
 )
 
 const (
 	// DefaultRetention is how long a final intent stays in the store after
-	// its final verdict: the verdict stream's default age limit
-	// (queue.StreamsConfig.VerdictMaxAge), so the store keeps what a new
-	// instance could import and no more.
-	DefaultRetention = 30 * 24 * time.Hour
+	// its final verdict: the verdict stream's default age limit, so the
+	// store keeps what a new instance could import and no more.
+	DefaultRetention = queue.DefaultVerdictMaxAge
 	// DefaultRepublishHorizon is the longest a tool layer re-publishes an
 	// intent after first sending it: the ledger's 24 h deduplication
 	// window, past which re-sending the payment is a new payment, and an

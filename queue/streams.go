@@ -26,9 +26,12 @@ type StreamsConfig struct {
 	VerdictDuplicates time.Duration
 }
 
+// DefaultVerdictMaxAge is how long the verdict stream keeps a verdict
+// unless StreamsConfig.VerdictMaxAge says otherwise.
+const DefaultVerdictMaxAge = 30 * 24 * time.Hour
+
 const (
 	minIntentDuplicates         = 2 * time.Minute
-	defaultVerdictMaxAge        = 30 * 24 * time.Hour
 	defaultVerdictMaxPerSubject = 1000
 	defaultVerdictDuplicates    = 10 * time.Minute
 )
@@ -47,7 +50,7 @@ func (s StreamsConfig) withDefaults() (StreamsConfig, error) {
 		return s, fmt.Errorf("queue: streams: intent dedup window %s is below %s", s.IntentDuplicates, minIntentDuplicates)
 	}
 	if s.VerdictMaxAge == 0 {
-		s.VerdictMaxAge = defaultVerdictMaxAge
+		s.VerdictMaxAge = DefaultVerdictMaxAge
 	}
 	if s.VerdictMaxPerSubject == 0 {
 		s.VerdictMaxPerSubject = defaultVerdictMaxPerSubject
