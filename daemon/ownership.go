@@ -26,17 +26,21 @@ func (d *Daemon) holdLeases(ctx context.Context) {
 				return
 			}
 			d.log.Warn("watched ledgers unreadable; leases kept as they are", zap.Error(err))
-		} else if gained := d.leases.Hold(ctx, followed); len(gained) > 0 || woken {
-			select {
-			case d.trigger <- struct{}{}:
-			default:
+		} else {
+			// Strangers leave before newcomers take their slots: the round
+			// a new lease starts creates the newcomer's client, and the
+			// clients of strangers stay within their cap only if those
+			// that ended or lost their slot are gone by then.
+			d.strangers.refresh(counts, d.stranger)
+			d.evictStrangers(counts, followed)
+			if gained := d.leases.Hold(ctx, followed); len(gained) > 0 || woken {
+				select {
+				case d.trigger <- struct{}{}:
+				default:
+				}
 			}
 		}
 		woken = false
-		if err == nil {
-			d.strangers.refresh(counts, d.stranger)
-			d.evictStrangers(counts, followed)
-		}
 		select {
 		case <-ctx.Done():
 			return

@@ -233,6 +233,12 @@ func (r *ledgerRounds) wait() { r.wg.Wait() }
 
 func (s *Service) followLedger(ctx context.Context, ledger string, ws []reconciled.Watch) {
 	log := s.log.With(zap.String("canister_id", ledger))
+	if s.cfg.Owns != nil && !s.cfg.Owns(ledger) {
+		// A round asked for while the previous one ran starts only once
+		// that one ends: the lease may have gone meanwhile, and with it
+		// what this instance may spend on the ledger.
+		return
+	}
 	ins := make([]*matcher.Intent, 0, len(ws))
 	kept := make([]reconciled.Watch, 0, len(ws))
 	hdrs := make([]reconciled.IntentHeader, 0, len(ws))
