@@ -112,11 +112,19 @@ type Minting struct {
 	mu      sync.Mutex
 	settled *icrc3.Account
 	ok      bool
-	call    icagent.Shared[*icrc3.Account]
+	call    icagent.Shared[mintingRead]
+}
+
+// mintingRead is one certified call's answer and when the call began.
+type mintingRead struct {
+	acc   *icrc3.Account
+	began time.Time
 }
 
 // Get returns the certified minting account, or reads it through conn,
-// as long as ctx allows. certified false is one node's word.
+// as long as ctx allows. certified false is one node's word. A caller
+// that joined a call begun before it came and failed asks once more: a
+// failure shared from before is no answer about the subnet now.
 func (m *Minting) Get(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Account, certified bool, err error) {
 	m.mu.Lock()
 	acc, ok := m.settled, m.ok
@@ -129,15 +137,25 @@ func (m *Minting) Get(ctx context.Context, conn *icagent.Conn) (acc *icrc3.Accou
 		wait = DefaultMintingWait
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	acc, err = m.call.Do(wctx, func(ctx context.Context) (*icrc3.Account, error) {
+	read := func(ctx context.Context) (mintingRead, error) {
+		began := time.Now()
 		acc, err := certifiedMinting(ctx, conn)
 		if err == nil {
 			m.mu.Lock()
 			m.settled, m.ok = acc, true
 			m.mu.Unlock()
 		}
-		return acc, err
-	})
+		return mintingRead{acc, began}, err
+	}
+	came := time.Now()
+	r, err := m.call.Do(wctx, read)
+	if err != nil && wctx.Err() == nil && r.began.Before(came) {
+		// The call that failed began before this caller came: its
+		// failure (a fault since lifted, a reply lost) says nothing of
+		// the subnet now. Ask once more, within the same wait.
+		r, err = m.call.Do(wctx, read)
+	}
+	acc = r.acc
 	cancel()
 	switch {
 	case err == nil:

@@ -2,11 +2,13 @@ package icrc3history_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/icrc3history"
+	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
 )
 
@@ -127,5 +129,39 @@ func TestTipEndpointDeniedOnceIsAskedAgain(t *testing.T) {
 	tip, err := c.Tip(ctx)
 	if err != nil || tip.Len() != 10 {
 		t.Fatalf("tip endpoint served again: %+v %v, want the certified tip of 10 blocks", tip, err)
+	}
+}
+
+// TestMintingCallFailedBeforeACallerCameIsAskedAgain: a certified
+// minting call starts while the replica signs with a wrong key, and a
+// second Detect arrives after the fault lifted, while that call is still
+// in flight. The call's failure says nothing about the subnet once the
+// second caller came: it must ask again and get the certified account,
+// not serve one node's word for a fault that is over.
+func TestMintingCallFailedBeforeACallerCameIsAskedAgain(t *testing.T) {
+	e := newEnv(t, ledgertest.LedgerConfig{}, 10)
+	c := e.client(t, icrc3history.ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Tip(ctx); err != nil { // the endpoints are detected; the minting account is not
+		t.Fatal(err)
+	}
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{WrongKey: true, Latency: 2 * time.Second})
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Detect(ctx)
+		first <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the first minting call in flight", func() (bool, string) {
+		n := c.Stats().Queries["ledger:call:icrc1_minting_account"]
+		return n == 1, fmt.Sprintf("%d calls", n)
+	})
+	e.srv.SetFaults(e.ledger.ID(), ledgertest.Faults{})
+	f, err := c.Detect(ctx)
+	if err != nil || !f.MintingCertified || f.MintingAccount == nil || !f.MintingAccount.Equal(e.ledger.MintingAccount()) {
+		t.Fatalf("Detect after the fault lifted: %+v %v, want the certified minting account", f, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first Detect: %v", err)
 	}
 }
