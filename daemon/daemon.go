@@ -43,7 +43,8 @@ type Config struct {
 	FetchRootKey bool
 	RootKey      []byte // from --root-key-file
 
-	Ledgers       map[string]Ledger
+	// Ledgers are the configured ledgers by canister id.
+	Ledgers       map[string]reconcile.LedgerConfig
 	StrictLedgers bool
 	// MaxStrangers bounds the unconfigured canisters followed at once and
 	// MaxStrangerOpen the open intents of each (strangers.go; defaults
@@ -102,13 +103,6 @@ type Config struct {
 	// (default DefaultBlockCacheMargin). Older blocks are trimmed; a window
 	// that needs them again reads them from the ledger.
 	BlockCacheMargin time.Duration
-}
-
-// Ledger is one ledger's operator configuration.
-type Ledger struct {
-	ID     principal.Principal
-	Rules  reconcile.LedgerConfig
-	Verify icrc3.VerifyMode
 }
 
 // Options are what a caller wires in besides the operator's configuration:
@@ -521,7 +515,7 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 		if err != nil {
 			return nil, reconcile.LedgerConfig{}, &reconcile.UnknownLedgerError{Ledger: ledger}
 		}
-		spec = Ledger{ID: id, Verify: icrc3.VerifyChain}
+		spec = reconcile.LedgerConfig{ID: id, Verify: icrc3.VerifyChain}
 	}
 	d.clientsMu.Lock()
 	defer d.clientsMu.Unlock()
@@ -546,7 +540,7 @@ func (d *Daemon) sources(ledger string) (reconcile.History, reconcile.LedgerConf
 	if !ok {
 		h = &strangerHistory{History: h, ledger: ledger, conn: c}
 	}
-	return h, spec.Rules, nil
+	return h, spec, nil
 }
 
 // ClientStats returns each ledger client's counters.

@@ -78,7 +78,7 @@ func value(m *dto.Metric) float64 {
 func TestOpenAgeGaugeAndAlert(t *testing.T) {
 	ctx := context.Background()
 	const quiet, busy, other = "quiet-ledger", "busy-ledger", "other-ledger"
-	d, logs := bareDaemon(t, Config{OpenAgeAlert: 25 * time.Hour, Ledgers: map[string]Ledger{quiet: {}, busy: {}}})
+	d, logs := bareDaemon(t, Config{OpenAgeAlert: 25 * time.Hour, Ledgers: map[string]reconcile.LedgerConfig{quiet: {}, busy: {}}})
 	st := d.store
 	now := time.Now()
 	openIntent(t, st, "busy-old", busy, now.Add(-26*time.Hour))
@@ -137,7 +137,7 @@ func TestLedgerAgesBounded(t *testing.T) {
 	for i := range 40 {
 		oldest = append(oldest, store.OldestOpen{CanisterID: fmt.Sprintf("l%02d", i), FirstSeen: now.Add(-time.Duration(i+1) * time.Hour)})
 	}
-	got := ledgerAges(map[string]Ledger{"configured": {}}, oldest, now)
+	got := ledgerAges(map[string]reconcile.LedgerConfig{"configured": {}}, oldest, now)
 	if len(got) != maxLedgerSeries || got["configured"] != 0 || got["l39"] < 40*3600 || got["other"] < 9*3600 {
 		t.Fatalf("%d series: %v", len(got), got)
 	}

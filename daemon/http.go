@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/store"
 	"github.com/reconciled/reconciled/support"
 )
@@ -308,7 +309,7 @@ func (c daemonCollector) Collect(ch chan<- prometheus.Metric) {
 // configured ledger (0 when none is open), then the others by age, oldest
 // first, up to maxLedgerSeries; the rest share ledger="other" with the
 // oldest age among them.
-func ledgerAges(configured map[string]Ledger, oldest []store.OldestOpen, now time.Time) map[string]float64 {
+func ledgerAges(configured map[string]reconcile.LedgerConfig, oldest []store.OldestOpen, now time.Time) map[string]float64 {
 	out := make(map[string]float64, len(configured))
 	for l := range configured {
 		out[l] = 0

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support"
 )
 
@@ -147,7 +148,7 @@ func TestLedgerMetaRefusals(t *testing.T) {
 		asked++
 		return ledgerDisplay{}, errors.New("canister has no icrc1_symbol")
 	}
-	d := &Daemon{cfg: Config{StrictLedgers: true, Ledgers: map[string]Ledger{}}}
+	d := &Daemon{cfg: Config{StrictLedgers: true, Ledgers: map[string]reconcile.LedgerConfig{}}}
 	m := d.newLedgerMeta(nil)
 	m.query = query
 	if _, _, ok := m.lookup("xevnm-gaaaa-aaaar-qafnq-cai"); ok || asked != 0 {

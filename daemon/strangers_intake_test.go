@@ -9,6 +9,7 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/internal/testutil"
 	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 // An intent published on one ledger's subject whose body names another
@@ -46,7 +47,7 @@ func TestIntakeStrictLedgersRefuseUnconfiguredFinal(t *testing.T) {
 	}
 	d := r.Start(daemontest.Options{Tune: func(c *daemon.Config, _ *daemon.Options) {
 		c.StrictLedgers = true
-		c.Ledgers[known.ID().Encode()] = daemon.Ledger{ID: known.ID()}
+		c.Ledgers[known.ID().Encode()] = reconcile.LedgerConfig{ID: known.ID()}
 	}})
 	r.Publish(stranger.ID().Encode(), "st-1", transferBody("st-1", stranger.ID().Encode(), 1))
 	v := r.Wait("st-1", func(reconciled.Verdict) bool { return true })

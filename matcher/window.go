@@ -27,7 +27,11 @@ const (
 	FamilyDrift = 60 * time.Second
 )
 
-// LedgerRules are the per-ledger facts matching depends on.
+// LedgerRules are the per-ledger facts matching depends on: the matcher's
+// resolved input, not an operator's configuration. The engine derives them
+// per decision from reconcile.LedgerConfig (Engine.rules), with
+// MintingAccount resolved from the operator's override and the ledger's
+// certified account.
 type LedgerRules struct {
 	// TW is the transaction window and Drift the permitted drift. Zero or
 	// negative means the default: a window narrower than the ledger's could

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aviate-labs/agent-go/principal"
 	"go.uber.org/zap"
 
 	"github.com/reconciled/reconciled"
@@ -17,14 +18,27 @@ import (
 	"github.com/reconciled/reconciled/reason"
 )
 
-// LedgerConfig is the operator's configuration of one ledger.
+// LedgerConfig is the operator's configuration of one ledger, the one type
+// the command line, the ledgers file, the daemon and the engine share. It
+// is what the operator said, not what a match uses: the engine derives a
+// matcher.LedgerRules from it per decision (Engine.rules), resolving the
+// minting account from MintingOverride and the ledger's certified one.
 type LedgerConfig struct {
+	// ID is the ledger's canister; the zero value for an engine whose
+	// Sources know their ledgers by other means (tests, benchmarks).
+	ID principal.Principal
+	// Verify is what makes the ledger's history trustworthy (empty:
+	// icrc3.VerifyChain).
+	Verify icrc3.VerifyMode
 	// TW and Drift: the ledger's transaction window and permitted drift
 	// (zero: matcher defaults, 24 h and 2 min — wider than the DFINITY
 	// ledger's, which only costs blocks).
 	TW, Drift time.Duration
-	// MintingAccount overrides the one the ledger reports.
-	MintingAccount *icrc3.Account
+	// MintingOverride is the operator's minting=, which the ledger's
+	// certified account must equal (a contradiction is a
+	// MintingConflictError, never a verdict read by the wrong account);
+	// nil: the ledger's own account decides.
+	MintingOverride *icrc3.Account
 	// AllowNarrowWindow accepts a TW or Drift narrower than the DFINITY
 	// ICRC ledger's (24 h, 60 s), for a ledger whose own window is that
 	// narrow. Without it such a configuration is refused (Validate).
@@ -147,14 +161,16 @@ func (e *Engine) Forget(ledger string) {
 	delete(e.chains, ledger)
 }
 
-// Rules returns the matching rules of a ledger: its configuration, with the
-// minting account the ledger reports unless the operator overrode it.
+// rules derives the matching rules of a ledger from its configuration: TW
+// and Drift as configured, and the minting account resolved, the
+// operator's MintingOverride when given (checked against the certified
+// one), else the one the ledger reports.
 //
 // certain is false when the minting account is only one node's word (the
 // certified read failed and the operator configured none): a verdict may
 // then not depend on it.
 func (e *Engine) rules(ctx context.Context, s ledgerSource) (r matcher.LedgerRules, page uint64, certain bool, err error) {
-	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingAccount}
+	r = matcher.LedgerRules{TW: s.cfg.TW, Drift: s.cfg.Drift, MintingAccount: s.cfg.MintingOverride}
 	f, err := s.h.Detect(ctx)
 	if err != nil {
 		return r, 0, false, err

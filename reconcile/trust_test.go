@@ -126,7 +126,7 @@ func TestQueriesModeIdleLedgerWaitsForABlock(t *testing.T) {
 // (E_MINTING_CONFLICT) rather than used to read the ledger's blocks.
 func TestMintingAccountConfiguredAgainstCertified(t *testing.T) {
 	wrong := acct(principalN(9), nil)
-	e := newEnv(t, envOpt{cfg: reconcile.LedgerConfig{MintingAccount: &wrong}})
+	e := newEnv(t, envOpt{cfg: reconcile.LedgerConfig{MintingOverride: &wrong}})
 	alice := principalN(1)
 	e.fund(acct(alice, nil), 1_000_000)
 	ti := transferIntent{id: "paid", caller: alice, to: wrong, amount: 5, stamp: e.srv.Now()}

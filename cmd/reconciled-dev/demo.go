@@ -24,6 +24,7 @@ import (
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 func init() {
@@ -125,7 +126,7 @@ func runDemo(ctx context.Context, log *zap.Logger, stdout, stderr io.Writer, ser
 		return err
 	}
 	cfg := daemon.Config{DataDir: dir, Instance: "demo", SubjectPrefix: "reconcile", PollInterval: time.Hour,
-		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]daemon.Ledger{}}
+		MaxInflight: 4, MaxMessageBytes: 32 << 10, Grace: 5 * time.Second, Ledgers: map[string]reconcile.LedgerConfig{}}
 	if serve != nil {
 		// The support page is served by the daemon itself, with a fresh
 		// token that travels in the URL's fragment (browsers never send it).

@@ -19,6 +19,7 @@ import (
 	"github.com/reconciled/reconciled/icrc3"
 	"github.com/reconciled/reconciled/internal/cli"
 	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
 	"github.com/reconciled/reconciled/support"
 )
 
@@ -34,10 +35,10 @@ type serveConfig struct {
 	Demo     bool
 }
 
-// ledgerSpec is one ledger's operator configuration.
-type ledgerSpec = daemon.Ledger
-
-// ledgerFileEntry is one element of --ledgers-file.
+// ledgerFileEntry is one element of --ledgers-file, and the shape a
+// --ledger flag is read into: a wire format (the operator's strings, under
+// the file's field names), not a configuration type. spec parses it into
+// the one ledger configuration, reconcile.LedgerConfig.
 type ledgerFileEntry struct {
 	CanisterID string `json:"canister_id"`
 	TW         string `json:"tw,omitempty"`
@@ -211,7 +212,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 		}
 	}
 
-	c.Ledgers = map[string]ledgerSpec{}
+	c.Ledgers = map[string]reconcile.LedgerConfig{}
 	for _, s := range ledgers {
 		spec, err := parseLedgerSpec(s)
 		if err != nil {
@@ -356,13 +357,13 @@ func durableToken(s string) string {
 
 // parseLedgerSpec reads
 // CANISTER[,tw=D][,drift=D][,verify=M][,minting=ACCOUNT][,allow_narrow_window=B].
-func parseLedgerSpec(s string) (ledgerSpec, error) {
+func parseLedgerSpec(s string) (reconcile.LedgerConfig, error) {
 	parts := strings.Split(s, ",")
 	e := ledgerFileEntry{CanisterID: strings.TrimSpace(parts[0])}
 	for _, p := range parts[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok {
-			return ledgerSpec{}, fmt.Errorf("option %q is not key=value", p)
+			return reconcile.LedgerConfig{}, fmt.Errorf("option %q is not key=value", p)
 		}
 		switch k {
 		case "tw":
@@ -376,22 +377,22 @@ func parseLedgerSpec(s string) (ledgerSpec, error) {
 		case "allow_narrow_window":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return ledgerSpec{}, fmt.Errorf("allow_narrow_window %q: want true or false", v)
+				return reconcile.LedgerConfig{}, fmt.Errorf("allow_narrow_window %q: want true or false", v)
 			}
 			e.AllowNarrowWindow = b
 		default:
-			return ledgerSpec{}, fmt.Errorf("unknown option %q (want tw, drift, verify, minting, allow_narrow_window)", k)
+			return reconcile.LedgerConfig{}, fmt.Errorf("unknown option %q (want tw, drift, verify, minting, allow_narrow_window)", k)
 		}
 	}
 	return e.spec()
 }
 
-func (e ledgerFileEntry) spec() (ledgerSpec, error) {
+func (e ledgerFileEntry) spec() (reconcile.LedgerConfig, error) {
 	id, err := principal.Decode(e.CanisterID)
 	if err != nil {
-		return ledgerSpec{}, fmt.Errorf("canister id %q: %v", e.CanisterID, err)
+		return reconcile.LedgerConfig{}, fmt.Errorf("canister id %q: %v", e.CanisterID, err)
 	}
-	sp := ledgerSpec{ID: id, Verify: icrc3.VerifyChain}
+	sp := reconcile.LedgerConfig{ID: id, Verify: icrc3.VerifyChain}
 	dur := func(name, s string) (time.Duration, error) {
 		if s == "" {
 			return 0, nil
@@ -402,14 +403,14 @@ func (e ledgerFileEntry) spec() (ledgerSpec, error) {
 		}
 		return d, nil
 	}
-	if sp.Rules.TW, err = dur("tw", e.TW); err != nil {
+	if sp.TW, err = dur("tw", e.TW); err != nil {
 		return sp, err
 	}
-	if sp.Rules.Drift, err = dur("drift", e.Drift); err != nil {
+	if sp.Drift, err = dur("drift", e.Drift); err != nil {
 		return sp, err
 	}
-	sp.Rules.AllowNarrowWindow = e.AllowNarrowWindow
-	if err := sp.Rules.Validate(); err != nil {
+	sp.AllowNarrowWindow = e.AllowNarrowWindow
+	if err := sp.Validate(); err != nil {
 		return sp, err
 	}
 	switch e.Verify {
@@ -424,12 +425,12 @@ func (e ledgerFileEntry) spec() (ledgerSpec, error) {
 		if err != nil {
 			return sp, fmt.Errorf("minting %q: %v", e.Minting, err)
 		}
-		sp.Rules.MintingAccount = &a
+		sp.MintingOverride = &a
 	}
 	return sp, nil
 }
 
-func readLedgersFile(path string, into map[string]ledgerSpec) error {
+func readLedgersFile(path string, into map[string]reconcile.LedgerConfig) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 const (
@@ -234,7 +236,7 @@ func TestReadmeConfigTableMatchesServeFlags(t *testing.T) {
 }
 
 func TestLedgersExampleLoads(t *testing.T) {
-	into := map[string]ledgerSpec{}
+	into := map[string]reconcile.LedgerConfig{}
 	if err := readLedgersFile(ledgersExamplePath, into); err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +250,8 @@ func TestLedgersExampleLoads(t *testing.T) {
 		}
 		// Mainnet ICRC ledgers and the ICP ledger have TW 24h and drift 60s: the configured
 		// window must not be narrower, or a late execution would be missed.
-		if sp.Rules.TW < 24*time.Hour || sp.Rules.Drift < time.Minute {
-			t.Errorf("%s: tw %s / drift %s narrower than the ledger's 24h / 60s", id, sp.Rules.TW, sp.Rules.Drift)
+		if sp.TW < 24*time.Hour || sp.Drift < time.Minute {
+			t.Errorf("%s: tw %s / drift %s narrower than the ledger's 24h / 60s", id, sp.TW, sp.Drift)
 		}
 	}
 	if len(into) != 4 {

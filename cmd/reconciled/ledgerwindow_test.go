@@ -30,7 +30,7 @@ func TestLedgerConfigRefusesNarrowWindow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("explicit override: %v", err)
 	}
-	if r := c.Ledgers[id].Rules; r.TW != time.Hour || r.Drift != 10*time.Second || !r.AllowNarrowWindow {
+	if r := c.Ledgers[id]; r.TW != time.Hour || r.Drift != 10*time.Second || !r.AllowNarrowWindow {
 		t.Fatalf("override rules %+v", r)
 	}
 	if _, err := parseServeConfig([]string{"--ledger", id + ",tw=24h,drift=60s", "--instance", "x"}, env(nil), io.Discard); err != nil {
@@ -50,7 +50,7 @@ func TestLedgerConfigRefusesNarrowWindow(t *testing.T) {
 		t.Errorf("ledgers file with a narrow drift: %v", err)
 	}
 	c, err = parseServeConfig([]string{"--ledgers-file", file(`[{"canister_id":"` + id + `","tw":"2h","allow_narrow_window":true}]`), "--instance", "x"}, env(nil), io.Discard)
-	if err != nil || c.Ledgers[id].Rules.TW != 2*time.Hour {
+	if err != nil || c.Ledgers[id].TW != 2*time.Hour {
 		t.Errorf("ledgers file with the override: %+v %v", c, err)
 	}
 }

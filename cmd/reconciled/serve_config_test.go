@@ -55,17 +55,17 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("instance %q: want a NATS-safe token", c.Instance)
 	}
 	ck, ok := c.Ledgers["mxzaz-hqaaa-aaaar-qaada-cai"]
-	if !ok || ck.Rules.TW != 25*time.Hour || ck.Rules.Drift != 90*time.Second || ck.Rules.MintingAccount == nil || ck.Verify != icrc3.VerifyChain {
+	if !ok || ck.TW != 25*time.Hour || ck.Drift != 90*time.Second || ck.MintingOverride == nil || ck.Verify != icrc3.VerifyChain {
 		t.Fatalf("--ledger: %+v", ck)
 	}
-	if eth := c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"]; eth.Rules.TW != 48*time.Hour || eth.Verify != icrc3.VerifyQueries {
+	if eth := c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"]; eth.TW != 48*time.Hour || eth.Verify != icrc3.VerifyQueries {
 		t.Fatalf("--ledgers-file: %+v", eth)
 	}
 
 	// Repeatable --ledger from the environment, ';'-separated.
 	c, err = parseServeConfig(nil, env(map[string]string{
 		"RECONCILED_LEDGER": "mxzaz-hqaaa-aaaar-qaada-cai; ss2fx-dyaaa-aaaar-qacoq-cai,drift=3m", "RECONCILED_INSTANCE": "x"}), io.Discard)
-	if err != nil || len(c.Ledgers) != 2 || c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"].Rules.Drift != 3*time.Minute {
+	if err != nil || len(c.Ledgers) != 2 || c.Ledgers["ss2fx-dyaaa-aaaar-qacoq-cai"].Drift != 3*time.Minute {
 		t.Fatalf("ledgers from env: %+v, %v", c, err)
 	}
 }

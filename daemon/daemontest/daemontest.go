@@ -19,6 +19,7 @@ import (
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 // Options configure a Rig and each daemon it starts. Zero values select
@@ -139,7 +140,7 @@ func (r *Rig) Start(o Options) *daemon.Daemon {
 		zapcore.AddSync(r.Logs), zap.DebugLevel)).Named(o.Instance)
 	cfg := daemon.Config{DataDir: o.DataDir, Instance: o.Instance, SubjectPrefix: queue.DefaultPrefix,
 		PollInterval: o.Poll, MaxInflight: o.MaxInflight, MaxMessageBytes: o.MaxMsgBytes, Grace: 5 * time.Second,
-		LeaseTTL: o.LeaseTTL, Ledgers: map[string]daemon.Ledger{}}
+		LeaseTTL: o.LeaseTTL, Ledgers: map[string]reconcile.LedgerConfig{}}
 	opts := daemon.Options{Log: log, Agent: ag, Embedded: r.NATS}
 	if o.Tune != nil {
 		o.Tune(&cfg, &opts)
