@@ -103,8 +103,8 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	}
 	hi = min(hi, math.MaxInt64)
 	var rows []struct {
-		Index  int64  `db:"idx"`
-		Family string `db:"family"`
+		Index  int64 `db:"idx"`
+		Family int64 `db:"family"`
 		runRow
 	}
 	// One statement, so the stamps, the runs holding them and their
@@ -113,7 +113,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	// never a silently missing candidate.
 	if err := s.r.SelectContext(ctx, &rows, `SELECT s.idx AS idx, coalesce(r.lo, -1) AS lo, coalesce(r.hi, -1) AS hi,
 			coalesce(r.meta, x'') AS meta, coalesce(r.vals, x'') AS vals,
-			coalesce((SELECT family FROM histories WHERE id = s.history_id), '') AS family
+			coalesce((SELECT `+familyCodeSQL+` FROM histories WHERE id = s.history_id), 0) AS family
 		FROM block_stamps s LEFT JOIN block_runs r
 			ON r.history_id = s.history_id AND r.lo > s.idx - `+fmt.Sprint(runBlocks)+` AND r.lo <= s.idx AND r.hi >= s.idx
 		WHERE s.`+ofHistory+` AND s.stamp = ? AND s.idx >= ? AND s.idx <= ? ORDER BY s.idx`,
@@ -129,7 +129,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 		if err != nil {
 			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 		}
-		b, err := rebuild(r.block(int(uint64(rows[i].Index)-r.lo)), family(rows[i].Family))
+		b, err := rebuild(r.block(int(uint64(rows[i].Index)-r.lo)), familyOfCode(rows[i].Family))
 		if err != nil {
 			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 		}

@@ -27,6 +27,21 @@ const (
 	familyICP family = "icp"
 )
 
+// familyCodeSQL reads histories.family as an index of familyCodes (0 for
+// none): the TEXT column scanned as a string cost allocations on every
+// ByStamp row.
+const familyCodeSQL = `CASE family WHEN 'icrc3' THEN 1 WHEN 'icp' THEN 2 ELSE 0 END`
+
+var familyCodes = [...]family{"", familyICRC3, familyICP}
+
+// familyOfCode is the family familyCodeSQL read, "" for none.
+func familyOfCode(c int64) family {
+	if c < 0 || c >= int64(len(familyCodes)) {
+		return ""
+	}
+	return familyCodes[c]
+}
+
 // familyOf is the family of a batch of verified blocks as their history
 // gave them: of the families, only the ICP ledger's sets Native (its
 // protobuf bytes, icp.ToICRC3). A batch mixing the two is refused: one
