@@ -73,7 +73,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 	probed := h.probed
 	h.mu.Unlock()
 	if !probed {
-		raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
+		raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icp.EncodeBlocksArgs(0, 0), true)
 		if err != nil {
 			var e *icrc3.Error
 			if errors.As(err, &e) && e.Kind == icrc3.KindReject {
@@ -82,7 +82,7 @@ func (h *History) Detect(ctx context.Context) (icrc3.Features, error) {
 			}
 			return icrc3.Features{}, err
 		}
-		if _, err := icrc3.DecodeEncodedBlocks(raw); err != nil {
+		if _, err := icp.DecodeEncodedBlocks(raw); err != nil {
 			return icrc3.Features{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
 		}
 		h.mu.Lock()
@@ -123,11 +123,11 @@ func Probe(ctx context.Context, conn *icagent.Conn, concurrency int) (*History, 
 // probeICP is IsICP with the reply, a query_encoded_blocks(0, 0): the
 // tip's own query.
 func probeICP(ctx context.Context, c *icagent.Conn) (bool, []byte, error) {
-	raw, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), true)
+	raw, err := c.Query(ctx, c.Ledger(), "query_encoded_blocks", icp.EncodeBlocksArgs(0, 0), true)
 	var e *icrc3.Error
 	switch {
 	case err == nil:
-		if _, err := icrc3.DecodeEncodedBlocks(raw); err != nil {
+		if _, err := icp.DecodeEncodedBlocks(raw); err != nil {
 			return false, nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: c.Ledger(), Method: "query_encoded_blocks", Err: err}
 		}
 		return true, raw, nil
@@ -149,11 +149,11 @@ func (h *History) Tip(ctx context.Context) (icrc3.Tip, error) {
 	h.mu.Unlock()
 	if raw == nil || h.c.Now().Sub(at) >= time.Second {
 		var err error
-		if raw, err = h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(0, 0), false); err != nil {
+		if raw, err = h.c.Query(ctx, h.ledger, "query_encoded_blocks", icp.EncodeBlocksArgs(0, 0), false); err != nil {
 			return icrc3.Tip{}, err
 		}
 	}
-	res, err := icrc3.DecodeEncodedBlocks(raw)
+	res, err := icp.DecodeEncodedBlocks(raw)
 	if err != nil {
 		return icrc3.Tip{}, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
 	}
@@ -282,7 +282,7 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 		// falls back to asking the ledger. Whichever canister answers, the
 		// blocks must chain to the verified ones above.
 		if bs, err := h.archive(ctx, cb, lo, hi-lo); err == nil && uint64(len(bs)) == hi-lo {
-			h.learnArchives([]icrc3.EncodedArchivedRange{{Start: lo, Length: hi - lo, Callback: cb}})
+			h.learnArchives([]icp.EncodedArchivedRange{{Start: lo, Length: hi - lo, Callback: cb}})
 			got := make(map[uint64][]byte, len(bs))
 			for i, b := range bs {
 				got[lo+uint64(i)] = b
@@ -290,11 +290,11 @@ func (h *History) fetch(ctx context.Context, lo, hi uint64) ([]icrc3.Block, erro
 			return h.page(lo, hi, got)
 		}
 	}
-	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icrc3.EncodeICPBlocksArgs(lo, hi-lo), false)
+	raw, err := h.c.Query(ctx, h.ledger, "query_encoded_blocks", icp.EncodeBlocksArgs(lo, hi-lo), false)
 	if err != nil {
 		return nil, err
 	}
-	res, err := icrc3.DecodeEncodedBlocks(raw)
+	res, err := icp.DecodeEncodedBlocks(raw)
 	if err != nil {
 		return nil, &icrc3.Error{Kind: icrc3.KindDecode, Canister: h.ledger, Method: "query_encoded_blocks", Err: err}
 	}
@@ -344,10 +344,10 @@ func (h *History) page(lo, hi uint64, got map[uint64][]byte) ([]icrc3.Block, err
 }
 
 func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length uint64) ([][]byte, error) {
-	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, icrc3.EncodeICPBlocksArgs(start, length), false)
+	raw, err := h.c.Query(ctx, cb.Canister, cb.Method, icp.EncodeBlocksArgs(start, length), false)
 	if err == nil {
 		var bs [][]byte
-		if bs, err = icrc3.DecodeGetEncodedBlocksResult(raw); err == nil {
+		if bs, err = icp.DecodeGetEncodedBlocksResult(raw); err == nil {
 			h.c.CountBlocks(len(bs))
 			return bs, nil
 		}
@@ -357,7 +357,7 @@ func (h *History) archive(ctx context.Context, cb icrc3.Callback, start, length 
 		Msg: fmt.Sprintf("blocks [%d, %d)", start, start+length), Err: err}
 }
 
-func (h *History) learnArchives(rs []icrc3.EncodedArchivedRange) {
+func (h *History) learnArchives(rs []icp.EncodedArchivedRange) {
 	if len(rs) == 0 {
 		return
 	}

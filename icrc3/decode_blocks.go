@@ -429,9 +429,9 @@ func (d *decoder) legacyGetBlocks() (*LegacyGetBlocksResult, error) {
 	return res, nil
 }
 
-// archivedRange reads one archived_blocks entry of a legacy or ICP reply,
-// whose record type rec was checked: start and length read by num (Nat on
-// legacy pages, nat64 on the ICP ledger's), the callback, the rest skipped.
+// archivedRange reads one archived_blocks entry of a legacy reply, whose
+// record type rec was checked: start and length read by num, the callback,
+// the rest skipped.
 func (d *decoder) archivedRange(rec *candidType, num func(what string) (uint64, error)) (start, length uint64, cb Callback, err error) {
 	for _, af := range rec.fields {
 		switch af.id {

@@ -327,7 +327,9 @@ func (c *chain) tip(t icrc3.Tip) icrc3.Tip {
 // the range now holding them in one write: a walk down then pays one
 // commit per page, not two.
 // PutVerifiedRange reads only each block's Index, TS, Hash, CreatedAt and
-// Raw: the other fields are derived from Raw (pagewriter.go relies on it).
+// Raw, and whether Native is set (the block's family: the store records
+// it per history): the other fields are derived from Raw (pagewriter.go
+// relies on it, and gives pages with Native set whole).
 // It keeps none of blocks past its return, not even CreatedAt: the page
 // writer builds the next page in the same memory.
 type pageRangeCache interface {

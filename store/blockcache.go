@@ -19,18 +19,18 @@ import (
 // tip, in their Value encoding (see PutBlocks for the immutability rule).
 // Every block must carry its Value (Raw): ByStamp rebuilds blocks from it.
 func (s *Store) PutVerified(ctx context.Context, ledger string, blocks []icrc3.Block) error {
-	cbs, err := verifiedRows(ledger, blocks)
+	fam, cbs, err := verifiedRows(ledger, blocks)
 	if err != nil {
 		return err
 	}
-	return s.putCached(ctx, ledger, cbs)
+	return s.putCached(ctx, ledger, fam, cbs)
 }
 
 // PutVerifiedRange is PutVerified and SaveRange in one transaction: a walk
 // down the chain stores each verified page with the range it grew, one
 // commit a page. Either both are stored or neither.
 func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []icrc3.Block, r icrc3.VerifiedRange) error {
-	cbs, err := verifiedRows(ledger, blocks)
+	fam, cbs, err := verifiedRows(ledger, blocks)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []ic
 	rwhat := fmt.Sprintf("save range %s %d..%d", ledger, r.Lo, r.Hi)
 	return s.cacheTx(ctx, what+", "+rwhat, func(t *Tx) error {
 		if len(cbs) > 0 {
-			if err := s.putCachedTx(ctx, t, ledger, cbs, what); err != nil {
+			if err := s.putCachedTx(ctx, t, ledger, fam, cbs, what); err != nil {
 				return err
 			}
 		}
@@ -49,21 +49,25 @@ func (s *Store) PutVerifiedRange(ctx context.Context, ledger string, blocks []ic
 	})
 }
 
-// verifiedRows are the cache rows of verified blocks.
-func verifiedRows(ledger string, blocks []icrc3.Block) ([]CachedBlock, error) {
+// verifiedRows are the cache rows of verified blocks, and their family.
+func verifiedRows(ledger string, blocks []icrc3.Block) (family, []CachedBlock, error) {
+	fam, err := familyOf(blocks)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
+	}
 	cbs := make([]CachedBlock, len(blocks))
 	for i := range blocks {
 		b := &blocks[i]
 		if len(b.Raw) == 0 {
-			return nil, fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
+			return "", nil, fmt.Errorf("%w: put verified %s: block %d has no Value", ErrInvalid, ledger, b.Index)
 		}
-		st, err := verifiedStamp(b)
+		st, err := verifiedStamp(b, fam)
 		if err != nil {
-			return nil, fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
+			return "", nil, fmt.Errorf("%w: put verified %s: %w", ErrInvalid, ledger, err)
 		}
 		cbs[i] = CachedBlock{Index: b.Index, TS: b.TS, Hash: b.Hash, Raw: b.Raw, Stamp: st}
 	}
-	return cbs, nil
+	return fam, cbs, nil
 }
 
 // verifiedStamp is the stamp a verified block is indexed under. It is
@@ -72,14 +76,14 @@ func verifiedRows(ledger string, blocks []icrc3.Block) ([]CachedBlock, error) {
 // block's (see stamp.go), else the full parse's. An ICP block's Value is
 // always parsed in full: its stamp is read from the protobuf bytes it
 // carries, not from the readable copy beside them.
-func verifiedStamp(b *icrc3.Block) (*uint64, error) {
-	if !isICPValue(b.Raw) {
+func verifiedStamp(b *icrc3.Block, fam family) (*uint64, error) {
+	if fam == familyICRC3 {
 		if r, ok := readStamp(b.Raw); ok && r.ts == b.TS && r.hasStamp == (b.CreatedAt != nil) &&
 			(!r.hasStamp || r.stamp == *b.CreatedAt) {
 			return b.CreatedAt, nil
 		}
 	}
-	st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash)
+	st, err := stampOf(b.Index, b.TS, b.Raw, b.Hash, fam)
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +103,17 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	}
 	hi = min(hi, math.MaxInt64)
 	var rows []struct {
-		Index int64 `db:"idx"`
+		Index  int64 `db:"idx"`
+		Family int64 `db:"family"`
 		runRow
 	}
-	// One statement, so the stamps and the runs holding them are read in
-	// one snapshot. A stamp whose run is missing reads as the run -1..-1,
-	// which openRun refuses: an error, never a silently missing candidate.
+	// One statement, so the stamps, the runs holding them and their
+	// history's family are read in one snapshot. A stamp whose run is
+	// missing reads as the run -1..-1, which openRun refuses: an error,
+	// never a silently missing candidate.
 	if err := s.r.SelectContext(ctx, &rows, `SELECT s.idx AS idx, coalesce(r.lo, -1) AS lo, coalesce(r.hi, -1) AS hi,
-			coalesce(r.meta, x'') AS meta, coalesce(r.vals, x'') AS vals
+			coalesce(r.meta, x'') AS meta, coalesce(r.vals, x'') AS vals,
+			coalesce((SELECT `+familyCodeSQL+` FROM histories WHERE id = s.history_id), 0) AS family
 		FROM block_stamps s LEFT JOIN block_runs r
 			ON r.history_id = s.history_id AND r.lo > s.idx - `+fmt.Sprint(runBlocks)+` AND r.lo <= s.idx AND r.hi >= s.idx
 		WHERE s.`+ofHistory+` AND s.stamp = ? AND s.idx >= ? AND s.idx <= ? ORDER BY s.idx`,
@@ -122,7 +129,7 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 		if err != nil {
 			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 		}
-		b, err := rebuild(r.block(int(uint64(rows[i].Index) - r.lo)))
+		b, err := rebuild(r.block(int(uint64(rows[i].Index)-r.lo)), familyOfCode(rows[i].Family))
 		if err != nil {
 			return nil, fmt.Errorf("store: blocks of %s stamped %d: %w", ledger, stamp, err)
 		}
@@ -135,11 +142,15 @@ func (s *Store) ByStamp(ctx context.Context, ledger string, stamp, lo, hi uint64
 	return out, nil
 }
 
-// rebuild decodes a cached block and checks it against its stored hash and
-// timestamp.
-func rebuild(c CachedBlock) (icrc3.Block, error) {
-	if b, ok, err := icpBlockOf(c.Index, c.TS, c.Raw, c.Hash); ok {
-		return b, err
+// rebuild decodes a cached block by the rule of its history's family and
+// checks it against its stored hash and timestamp.
+func rebuild(c CachedBlock, fam family) (icrc3.Block, error) {
+	switch fam {
+	case familyICP:
+		return icpBlockOf(c.Index, c.TS, c.Raw, c.Hash)
+	case familyICRC3:
+	default:
+		return icrc3.Block{}, fmt.Errorf("block %d: its history records no ledger family (%q)", c.Index, fam)
 	}
 	v, err := icrc3.UnmarshalValue(c.Raw)
 	if err != nil {
@@ -441,7 +452,12 @@ func (s *Store) Discard(ctx context.Context, ledger string, ch reconciled.Histor
 	what := "discard chain " + ledger
 	hexHash := func(h string) []byte { b, _ := hex.DecodeString(h); return b }
 	return s.tx(ctx, what, func(t *Tx) error {
-		// The history keeps its id: ids are never reused (see 0005).
+		// The history keeps its id: ids are never reused (see 0005). It
+		// loses its family: the ledger's next history may be of another
+		// (0015).
+		if _, err := t.ExecContext(ctx, `UPDATE histories SET family = NULL WHERE key = ?`, ledger); err != nil {
+			return fmt.Errorf("store: %s: family: %w", what, err)
+		}
 		for _, d := range [...]struct{ table, where string }{
 			{"block_runs", ofHistory}, {"block_stamps", ofHistory}, {"tips", "history = ?"}, {"ranges", "history = ?"},
 		} {

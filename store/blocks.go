@@ -52,25 +52,27 @@ func stampArg(st *uint64) any {
 // PutBlocks caches verified blocks of a canister in one transaction.
 // Verified history is immutable: an index already cached (or the canister's
 // tip) with another hash or timestamp is ErrBlockConflict, and then nothing
-// of the batch is stored. Re-putting identical blocks is a no-op. Raw must
-// decode (icrc3.UnmarshalValue) to a block whose ts is TS.
+// of the batch is stored. Re-putting identical blocks is a no-op. The
+// blocks are ICRC-3 blocks (PutVerified caches those of any family): Raw
+// must decode (icrc3.UnmarshalValue) to a block whose ts is TS.
 func (s *Store) PutBlocks(ctx context.Context, canister string, blocks []CachedBlock) error {
 	cbs := make([]CachedBlock, len(blocks))
 	for i, b := range blocks {
 		var err error
-		if b.Stamp, err = stampOf(b.Index, b.TS, b.Raw, b.Hash); err != nil {
+		if b.Stamp, err = stampOf(b.Index, b.TS, b.Raw, b.Hash, familyICRC3); err != nil {
 			return fmt.Errorf("%w: put blocks %s: %w", ErrInvalid, canister, err)
 		}
 		cbs[i] = b
 	}
-	return s.putCached(ctx, canister, cbs)
+	return s.putCached(ctx, canister, familyICRC3, cbs)
 }
 
-// stampOf parses a block's Value encoding for its stamp and checks its ts.
-// A block that does not parse is refused: without its stamp it could not be
-// found.
-func stampOf(index, ts uint64, raw []byte, h icrc3.Hash) (*uint64, error) {
-	if b, ok, err := icpBlockOf(index, ts, raw, h); ok {
+// stampOf parses a block's Value encoding, by the rule of the block's
+// family, for its stamp and checks its ts. A block that does not parse is
+// refused: without its stamp it could not be found.
+func stampOf(index, ts uint64, raw []byte, h icrc3.Hash, fam family) (*uint64, error) {
+	if fam == familyICP {
+		b, err := icpBlockOf(index, ts, raw, h)
 		return b.CreatedAt, err
 	}
 	b, err := icrc3.ParseRawBlock(index, raw, h)
@@ -83,13 +85,14 @@ func stampOf(index, ts uint64, raw []byte, h icrc3.Hash) (*uint64, error) {
 	return b.CreatedAt, nil
 }
 
-// putCached stores blocks whose Stamp is already derived from their Value.
-func (s *Store) putCached(ctx context.Context, canister string, blocks []CachedBlock) error {
+// putCached stores blocks of family fam whose Stamp is already derived
+// from their Value.
+func (s *Store) putCached(ctx context.Context, canister string, fam family, blocks []CachedBlock) error {
 	what, err := checkCachedRows(canister, blocks)
 	if err != nil || len(blocks) == 0 {
 		return err
 	}
-	return s.cacheTx(ctx, what, func(t *Tx) error { return s.putCachedTx(ctx, t, canister, blocks, what) })
+	return s.cacheTx(ctx, what, func(t *Tx) error { return s.putCachedTx(ctx, t, canister, fam, blocks, what) })
 }
 
 // checkCachedRows refuses blocks that cannot be stored faithfully and names
@@ -117,7 +120,7 @@ func checkCachedRows(canister string, blocks []CachedBlock) (string, error) {
 }
 
 // putCachedTx is putCached's write, inside t.
-func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks []CachedBlock, what string) error {
+func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, fam family, blocks []CachedBlock, what string) error {
 	tip, hasTip, err := getTip(ctx, t, canister)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
@@ -129,9 +132,9 @@ func (s *Store) putCachedTx(ctx context.Context, t *Tx, canister string, blocks 
 				ErrBlockConflict, canister, b.Index, b.Hash, tip.Hash)
 		}
 	}
-	hid, err := historyID(ctx, t, canister)
+	hid, err := historyID(ctx, t, canister, fam)
 	if err != nil {
-		return fmt.Errorf("store: %s: history id: %w", what, err)
+		return fmt.Errorf("store: %s: history: %w", what, err)
 	}
 	fresh, err := uncached(ctx, t, hid, canister, blocks)
 	if err != nil {
@@ -271,15 +274,40 @@ func (s *Store) insertRuns(ctx context.Context, t *Tx, hid int64, blocks []Cache
 	return nil
 }
 
-// historyID returns the id the blocks of history key are stored under,
-// assigning the next one to a key cached for the first time.
-func historyID(ctx context.Context, t *Tx, key string) (int64, error) {
-	var id int64
-	err := t.GetContext(ctx, &id, `SELECT id FROM histories WHERE key = ?`, key)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = t.GetContext(ctx, &id, `INSERT INTO histories (key) VALUES (?) RETURNING id`, key)
+// historyID returns the id the blocks of history key, of family fam, are
+// stored under, assigning the next one to a key cached for the first time,
+// and records the history's family when it has none (a new history, or one
+// whose chain was discarded). Blocks of another family than the history's
+// cached blocks are ErrBlockConflict: one history's blocks are of one
+// family, and its cached blocks are rebuilt by its recorded one. A history
+// holding no blocks takes the new family.
+func historyID(ctx context.Context, t *Tx, key string, fam family) (int64, error) {
+	var row struct {
+		ID     int64          `db:"id"`
+		Family sql.NullString `db:"family"`
 	}
-	return id, err
+	err := t.GetContext(ctx, &row, `SELECT id, family FROM histories WHERE key = ?`, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = t.GetContext(ctx, &row.ID, `INSERT INTO histories (key, family) VALUES (?, ?) RETURNING id`, key, string(fam))
+		return row.ID, err
+	}
+	if err != nil || row.Family.Valid && family(row.Family.String) == fam {
+		return row.ID, err
+	}
+	if row.Family.Valid {
+		var held bool
+		if err := t.GetContext(ctx, &held, `SELECT EXISTS (SELECT 1 FROM block_runs WHERE history_id = ?)`, row.ID); err != nil {
+			return 0, fmt.Errorf("blocks held: %w", err)
+		}
+		if held {
+			return 0, fmt.Errorf("%w: the history's cached blocks are of family %s, these of %s",
+				ErrBlockConflict, row.Family.String, fam)
+		}
+	}
+	if _, err := t.ExecContext(ctx, `UPDATE histories SET family = ? WHERE id = ?`, string(fam), row.ID); err != nil {
+		return 0, fmt.Errorf("record family %s: %w", fam, err)
+	}
+	return row.ID, nil
 }
 
 // ofHistory selects the blocks of the history whose key is the next
