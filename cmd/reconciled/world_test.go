@@ -14,7 +14,6 @@ import (
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
@@ -41,14 +40,7 @@ func newWorld(t *testing.T) *world {
 // follow-up period poll (long: tests trigger rounds themselves).
 func (w *world) daemon(name, dir string, poll time.Duration) *daemon.Daemon {
 	w.t.Helper()
-	return w.daemonWith(name, dir, poll, nil)
-}
-
-// daemonWith is daemon with an adjustment of every ledger client's config.
-func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3history.ClientConfig)) *daemon.Daemon {
-	w.t.Helper()
-	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32,
-		Tune: func(_ *daemon.Config, o *daemon.Options) { o.ClientConfig = cc }})
+	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32})
 }
 
 // stop shuts a daemon down with the given grace.
@@ -91,15 +83,6 @@ func u64(v uint64) *uint64 { return &v }
 func (w *world) ask(doc toollayer.Intent, until func(reconciled.Verdict) bool) reconciled.Verdict {
 	w.t.Helper()
 	v, err := toollayer.PublishAndWait(w.ctx, w.tool, doc.Canister, doc.ID, doc.JSON(), until)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return v
-}
-
-func (w *world) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
-	w.t.Helper()
-	v, err := toollayer.WaitVerdict(w.ctx, w.tool, id, until)
 	if err != nil {
 		w.t.Fatal(err)
 	}
