@@ -31,6 +31,8 @@ import (
 // differs from serve only where a test needs a handle: a query timeout on
 // the agent's HTTP client, short unreadable backoff, and a gauge around
 // each ledger's history that records how many reads of one ledger overlap.
+// With NoDaemon it starts none of its own, and the fleet and restart
+// tests start instances as deployed (instance).
 type rig struct {
 	*daemontest.Rig
 	t       *testing.T
