@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/internal/testutil"
+	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
 	"github.com/reconciled/reconciled/reconcile"
@@ -337,4 +340,65 @@ func (s dyingSink) PublishVerdict(ctx context.Context, v reconciled.Verdict, in 
 	default:
 	}
 	return errors.New("process killed before publishing")
+}
+
+// After a NATS server crash a consumer's ack state may be older than its
+// acks, so an intent already acknowledged comes again, the very same
+// stream message. The daemon answers it from its store: the same verdict,
+// no second decision, no new verdict in the stream. The lost ack state is
+// made here by deleting the intake consumer while the daemon is stopped;
+// an operator's consumer that has read nothing keeps the intent from the
+// purge.
+func TestCrashAcknowledgedIntentDeliveredAgainKeepsItsVerdict(t *testing.T) {
+	r := newRig(t, rigOpts{NoDaemon: true})
+	l := r.ledger(ledgertest.LedgerConfig{InitialBalances: payerFunds()})
+	js := r.tool.JetStream()
+	if _, err := js.CreateOrUpdateConsumer(r.ctx, queue.IntentsStream, jetstream.ConsumerConfig{
+		Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pay := payment{stamp: r.srv.Now(), amount: 77, memo: "again"}
+	if _, err := l.Transfer(payer, pay.arg()); err != nil {
+		t.Fatal(err)
+	}
+	doc := transferIntent("again-1", l, pay)
+	dir := t.TempDir()
+	d1 := r.instance("again", dir, time.Hour, nil)
+	first := r.ask(doc, toollayer.FinalVerdict)
+	if first.Status != reconciled.StatusFound || first.Seq != 1 {
+		t.Fatalf("first verdict %+v", first)
+	}
+	testutil.Eventually(t, 30*time.Second, "the intent acknowledged", func() (bool, string) {
+		n := d1.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
+		return n >= 1, fmt.Sprint(n, " acks")
+	})
+	daemontest.Stop(d1, time.Second)
+	served := l.Counters().BlocksServed
+	if err := js.DeleteConsumer(r.ctx, queue.IntentsStream, "reconciled"); err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := r.instance("again", dir, time.Hour, nil)
+	defer daemontest.Stop(d2, time.Second)
+	testutil.Eventually(t, 30*time.Second, "the intent delivered again and acknowledged", func() (bool, string) {
+		n := d2.Metrics().Get(reconcile.MetricIntentOutcomes, "ack")
+		return n >= 1, fmt.Sprint(n, " acks")
+	})
+	if vs := storedHistory(t, d2.Store(), doc.ID); len(vs) != 1 || vs[0].Status != reconciled.StatusFound || vs[0].Block == nil || first.Block == nil || vs[0].Block.Index != first.Block.Index {
+		t.Fatalf("history after the second delivery: %s", describe(vs))
+	}
+	if n := r.streamCount(doc.ID); n != 1 {
+		t.Fatalf("verdict stream holds %d verdicts of %s, want 1", n, doc.ID)
+	}
+	if got := l.Counters().BlocksServed; got != served {
+		t.Fatalf("the acknowledged intent was decided again: %d blocks served, was %d", got, served)
+	}
+	ci, err := js.Consumer(r.ctx, queue.IntentsStream, "reconciled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := ci.CachedInfo(); info.Delivered.Stream != 1 || info.AckFloor.Stream != 1 {
+		t.Fatalf("recreated intake consumer: delivered %d, ack floor %d", info.Delivered.Stream, info.AckFloor.Stream)
+	}
 }

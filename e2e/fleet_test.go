@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -13,8 +14,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled"
+	"github.com/reconciled/reconciled/daemon"
+	"github.com/reconciled/reconciled/daemon/daemontest"
+	"github.com/reconciled/reconciled/icrc3"
+	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/internal/testutil"
+	"github.com/reconciled/reconciled/internal/toollayer"
+	"github.com/reconciled/reconciled/ledgertest"
+	"github.com/reconciled/reconciled/matcher"
 	"github.com/reconciled/reconciled/queue"
+	"github.com/reconciled/reconciled/reconcile"
 )
 
 // The follow-up lease and poll interval of the hand-off test: short by
@@ -229,4 +238,145 @@ func TestFleetRollingDeploy(t *testing.T) {
 	t.Logf("rolling deploy: 3 nodes, R3 streams, %d intents (%s), %d verdicts; first verdicts at %s, all final at %s, %s; decisions logged by the last instances %v",
 		len(plan), classCounts(plan), total, firstVerdicts.Round(time.Millisecond), settled.Round(time.Millisecond),
 		time.Since(started).Round(time.Millisecond), decided)
+}
+
+// Two instances share the intake consumer; each decides a share, and both
+// stores end up with every verdict (and the intent bodies) through the
+// verdict stream.
+func TestFleetTwoInstancesShareWorkAndVerdicts(t *testing.T) {
+	r := newRig(t, rigOpts{NoDaemon: true})
+	l := r.ledger(ledgertest.LedgerConfig{InitialBalances: payerFunds()})
+	a := r.instance("a", t.TempDir(), time.Hour, nil)
+	defer daemontest.Stop(a, time.Second)
+	b := r.instance("b", t.TempDir(), time.Hour, nil)
+	defer daemontest.Stop(b, time.Second)
+
+	const n = 16
+	var docs []toollayer.Intent
+	for i := range n {
+		pay := payment{stamp: r.srv.Now(), amount: uint64(100 + i), memo: fmt.Sprint("pair-", i)}
+		if i%2 == 0 {
+			if _, err := l.Transfer(payer, pay.arg()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docs = append(docs, transferIntent(fmt.Sprint("pair-", i), l, pay))
+	}
+	for _, doc := range docs {
+		if _, err := r.tool.PublishIntent(r.ctx, doc.Canister, doc.ID, doc.JSON(), matcher.IntentHash(doc.JSON())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, doc := range docs {
+		v := r.wait(doc.ID, toollayer.AnyVerdict)
+		want := reconciled.StatusNotYet
+		if i%2 == 0 {
+			want = reconciled.StatusFound
+		}
+		if v.Status != want {
+			t.Fatalf("%s: %s, want %s", doc.ID, v.Status, want)
+		}
+	}
+	decided := func(d *daemon.Daemon) uint64 {
+		return d.Metrics().Get(reconcile.MetricVerdicts, "found") + d.Metrics().Get(reconcile.MetricVerdicts, "not_yet")
+	}
+	if da, db := decided(a), decided(b); da+db != n {
+		t.Fatalf("decided %d + %d verdicts, want %d in all (each intent once)", da, db, n)
+	} else {
+		t.Logf("instance a decided %d, b decided %d", da, db)
+	}
+	for _, d := range []*daemon.Daemon{a, b} {
+		testutil.Eventually(t, 30*time.Second, "every verdict in "+d.Config().Instance+"'s store", func() (bool, string) {
+			missing := 0
+			for _, doc := range docs {
+				vs, err := d.Store().Verdicts(r.ctx, doc.ID)
+				if err != nil || len(vs) != 1 {
+					missing++
+					continue
+				}
+				if _, err := d.Store().Intent(r.ctx, doc.ID); err != nil {
+					missing++
+				}
+			}
+			return missing == 0, fmt.Sprint(missing, " missing")
+		})
+	}
+	// The metrics endpoint renders what happened.
+	var buf bytes.Buffer
+	if err := a.WriteMetrics(r.ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"reconciled_intents_received_total", "reconciled_verdicts_imported_total",
+		"reconciled_watch_list_size", "reconciled_intents_by_status", "reconciled_oldest_open_intent_age_seconds"} {
+		if !strings.Contains(buf.String(), name) {
+			t.Errorf("metrics lack %s:\n%s", name, buf.String())
+		}
+	}
+}
+
+// An instance stopped in the middle of a slow scan gives the intent back;
+// a new instance on the same store and NATS finishes it exactly once, and
+// resumes the watch list.
+func TestFleetRestartMidScan(t *testing.T) {
+	r := newRig(t, rigOpts{NoDaemon: true})
+	// No initial balance: its block would carry the creation time, and the
+	// generated history must spread over the past hour.
+	l := r.ledger(ledgertest.LedgerConfig{})
+	if err := l.GenerateHistory(3000, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// Small pages, so the scan takes many slow requests.
+	small := func(c *icrc3history.ClientConfig) { c.Endpoint = icrc3.EndpointICRC3 }
+	d1 := r.instance("one", dir, time.Hour, small)
+
+	// Watched before the restart: a not_yet intent.
+	watched := transferIntent("watched", l, payment{stamp: r.srv.Now(), amount: 7, memo: "w"})
+	if v := r.ask(watched, toollayer.AnyVerdict); v.Status != reconciled.StatusNotYet {
+		t.Fatalf("watched: %+v", v)
+	}
+	// An intent stamped an hour back, behind 3000 blocks read slowly.
+	slow := transferIntent("slow", l, payment{stamp: r.srv.Now() - uint64(time.Hour), amount: 9, memo: "s"})
+	r.srv.SetFaults(l.ID(), ledgertest.Faults{Latency: 20 * time.Millisecond})
+	before := l.Counters().BlocksServed
+	if _, err := r.tool.PublishIntent(r.ctx, slow.Canister, slow.ID, slow.JSON(), matcher.IntentHash(slow.JSON())); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the slow scan under way", func() (bool, string) {
+		got := l.Counters().BlocksServed - before
+		return got > 0, fmt.Sprint(got, " blocks")
+	})
+	t0 := time.Now()
+	daemontest.Stop(d1, 0) // no grace: the in-flight intent is given back mid-scan
+	t.Logf("stopped in %s", time.Since(t0))
+	if n := r.streamCount("slow"); n != 0 {
+		t.Fatalf("%d verdicts published before the restart; the scan was not interrupted", n)
+	}
+	r.srv.SetFaults(l.ID(), ledgertest.Faults{})
+
+	d2 := r.instance("one", dir, time.Hour, small)
+	defer daemontest.Stop(d2, time.Second)
+	v := r.wait(slow.ID, toollayer.AnyVerdict)
+	t.Logf("decided after restart in %s", time.Since(t0))
+	if v.Status != reconciled.StatusNotYet || v.Seq != 1 {
+		t.Fatalf("slow after restart: %+v", v)
+	}
+	ws, err := d2.Store().Watches(r.ctx)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("watch list after restart: %+v %v", ws, err)
+	}
+	r.srv.Advance(24*time.Hour + 3*time.Minute)
+	d2.FollowUpNow()
+	for _, id := range []string{watched.ID, slow.ID} {
+		v := r.wait(id, toollayer.FinalVerdict)
+		if v.Status != reconciled.StatusAbsent || v.Seq != 2 {
+			t.Fatalf("%s: %+v, want absent seq 2", id, v)
+		}
+		if vs := storedHistory(t, d2.Store(), id); len(vs) != 2 {
+			t.Fatalf("%s: %s", id, describe(vs))
+		}
+		if n := r.streamCount(id); n != 2 {
+			t.Fatalf("%s: %d verdicts in the stream, want 2", id, n)
+		}
+	}
 }

@@ -31,6 +31,8 @@ import (
 // differs from serve only where a test needs a handle: a query timeout on
 // the agent's HTTP client, short unreadable backoff, and a gauge around
 // each ledger's history that records how many reads of one ledger overlap.
+// With NoDaemon it starts none of its own, and the fleet and restart
+// tests start instances as deployed (instance).
 type rig struct {
 	*daemontest.Rig
 	t       *testing.T
@@ -59,6 +61,10 @@ type rigOpts struct {
 	MaxMsgBytes int
 	// MaxInflight is the intake's handler count (0: serve's default, 4).
 	MaxInflight int
+	// NoDaemon starts the replica, NATS and the tool layer only: a test of
+	// several instances, or of one restarted on its data dir, starts its
+	// daemons with instance. d, st and metrics stay nil.
+	NoDaemon bool
 }
 
 // payer pays from a funded account; payee receives. Fixed keys keep every
@@ -72,7 +78,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
 	r := &rig{t: t, gauges: map[string]*readGauge{}}
 	r.Rig = daemontest.New(t, daemontest.Options{Seed: 21, Instance: "e2e", Poll: o.Poll, QueryTimeout: o.QueryTimeout,
-		MaxInflight: o.MaxInflight, MaxMsgBytes: o.MaxMsgBytes,
+		MaxInflight: o.MaxInflight, MaxMsgBytes: o.MaxMsgBytes, NoDaemon: o.NoDaemon,
 		Tune: func(_ *daemon.Config, do *daemon.Options) {
 			// serve keeps the defaults (2 s doubling to 5 min); a fault
 			// lifted in a test should be noticed on the next triggered round.
@@ -95,7 +101,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 			}
 		}})
 	r.ctx, r.srv, r.tool, r.d, r.logs = r.Ctx, r.Replica, r.Tool, r.Daemon, r.Logs
-	r.st, r.metrics = r.d.Store(), r.d.Metrics()
+	if r.d != nil {
+		r.st, r.metrics = r.d.Store(), r.d.Metrics()
+	}
 	return r
 }
 

@@ -1,7 +1,8 @@
 // Package e2e_test drives the reconciled daemon from the outside: the built
 // binary as a subprocess (or in-process services), real NATS servers on
-// loopback, and the IC test replica, to prove that faults, crashes and bad
-// input neither lose an intent nor produce a wrong final verdict.
+// loopback, and the IC test replica, to prove that faults, crashes, bad
+// input and a fleet's instances coming and going neither lose an intent
+// nor produce a wrong final verdict. The project's fleet tests live here.
 package e2e_test
 
 import (

@@ -2,23 +2,19 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/aviate-labs/agent-go/principal"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reconciled/reconciled"
 	"github.com/reconciled/reconciled/daemon"
 	"github.com/reconciled/reconciled/daemon/daemontest"
 	"github.com/reconciled/reconciled/icrc1"
 	"github.com/reconciled/reconciled/icrc3"
-	"github.com/reconciled/reconciled/icrc3history"
 	"github.com/reconciled/reconciled/internal/toollayer"
 	"github.com/reconciled/reconciled/ledgertest"
 	"github.com/reconciled/reconciled/queue"
-	"github.com/reconciled/reconciled/store"
 )
 
 // world is one test replica, one embedded NATS server, and the tool
@@ -37,18 +33,11 @@ func newWorld(t *testing.T) *world {
 	return &world{t: t, ctx: r.Ctx, rig: r, srv: r.Replica, tool: r.Tool}
 }
 
-// daemon starts an instance on dir (reused across restarts) with the
-// follow-up period poll (long: tests trigger rounds themselves).
+// daemon starts an instance on dir with the follow-up period poll (long:
+// tests trigger rounds themselves).
 func (w *world) daemon(name, dir string, poll time.Duration) *daemon.Daemon {
 	w.t.Helper()
-	return w.daemonWith(name, dir, poll, nil)
-}
-
-// daemonWith is daemon with an adjustment of every ledger client's config.
-func (w *world) daemonWith(name, dir string, poll time.Duration, cc func(*icrc3history.ClientConfig)) *daemon.Daemon {
-	w.t.Helper()
-	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32,
-		Tune: func(_ *daemon.Config, o *daemon.Options) { o.ClientConfig = cc }})
+	return w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: poll, MaxInflight: 32})
 }
 
 // stop shuts a daemon down with the given grace.
@@ -95,51 +84,4 @@ func (w *world) ask(doc toollayer.Intent, until func(reconciled.Verdict) bool) r
 		w.t.Fatal(err)
 	}
 	return v
-}
-
-func (w *world) wait(id string, until func(reconciled.Verdict) bool) reconciled.Verdict {
-	w.t.Helper()
-	v, err := toollayer.WaitVerdict(w.ctx, w.tool, id, until)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return v
-}
-
-// history returns an intent's stored verdicts and checks their seqs run
-// 1..n without gaps.
-func history(t *testing.T, st *store.Store, id string) []reconciled.Verdict {
-	t.Helper()
-	vs, err := st.Verdicts(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range vs {
-		if v.Seq != uint64(i+1) {
-			t.Fatalf("%s: verdict #%d has seq %d: %s", id, i+1, v.Seq, describe(vs))
-		}
-	}
-	return vs
-}
-
-func describe(vs []reconciled.Verdict) string {
-	s := ""
-	for _, v := range vs {
-		s += fmt.Sprintf("[%d %s]", v.Seq, v.Status)
-	}
-	return s
-}
-
-// streamCount counts the messages the verdict stream holds for an intent.
-func (w *world) streamCount(id string) uint64 {
-	w.t.Helper()
-	st, err := w.tool.JetStream().Stream(w.ctx, queue.VerdictsStream)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	info, err := st.Info(w.ctx, jetstream.WithSubjectFilter("reconcile.verdicts."+id))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return info.State.Subjects["reconcile.verdicts."+id]
 }
