@@ -225,7 +225,9 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec reconcil
 	// instance, a follower behind): what the stream already holds is
 	// taken first, so this instance neither decides a seq the fleet has
 	// decided nor stores a body other than the one the fleet answered.
-	if _, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID); errors.Is(err, reconciled.ErrNotFound) {
+	_, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
+	imported := false
+	if errors.Is(err, reconciled.ErrNotFound) {
 		if d != nil {
 			// Decided since the stream was read without a verdict: a
 			// verdict the fleet published meanwhile makes the stream
@@ -244,6 +246,7 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec reconcil
 		if err := s.yieldToStream(ctx, log, rec.IntentID); err != nil {
 			return s.retry(ctx, log, "import the stream's verdicts", err), false
 		}
+		imported = true
 	} else if err != nil {
 		return s.retry(ctx, log, "read latest verdict", err), false
 	}
@@ -255,10 +258,16 @@ func (s *Service) admitLocked(ctx context.Context, log *zap.Logger, rec reconcil
 	if res == reconciled.PutConflict {
 		return s.admitConflict(ctx, log, rec), false
 	}
+	if !imported {
+		// Storing the intent changed none of its verdicts, and under the
+		// lock nothing else here writes them.
+		return s.admitKnown(ctx, log, rec, res), false
+	}
 	_, err = s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
 	switch {
 	case errors.Is(err, reconciled.ErrNotFound):
-		// New, or stored by an instance that stopped before deciding.
+		// The import brought no verdict (the stream's were of an intent
+		// stored by an instance that stopped before deciding).
 	case err != nil:
 		return s.retry(ctx, log, "read latest verdict", err), false
 	default:
@@ -290,13 +299,19 @@ func (s *Service) admitKnown(ctx context.Context, log *zap.Logger, rec reconcile
 		return s.refuseConflict(ctx, log, rec, fmt.Sprintf("intent %s is already decided for another body; its verdicts stay", rec.IntentID))
 	}
 	hdr := reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}
-	if err := s.publishStoredOver(ctx, log, rec.IntentID, hdr, last); err != nil {
+	top, err := s.publishStoredOver(ctx, log, rec.IntentID, hdr, last)
+	if err != nil {
 		return s.retry(ctx, log, "re-publish stored verdict", err)
 	}
-	latest, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
-	if err != nil {
-		return s.retry(ctx, log, "read latest verdict", err)
+	if top == nil {
+		// The store took the stream's verdicts meanwhile.
+		v, err := s.cfg.Store.LatestVerdict(ctx, rec.IntentID)
+		if err != nil {
+			return s.retry(ctx, log, "read latest verdict", err)
+		}
+		top = &v
 	}
+	latest := *top
 	if !latest.Final {
 		if err := s.ensureWatched(ctx, rec); err != nil {
 			return s.retry(ctx, log, "watch", err)
@@ -491,26 +506,29 @@ func (s *Service) publishStored(ctx context.Context, log *zap.Logger, id string,
 	if err != nil {
 		return err
 	}
-	return s.publishStoredOver(ctx, log, id, hdr, last)
+	_, err = s.publishStoredOver(ctx, log, id, hdr, last)
+	return err
 }
 
 // publishStoredOver is publishStored given the stream's last verdict of
-// the intent (nil for none), for a caller that has already read it.
-func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id string, hdr reconciled.IntentHeader, last *reconciled.Verdict) error {
+// the intent (nil for none), for a caller that has already read it. It
+// returns the store's latest verdict when the store's verdicts stood (nil
+// when it has none, or took the stream's instead).
+func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id string, hdr reconciled.IntentHeader, last *reconciled.Verdict) (*reconciled.Verdict, error) {
 	local, err := s.cfg.Store.Verdicts(ctx, id)
 	if err != nil || len(local) == 0 {
-		return err
+		return nil, err
 	}
 	top := local[len(local)-1]
 	var from uint64
 	if last != nil {
 		if last.Seq > top.Seq {
 			// Newer in the stream: another instance decided it.
-			return s.yieldToStream(ctx, log, id)
+			return nil, s.yieldToStream(ctx, log, id)
 		}
 		for _, v := range local {
 			if v.Seq == last.Seq && !reconciled.SameDecision(*last, withIntentHash(v, hdr)) {
-				return s.yieldToStream(ctx, log, id)
+				return nil, s.yieldToStream(ctx, log, id)
 			}
 		}
 		from = last.Seq
@@ -521,14 +539,14 @@ func (s *Service) publishStoredOver(ctx context.Context, log *zap.Logger, id str
 		}
 		if err := s.cfg.Sink.PublishVerdict(ctx, withIntentHash(v, hdr), hdr); errors.Is(err, reconciled.ErrHistory) {
 			// Another instance published this seq meanwhile.
-			return s.yieldToStream(ctx, log, id)
+			return nil, s.yieldToStream(ctx, log, id)
 		} else if err != nil {
-			return err
+			return nil, err
 		}
 		s.log.Info("stored verdict re-published", zap.String("intent_id", id), zap.Uint64("seq", v.Seq))
 	}
 	s.markPublished(ctx, log, top)
-	return nil
+	return &top, nil
 }
 
 // withIntentHash gives a verdict stored before verdicts carried intent_hash

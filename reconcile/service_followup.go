@@ -405,7 +405,8 @@ func (s *Service) republish(ctx context.Context, log *zap.Logger, id string) err
 	if holdsOtherBody(last, rec) {
 		return s.yieldToStream(ctx, log, id)
 	}
-	return s.publishStoredOver(ctx, log, id, reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
+	_, err = s.publishStoredOver(ctx, log, id, reconciled.IntentHeader{Body: rec.Body, Hash: rec.Hash}, last)
+	return err
 }
 
 // Resume publishes, after a start, every stored verdict a crash may have

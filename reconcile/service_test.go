@@ -506,3 +506,50 @@ func TestFollowUpRecordsCheckTimes(t *testing.T) {
 		t.Errorf("c-1 seqs %v: a not_yet again is no verdict", got)
 	}
 }
+
+// countingStore counts the service's reads of an intent's latest verdict.
+type countingStore struct {
+	*store.Store
+	mu     sync.Mutex
+	latest int
+}
+
+func (s *countingStore) LatestVerdict(ctx context.Context, id string) (reconciled.Verdict, error) {
+	s.mu.Lock()
+	s.latest++
+	s.mu.Unlock()
+	return s.Store.LatestVerdict(ctx, id)
+}
+
+// TestServiceKnownIntentReadsItsVerdictsOnce: a redelivered intent the
+// store holds is answered from one read of its verdicts (the latest, to
+// find it known; its list, to hold the stream to it), not from a read
+// before and after each step.
+func TestServiceKnownIntentReadsItsVerdictsOnce(t *testing.T) {
+	e := newSvcEnv(t)
+	cs := &countingStore{Store: e.st}
+	svc, err := reconcile.NewService(reconcile.ServiceConfig{Decider: e.dec, Store: cs, Sink: e.sink,
+		Now: func() time.Time { return e.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dec.set("k-1", reconciled.Verdict{Status: reconciled.StatusFound, Block: &reconciled.BlockRef{Index: 7}})
+	body := intentBody("k-1", 1)
+	if o := svc.HandleIntent(context.Background(), body); o.Kind != reconciled.Ack {
+		t.Fatalf("first delivery: %+v", o)
+	}
+	cs.mu.Lock()
+	cs.latest = 0
+	cs.mu.Unlock()
+	if o := svc.HandleIntent(context.Background(), body); o.Kind != reconciled.Ack {
+		t.Fatalf("redelivery: %+v", o)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.latest != 1 {
+		t.Fatalf("a known intent's latest verdict read %d times, want 1", cs.latest)
+	}
+	if got := e.sink.seqs("k-1"); len(got) != 1 {
+		t.Fatalf("published %v, want seq 1 once", got)
+	}
+}
