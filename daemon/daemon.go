@@ -67,7 +67,9 @@ type Config struct {
 	// block-explorer link templates (support.Config); "" for none.
 	ExplorerBlockURL, ExplorerAccountURL string
 
-	PollInterval    time.Duration
+	PollInterval time.Duration
+	// MaxInflight is the number of intents handled at once
+	// (DefaultMaxInflight in a release's configuration).
 	MaxInflight     int
 	QueryTimeout    time.Duration
 	AckWait         time.Duration

@@ -39,6 +39,13 @@ const (
 	DefaultMaxStrangerOpen = 10_000
 )
 
+// DefaultMaxInflight is how many intents an instance handles at once by
+// default. Handlers are also what brings a burst of intents given back
+// during an outage home in time: with far fewer handlers than the burst,
+// the intake consumer redelivers part of it only after one or more
+// further ack waits once the outage ends (docs/operations.md#outages).
+const DefaultMaxInflight = 256
+
 // strangers tracks the open intents of unconfigured canisters.
 type strangers struct {
 	maxCanisters, maxOpen int

@@ -295,7 +295,9 @@ func newLvWorld(t *testing.T, k *lvKind, seed int64, perLedger int) *lvWorld {
 
 func (w *lvWorld) startInst(k int, dir string) *lvInst {
 	name := fmt.Sprintf("i%d", k)
-	d := w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: lvPoll, LeaseTTL: lvLeaseTTL,
+	// The release's handler count: the liveness claims are the shipped
+	// configuration's (see daemon.DefaultMaxInflight for what fewer cost).
+	d := w.rig.Start(daemontest.Options{Instance: name, DataDir: dir, Poll: lvPoll, LeaseTTL: lvLeaseTTL, MaxInflight: daemon.DefaultMaxInflight,
 		Tune: func(_ *daemon.Config, o *daemon.Options) {
 			o.BackoffBase, o.BackoffMax = 100*time.Millisecond, 2*time.Second
 			o.Sink = func(s reconcile.Sink) reconcile.Sink { return outageSink{Sink: s, o: &w.stream} }

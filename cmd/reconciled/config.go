@@ -138,7 +138,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr interfac
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 30*time.Second, "bound of one HTTP request to the IC (a hung replica costs an unreadable verdict, not a stuck intent)")
 	fs.IntVar(&c.MaxStrangers, "max-unconfigured-ledgers", daemon.DefaultMaxStrangers, "unconfigured canisters (without --strict-ledgers) followed at once; intents of others are stored unread (unreadable E_UNCONFIGURED_WAIT) until a slot frees")
 	fs.IntVar(&c.MaxStrangerOpen, "max-unconfigured-open", daemon.DefaultMaxStrangerOpen, "open intents of one unconfigured canister past which a new one is stored unread (E_UNCONFIGURED_WAIT) and left to the follow-up")
-	fs.IntVar(&c.MaxInflight, "max-inflight", 256, "intents handled at once (those of one ledger share one walk down its chain)")
+	fs.IntVar(&c.MaxInflight, "max-inflight", daemon.DefaultMaxInflight, "intents handled at once (those of one ledger share one walk down its chain)")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long an intent taken by an instance that died waits before another gets it (a live instance's heartbeat keeps its own); the shared consumer takes the value of the instance started last")
 	fs.DurationVar(&c.PurgeEvery, "purge-every", time.Second, "shortest time between two purges of intents every consumer has acknowledged from the intent stream (limits retention)")
 	fs.DurationVar(&c.Retention, "retention", daemon.DefaultRetention, "how long a final intent stays in the store after its final verdict (then its rows are pruned); a new pod imports only this much of the verdict stream; at least --republish-horizon")
